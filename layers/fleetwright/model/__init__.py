@@ -1,0 +1,1 @@
+"""Fleetwright's domain model: quantities, requirements, pods, nodes, instance types, NodePools."""

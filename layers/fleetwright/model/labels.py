@@ -1,0 +1,85 @@
+"""Well-known node labels and taints (Kubernetes, Karpenter and the AWS provider)."""
+
+from __future__ import annotations
+
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+NODEPOOL = "karpenter.sh/nodepool"
+WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+
+ON_DEMAND = "on-demand"
+SPOT = "spot"
+RESERVED = "reserved"
+CAPACITY_TYPES = (SPOT, ON_DEMAND, RESERVED)
+
+AWS_PREFIX = "karpenter.k8s.aws/"
+INSTANCE_CATEGORY = AWS_PREFIX + "instance-category"
+INSTANCE_FAMILY = AWS_PREFIX + "instance-family"
+INSTANCE_GENERATION = AWS_PREFIX + "instance-generation"
+INSTANCE_SIZE = AWS_PREFIX + "instance-size"
+INSTANCE_CPU = AWS_PREFIX + "instance-cpu"
+INSTANCE_CPU_MANUFACTURER = AWS_PREFIX + "instance-cpu-manufacturer"
+INSTANCE_MEMORY = AWS_PREFIX + "instance-memory"
+INSTANCE_HYPERVISOR = AWS_PREFIX + "instance-hypervisor"
+INSTANCE_NETWORK_BANDWIDTH = AWS_PREFIX + "instance-network-bandwidth"
+INSTANCE_GPU_COUNT = AWS_PREFIX + "instance-gpu-count"
+INSTANCE_GPU_NAME = AWS_PREFIX + "instance-gpu-name"
+INSTANCE_GPU_MANUFACTURER = AWS_PREFIX + "instance-gpu-manufacturer"
+INSTANCE_GPU_MEMORY = AWS_PREFIX + "instance-gpu-memory"
+INSTANCE_ACCELERATOR_NAME = AWS_PREFIX + "instance-accelerator-name"
+INSTANCE_ACCELERATOR_MANUFACTURER = AWS_PREFIX + "instance-accelerator-manufacturer"
+INSTANCE_ACCELERATOR_COUNT = AWS_PREFIX + "instance-accelerator-count"
+INSTANCE_LOCAL_NVME = AWS_PREFIX + "instance-local-nvme"
+INSTANCE_EBS_BANDWIDTH = AWS_PREFIX + "instance-ebs-bandwidth"
+
+# Labels whose value comes from the instance type or the offering chosen at launch: a NodePool need not
+# mention them for a pod to select them (Karpenter's "well-known labels").
+WELL_KNOWN_LABELS = frozenset(
+    {
+        ZONE,
+        REGION,
+        INSTANCE_TYPE,
+        ARCH,
+        OS,
+        CAPACITY_TYPE,
+        NODEPOOL,
+        WINDOWS_BUILD,
+        INSTANCE_CATEGORY,
+        INSTANCE_FAMILY,
+        INSTANCE_GENERATION,
+        INSTANCE_SIZE,
+        INSTANCE_CPU,
+        INSTANCE_CPU_MANUFACTURER,
+        INSTANCE_MEMORY,
+        INSTANCE_HYPERVISOR,
+        INSTANCE_NETWORK_BANDWIDTH,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_GPU_MEMORY,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+        INSTANCE_LOCAL_NVME,
+        INSTANCE_EBS_BANDWIDTH,
+    }
+)
+
+# Labels that only an offering (not the instance type itself) decides.
+OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE})
+
+# Label domains that users may not set in a NodePool template (Karpenter's restricted domains).
+RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+# Exceptions inside the restricted domains that users may set.
+ALLOWED_RESTRICTED_LABELS = frozenset(
+    {ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD, HOSTNAME}
+)
+
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"

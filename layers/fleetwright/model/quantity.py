@@ -1,0 +1,152 @@
+"""Kubernetes quantities and durations, parsed exactly (no floats).
+
+CPU is kept in milli-cores; every other resource in its base unit (bytes, counts), rounded up
+the way Kubernetes' ``Quantity.Value()`` does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?\d+)|(?P<decimal>[numkMGTPE]?))$"
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity or duration."""
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse ``100m``, ``1.5``, ``1Gi``, ``1G``, ``1e3`` ... into an exact fraction of base units."""
+    if isinstance(value, bool):
+        raise QuantityError(f"quantity must be a number or string, not {value!r}")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"quantity {value!r} is not finite")
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"quantity must be a number or string, not {type(value).__name__}")
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise QuantityError(
+            f"invalid quantity {value!r}: expected a number with an optional suffix "
+            "(m, k, M, G, T, Ki, Mi, Gi, Ti, e3, ...)"
+        )
+    number = Fraction(match["num"])
+    if match["binary"]:
+        number *= _BINARY[match["binary"]]
+    elif match["exp"]:
+        number *= Fraction(10) ** int(match["exp"][1:])
+    else:
+        number *= _DECIMAL[match["decimal"] or ""]
+    return -number if match["sign"] == "-" else number
+
+
+def to_milli(value: str | int | float) -> int:
+    """A quantity in milli-units, rounded up (``1.5`` → 1500, ``100m`` → 100)."""
+    return math.ceil(parse_quantity(value) * 1000)
+
+
+def to_units(value: str | int | float) -> int:
+    """A quantity in base units, rounded up (``1Gi`` → 1073741824, ``0.5`` → 1)."""
+    return math.ceil(parse_quantity(value))
+
+
+def parse_resource(name: str, value: str | int | float) -> int:
+    """A resource quantity in Fleetwright's integer unit: milli-cores for cpu, base units otherwise."""
+    return to_milli(value) if name == CPU else to_units(value)
+
+
+def format_resource(name: str, amount: int) -> str:
+    """Render an integer resource amount for people (``1930m``, ``6.9Gi``, ``29``)."""
+    if name == CPU:
+        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    if name in (MEMORY, EPHEMERAL_STORAGE) or name.endswith("memory"):
+        return format_bytes(amount)
+    return str(amount)
+
+
+def format_bytes(amount: int) -> str:
+    """Bytes in the largest binary unit that keeps one decimal (``7.2Gi``, ``512Mi``)."""
+    for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if abs(amount) >= factor:
+            scaled = amount / factor
+            text = f"{scaled:.1f}".rstrip("0").rstrip(".")
+            return f"{text}{suffix}"
+    return str(amount)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {
+    "ns": Fraction(1, 10**9),
+    "us": Fraction(1, 10**6),
+    "µs": Fraction(1, 10**6),
+    "ms": Fraction(1, 1000),
+    "s": Fraction(1),
+    "m": Fraction(60),
+    "h": Fraction(3600),
+}
+
+NEVER = "Never"
+
+
+def parse_duration(value: str) -> int | None:
+    """Parse a Go duration (``30s``, ``1h30m``, ``720h``) into whole seconds; ``Never`` gives None."""
+    if value == NEVER:
+        return None
+    text = value.strip()
+    if text == "0":
+        return 0
+    pos = 0
+    total = Fraction(0)
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if not match:
+            raise QuantityError(f"invalid duration {value!r}: expected e.g. 30s, 10m, 1h30m, 720h or Never")
+        total += Fraction(match[1]) * _DURATION_UNITS[match[2]]
+        pos = match.end()
+    if not text:
+        raise QuantityError("invalid duration '': expected e.g. 30s, 10m, 1h30m, 720h or Never")
+    return math.ceil(total)
+
+
+def format_duration(seconds: int | None) -> str:
+    """Render seconds as a Go duration (``720h``, ``1h30m``, ``45s``); None as ``Never``."""
+    if seconds is None:
+        return NEVER
+    if seconds == 0:
+        return "0s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes:
+        parts.append(f"{minutes}m")
+    if secs:
+        parts.append(f"{secs}s")
+    return "".join(parts)
