@@ -70,6 +70,9 @@ WELL_KNOWN_LABELS = frozenset(
     }
 )
 
+# Well-known labels an instance type itself decides (a type without one of these lacks that label).
+INSTANCE_TYPE_LABELS = WELL_KNOWN_LABELS - {ZONE, CAPACITY_TYPE, REGION, NODEPOOL}
+
 # Labels that only an offering (not the instance type itself) decides.
 OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE})
 

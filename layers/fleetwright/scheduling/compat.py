@@ -1,0 +1,90 @@
+"""Compatibility checks between pods, NodePools, instance types and nodes (with reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.labels import CAPACITY_TYPE, INSTANCE_TYPE_LABELS, WELL_KNOWN_LABELS, ZONE
+from fleetwright.model.requirements import Requirement, Requirements
+
+
+def undefined_label_conflicts(pod_requirements: Requirements, node_requirements: Requirements) -> list[str]:
+    """Pod requirements on custom labels a NodePool never sets (so its nodes will not carry them).
+
+    A NodePool's node gets a custom label only from its template labels or its requirements; a pod that
+    needs such a label to exist cannot land there.
+    """
+    problems = []
+    for req in pod_requirements:
+        if req.key in node_requirements or req.key in WELL_KNOWN_LABELS:
+            continue
+        if not req.absent_ok:
+            problems.append(
+                f'label "{req.key}" is not set by the NodePool (add it to template labels or requirements)'
+            )
+    return problems
+
+
+def requirement_conflicts(pod_requirements: Requirements, node_requirements: Requirements) -> list[str]:
+    """Every reason why a pod's requirements cannot be met by a NodePool's requirements."""
+    return pod_requirements.conflicts(node_requirements) + undefined_label_conflicts(
+        pod_requirements, node_requirements
+    )
+
+
+def requirements_compatible(pod_requirements: Requirements, node_requirements: Requirements) -> bool:
+    """Fast form of :func:`requirement_conflicts` (no messages)."""
+    if not pod_requirements.compatible(node_requirements):
+        return False
+    for req in pod_requirements:
+        if req.key not in node_requirements and req.key not in WELL_KNOWN_LABELS and not req.absent_ok:
+            return False
+    return True
+
+
+def _offering_allowed(zone_req: Requirement | None, ct_req: Requirement | None, zone: str, ct: str) -> bool:
+    return (zone_req is None or zone_req.has(zone)) and (ct_req is None or ct_req.has(ct))
+
+
+def instance_type_compatible(instance_type: InstanceType, requirements: Requirements) -> bool:
+    """True when the type's labels and at least one available offering satisfy the requirements.
+
+    Only labels an instance type or offering decides are checked here; custom labels come from the
+    NodePool and are checked against the pod separately.
+    """
+    labels = instance_type.labels
+    for req in requirements:
+        key = req.key
+        if key in (ZONE, CAPACITY_TYPE):
+            continue
+        value = labels.get(key)
+        if value is not None:
+            if not req.has(value):
+                return False
+        elif key in INSTANCE_TYPE_LABELS and not req.absent_ok:
+            return False
+    zone_req = requirements.get(ZONE)
+    ct_req = requirements.get(CAPACITY_TYPE)
+    return any(
+        o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        for o in instance_type.offerings
+    )
+
+
+def allowed_offerings(
+    instance_type: InstanceType, requirements: Requirements
+) -> list[tuple[str, str, float]]:
+    """``(zone, capacity type, price)`` of the available offerings the requirements allow."""
+    zone_req = requirements.get(ZONE)
+    ct_req = requirements.get(CAPACITY_TYPE)
+    return [
+        (o.zone, o.capacity_type, o.price)
+        for o in instance_type.offerings
+        if o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+    ]
+
+
+def labels_satisfy(labels: Mapping[str, str], requirements: Requirements) -> bool:
+    """True when an existing node's labels meet the requirements."""
+    return requirements.matches(labels)

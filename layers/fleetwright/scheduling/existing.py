@@ -1,0 +1,64 @@
+"""Existing (and in-flight) nodes during one simulation: what room they have left."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetwright.model.node import Node
+from fleetwright.model.pod import HostPort, Pod
+from fleetwright.model.requirements import Requirements
+from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.scheduling import vectors as vec
+
+
+@dataclass(slots=True, eq=False)
+class NodeInProgress:
+    """An existing node, the room it has left and the pending pods placed on it in this run."""
+
+    seq: int
+    node: Node
+    room: vec.Vector
+    host_ports: list[HostPort]
+    placed: list[Pod] = field(default_factory=list)
+    compatible: dict[tuple[str, int], bool] = field(default_factory=dict)
+
+    def accepts(
+        self, option_key: str, option: Requirements, tolerations_key: int, tolerations: tuple[Toleration, ...]
+    ) -> bool:
+        """Labels and taints allow a pod with this requirement option and these tolerations (cached)."""
+        cache_key = (option_key, tolerations_key)
+        cached = self.compatible.get(cache_key)
+        if cached is None:
+            cached = (
+                not self.node.unschedulable
+                and option.matches(self.node.labels)
+                and tolerates_all(tolerations, self.node.taints) is None
+            )
+            self.compatible[cache_key] = cached
+        return cached
+
+    def try_add(self, pod: Pod, need: vec.Vector) -> bool:
+        """Place the pod when it fits in the room left and its host ports are free."""
+        room = self.room
+        for i, amount in enumerate(need):
+            if amount > room[i]:
+                return False
+        for port in pod.host_ports:
+            if any(port.conflicts(other) for other in self.host_ports):
+                return False
+        self.room = vec.sub(room, need)
+        self.placed.append(pod)
+        self.host_ports.extend(pod.host_ports)
+        return True
+
+
+def node_in_progress(seq: int, node: Node, dims: tuple[str, ...]) -> NodeInProgress:
+    """The node's allocatable minus what its bound pods request."""
+    used = [0] * len(dims)
+    ports: list[HostPort] = []
+    for pod in node.pods:
+        for i, amount in enumerate(vec.pod_need(pod.requests, dims)):
+            used[i] += amount
+        ports.extend(pod.host_ports)
+    room = vec.sub(vec.vector(node.allocatable, dims), tuple(used))
+    return NodeInProgress(seq, node, room, ports)

@@ -1,0 +1,164 @@
+"""NodePools prepared for one simulation: their requirements, usable instance types and overheads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetwright.model import resources as res
+from fleetwright.model.allocatable import allocatable_for
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.labels import NODEPOOL
+from fleetwright.model.pod import Pod
+from fleetwright.model.requirements import Requirement, Requirements
+from fleetwright.model.taints import tolerates_all
+from fleetwright.scheduling import vectors as vec
+from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
+from fleetwright.scheduling.types import NodePoolTemplate
+
+
+@dataclass(slots=True, eq=False)
+class OptionMatch:
+    """What a NodePool offers a pod with one set of node requirements.
+
+    ``type_indices`` index :attr:`PreparedPool.types`; empty with a ``reason`` when nothing matches.
+    """
+
+    requirements: Requirements
+    type_indices: list[int]
+    reason: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class PreparedPool:
+    """A NodePool with everything the simulation reuses across pods."""
+
+    template: NodePoolTemplate
+    requirements: Requirements
+    types: list[InstanceType]
+    capacity: list[vec.Vector]  # per type: allocatable minus DaemonSet overhead, over the run's dims
+    raw_capacity: list[res.ResourceList]  # per type: capacity (what NodePool limits count)
+    daemon_overhead: list[res.ResourceList]  # per type
+    dropped_for_daemons: int = 0
+    matches: dict[str, OptionMatch] = field(default_factory=dict)
+    reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
+
+    @property
+    def has_min_values(self) -> bool:
+        """True when some requirement of the NodePool sets ``minValues``."""
+        return any(r.min_values for r in self.requirements)
+
+    @property
+    def name(self) -> str:
+        """The NodePool's name."""
+        return self.template.name
+
+    def match(self, option_key: str, option: Requirements) -> OptionMatch:
+        """The requirements and instance types this pool offers for a pod option (cached)."""
+        cached = self.matches.get(option_key)
+        if cached is not None:
+            return cached
+        result = self._match(option)
+        self.matches[option_key] = result
+        return result
+
+    def _match(self, option: Requirements) -> OptionMatch:
+        if not requirements_compatible(option, self.requirements):
+            from fleetwright.scheduling.compat import requirement_conflicts
+
+            problems = "; ".join(requirement_conflicts(option, self.requirements))
+            return OptionMatch(self.requirements, [], f"incompatible requirements: {problems}")
+        combined = self.requirements.intersect(option)
+        indices = [i for i, it in enumerate(self.types) if instance_type_compatible(it, combined)]
+        if not indices:
+            wanted = option.describe() or "none"
+            return OptionMatch(
+                combined,
+                [],
+                f"no instance type satisfies the pod's requirements ({wanted}) within the NodePool's",
+            )
+        return OptionMatch(combined, indices)
+
+    def remaining_limits(self) -> res.ResourceList | None:
+        """What the NodePool's limits still allow, or None without limits."""
+        limits = self.template.limits
+        if limits is None:
+            return None
+        return res.subtract(res.subtract(limits, self.template.usage), self.reserved)
+
+    def within_limits(self, indices: list[int]) -> list[int]:
+        """The instance types whose capacity still fits within the NodePool's limits."""
+        remaining = self.remaining_limits()
+        if remaining is None:
+            return indices
+        return [
+            i
+            for i in indices
+            if all(self.raw_capacity[i].get(name, 0) <= left for name, left in remaining.items())
+        ]
+
+    def limit_reason(self, indices: list[int]) -> str:
+        """Why no type of ``indices`` fits within the limits (``limit cpu=100 reached``)."""
+        remaining = self.remaining_limits() or {}
+        limits = self.template.limits or {}
+        blocked = sorted(
+            name
+            for name, left in remaining.items()
+            if all(self.raw_capacity[i].get(name, 0) > left for i in indices)
+        )
+        shown = {name: limits[name] for name in blocked if name in limits}
+        return f"limit {res.render(shown)} reached" if shown else "limits reached"
+
+
+def pool_requirements(template: NodePoolTemplate) -> Requirements:
+    """The NodePool's requirements, its template labels and its own name, as one set."""
+    return template.requirements.intersect(Requirements.from_labels(template.labels)).intersect(
+        Requirements({NODEPOOL: Requirement.single(NODEPOOL, template.name)})
+    )
+
+
+def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Requirements) -> bool:
+    """True when a DaemonSet's pod would run on this NodePool's nodes (taints and requirements)."""
+    if tolerates_all(ds.tolerations, template.taints) is not None:
+        return False
+    return any(requirements_compatible(option, requirements) for option in ds.node_requirement_options())
+
+
+def prepare_pool(
+    template: NodePoolTemplate,
+    instance_types: list[InstanceType],
+    daemonsets: list[Pod],
+    dims: tuple[str, ...],
+) -> PreparedPool:
+    """Select the NodePool's instance types and compute each one's room for pods."""
+    requirements = pool_requirements(template)
+    candidates = [it for it in instance_types if instance_type_compatible(it, requirements)]
+    daemons = [ds for ds in daemonsets if daemonset_runs_on(ds, template, requirements)]
+    types: list[InstanceType] = []
+    capacity: list[vec.Vector] = []
+    raw: list[res.ResourceList] = []
+    overheads: list[res.ResourceList] = []
+    dropped = 0
+    for it in candidates:
+        if template.kubelet is None or it.explicit_allocatable:
+            allocatable = it.allocatable
+        else:
+            allocatable = allocatable_for(it.capacity, template.kubelet, it.eni_limits)
+        overhead = res.add(
+            *(
+                ds.requests
+                for ds in daemons
+                if any(
+                    instance_type_compatible(it, requirements.intersect(o))
+                    for o in ds.node_requirement_options()
+                )
+            )
+        )
+        room = vec.sub(vec.vector(allocatable, dims), vec.vector(overhead, dims))
+        if min(room) < 0 or not res.fits(overhead, allocatable):
+            dropped += 1
+            continue
+        types.append(it)
+        capacity.append(room)
+        raw.append(it.capacity)
+        overheads.append(overhead)
+    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped)
