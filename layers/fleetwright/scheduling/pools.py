@@ -7,12 +7,18 @@ from dataclasses import dataclass, field
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import allocatable_for
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import NODEPOOL
+from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
 from fleetwright.scheduling import vectors as vec
-from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
+from fleetwright.scheduling.compat import (
+    allowed_offerings,
+    instance_type_compatible,
+    requirement_conflicts,
+    requirements_compatible,
+)
+from fleetwright.scheduling.costs import unit_cost
 from fleetwright.scheduling.types import NodePoolTemplate
 
 
@@ -29,6 +35,17 @@ class OptionMatch:
 
 
 @dataclass(slots=True, eq=False)
+class OfferingTable:
+    """Per instance type of a pool: cheapest allowed price, allowed zones and capacity types."""
+
+    prices: list[float | None]
+    zones: list[frozenset[str]]
+    capacity_types: list[frozenset[str]]
+    all_zones: set[str]
+    all_capacity_types: set[str]
+
+
+@dataclass(slots=True, eq=False)
 class PreparedPool:
     """A NodePool with everything the simulation reuses across pods."""
 
@@ -40,6 +57,8 @@ class PreparedPool:
     daemon_overhead: list[res.ResourceList]  # per type
     dropped_for_daemons: int = 0
     matches: dict[str, OptionMatch] = field(default_factory=dict)
+    offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
+    cost_rankings: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
 
     @property
@@ -63,8 +82,6 @@ class PreparedPool:
 
     def _match(self, option: Requirements) -> OptionMatch:
         if not requirements_compatible(option, self.requirements):
-            from fleetwright.scheduling.compat import requirement_conflicts
-
             problems = "; ".join(requirement_conflicts(option, self.requirements))
             return OptionMatch(self.requirements, [], f"incompatible requirements: {problems}")
         combined = self.requirements.intersect(option)
@@ -77,6 +94,42 @@ class PreparedPool:
                 f"no instance type satisfies the pod's requirements ({wanted}) within the NodePool's",
             )
         return OptionMatch(combined, indices)
+
+    def cost_ranking(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
+        """Types by price per copy of ``mix`` (cheapest first), over the offerings the requirements allow."""
+        key = (*_offering_key(requirements), mix)
+        ranking = self.cost_rankings.get(key)
+        if ranking is None:
+            prices = self.offerings(requirements).prices
+            ranking = sorted(
+                (unit_cost(price, self.capacity[i], mix), i)
+                for i, price in enumerate(prices)
+                if price is not None
+            )
+            self.cost_rankings[key] = ranking
+        return ranking
+
+    def offerings(self, requirements: Requirements) -> OfferingTable:
+        """Per type, what the requirements' zones and capacity types allow (cached per pair)."""
+        key = _offering_key(requirements)
+        table = self.offering_tables.get(key)
+        if table is None:
+            table = OfferingTable([], [], [], set(), set())
+            for it in self.types:
+                offered = allowed_offerings(it, requirements)
+                table.prices.append(min(o[2] for o in offered) if offered else None)
+                zones = frozenset(o[0] for o in offered)
+                capacity_types = frozenset(o[1] for o in offered)
+                table.zones.append(zones)
+                table.capacity_types.append(capacity_types)
+                table.all_zones.update(zones)
+                table.all_capacity_types.update(capacity_types)
+            self.offering_tables[key] = table
+        return table
+
+    def prices(self, requirements: Requirements) -> list[float | None]:
+        """Per type, the cheapest offering the requirements allow (None when none is allowed)."""
+        return self.offerings(requirements).prices
 
     def remaining_limits(self) -> res.ResourceList | None:
         """What the NodePool's limits still allow, or None without limits."""
@@ -107,6 +160,12 @@ class PreparedPool:
         )
         shown = {name: limits[name] for name in blocked if name in limits}
         return f"limit {res.render(shown)} reached" if shown else "limits reached"
+
+
+def _offering_key(requirements: Requirements) -> tuple[str, str]:
+    zone_req = requirements.get(ZONE)
+    ct_req = requirements.get(CAPACITY_TYPE)
+    return (zone_req.describe() if zone_req else "", ct_req.describe() if ct_req else "")
 
 
 def pool_requirements(template: NodePoolTemplate) -> Requirements:

@@ -19,7 +19,6 @@ from fleetwright.model.requirements import Requirements
 from fleetwright.model.taints import Toleration, tolerates_all
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
-from fleetwright.scheduling.compat import allowed_offerings
 from fleetwright.scheduling.existing import node_in_progress
 from fleetwright.scheduling.pools import PreparedPool, prepare_pool
 from fleetwright.scheduling.types import (
@@ -38,6 +37,7 @@ class PodGroup:
     attempts: list[tuple[str, Requirements]]  # requirement options, strictest first
     tolerations: tuple[Toleration, ...]
     tolerations_key: int
+    mix: vec.Vector = ()  # the summed needs of the group's pending pods: the shape claims pack for
 
 
 def _option_key(option: Requirements) -> str:
@@ -97,6 +97,11 @@ class Simulation:
         self.min_need = tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(self.dims)))
         self.pending = sorted(pending, key=lambda p: (-needs[p.key][0], -needs[p.key][1], p.key))
         self.needs = needs
+        self.pod_groups: dict[str, PodGroup] = {}
+        for p in pending:
+            group = self.group_of(p)
+            group.mix = vec.add(group.mix, needs[p.key]) if group.mix else needs[p.key]
+            self.pod_groups[p.key] = group
         # Identical pods (same constraints and requests) never fit where the previous one did not: resume
         # the scan of nodes and claims where the last such pod landed.
         self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
@@ -118,7 +123,7 @@ class Simulation:
 
     def place(self, pod: Pod) -> None:
         """Try existing nodes, open claims and new claims, relaxing preferences as needed."""
-        group = self.group_of(pod)
+        group = self.pod_groups[pod.key]
         need = self.needs[pod.key]
         if not group.attempts:
             self.errors.append(PodError(pod, "node selector and required node affinity cannot be met"))
@@ -185,10 +190,16 @@ class Simulation:
                 )
                 continue
             claim = ClaimInProgress(
-                len(self.claims), pool, match.requirements, indices, tuple(0 for _ in self.dims)
+                len(self.claims),
+                pool,
+                match.requirements,
+                indices,
+                need,
+                pods=[pod],
+                host_ports=list(pod.host_ports),
+                mix=group.mix,
             )
             claim.reserve_limits()
-            claim.try_add(pod, need, Requirements())
             self.claims.append(claim)
             self.open_claims.append(claim)
             self._close_if_full(claim)
@@ -213,16 +224,19 @@ class Simulation:
 def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
     """The claim's instance types that hold all its pods, cheapest first, with zones and labels."""
     pool = claim.pool
+    table = pool.offerings(claim.requirements)
     priced: list[tuple[float, str, int]] = []
     zones: set[str] = set()
     capacity_types: set[str] = set()
     for i in claim.fitting_indices():
-        offerings = allowed_offerings(pool.types[i], claim.requirements)
-        if not offerings:
+        price = table.prices[i]
+        if price is None:
             continue
-        priced.append((min(o[2] for o in offerings), pool.types[i].name, i))
-        zones.update(o[0] for o in offerings)
-        capacity_types.update(o[1] for o in offerings)
+        priced.append((price, pool.types[i].name, i))
+        if len(zones) < len(table.all_zones):
+            zones.update(table.zones[i])
+        if len(capacity_types) < len(table.all_capacity_types):
+            capacity_types.update(table.capacity_types[i])
     priced.sort()
     requirements = claim.requirements
     if len(zones) == 1:

@@ -42,7 +42,10 @@ def sub(a: Vector, b: Vector) -> Vector:
 
 def fits(need: Vector, capacity: Vector) -> bool:
     """True when ``need`` is within ``capacity`` in every dimension."""
-    return all(n <= c for n, c in zip(need, capacity, strict=True))
+    for n, c in zip(need, capacity):  # noqa: B905, SIM110 - hot path: a plain loop beats all(genexpr)
+        if n > c:
+            return False
+    return True
 
 
 def elementwise_max(vectors: Iterable[Vector], width: int) -> Vector:
