@@ -71,7 +71,8 @@ def run(pods: list[Pod], types: list[InstanceType]) -> tuple[float, Results]:
 
 def main() -> None:
     """Print one line per N."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--sizes", default="1,100,500,1000,5000,20000")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleetwright.model import resources as res
-from fleetwright.model.allocatable import allocatable_for
+from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
 from fleetwright.model.pod import Pod
@@ -198,10 +198,7 @@ def prepare_pool(
     overheads: list[res.ResourceList] = []
     dropped = 0
     for it in candidates:
-        if template.kubelet is None or it.explicit_allocatable:
-            allocatable = it.allocatable
-        else:
-            allocatable = allocatable_for(it.capacity, template.kubelet, it.eni_limits)
+        allocatable = instance_type_allocatable(it, template.kubelet)
         overhead = res.add(
             *(
                 ds.requests

@@ -1,0 +1,47 @@
+"""NodePool documents (plus their EC2NodeClasses and existing nodes) as scheduler templates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fleetwright.model import resources as res
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.kubelet import KubeletOverrides
+from fleetwright.model.labels import NODEPOOL
+from fleetwright.model.node import Node
+from fleetwright.model.nodepool import NodePool
+from fleetwright.scheduling.types import NodePoolTemplate
+
+
+def kubelet_for(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverrides | None:
+    """The kubelet settings for a NodePool's nodes: legacy NodePool settings win over the node class."""
+    legacy = nodepool.legacy_kubelet()
+    overrides = legacy.kubelet.overrides() if legacy else nodeclass.kubelet_overrides() if nodeclass else None
+    return None if overrides is None or overrides == KubeletOverrides() else overrides
+
+
+def nodepool_usage(name: str, nodes: Sequence[Node]) -> res.ResourceList:
+    """What a NodePool's existing nodes count against its limits (their capacity, as Karpenter counts)."""
+    return res.add(*(n.capacity or n.allocatable for n in nodes if n.labels.get(NODEPOOL) == name))
+
+
+def nodepool_templates(
+    nodepools: Sequence[NodePool], nodeclasses: Sequence[EC2NodeClass], nodes: Sequence[Node] = ()
+) -> list[NodePoolTemplate]:
+    """One template per NodePool, with its node class's kubelet settings and its current usage."""
+    classes = {nc.name: nc for nc in nodeclasses}
+    return [
+        NodePoolTemplate(
+            name=np.name,
+            requirements=np.requirements(),
+            labels=np.labels(),
+            taints=np.taints(),
+            startup_taints=np.startup_taints(),
+            weight=np.weight_value(),
+            limits=np.limits(),
+            kubelet=kubelet_for(np, classes.get(np.node_class_name())),
+            node_class=np.node_class_name(),
+            usage=nodepool_usage(np.name, nodes),
+        )
+        for np in nodepools
+    ]
