@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kubelet import KubeletOverrides
+from fleetwright.model.labels import ARCH
 from fleetwright.model.quantity import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, parse_resource
 from fleetwright.model.resources import ResourceList
 
@@ -171,3 +173,16 @@ def allocatable_for(
             if name in allocatable:
                 allocatable[name] = max(allocatable[name] - amount, 0)
     return allocatable
+
+
+def instance_type_allocatable(instance_type: InstanceType, kubelet: KubeletOverrides | None) -> ResourceList:
+    """Allocatable of ``instance_type`` under a node class's kubelet settings.
+
+    The catalog's verbatim allocatable wins; otherwise :func:`allocatable_for` with the type's ENI limits
+    and architecture (so Graviton's CMA memory is taken off).
+    """
+    if instance_type.explicit_allocatable or kubelet is None:
+        return dict(instance_type.allocatable)
+    return allocatable_for(
+        instance_type.capacity, kubelet, instance_type.eni_limits, arch=instance_type.labels.get(ARCH)
+    )
