@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fleetwright.scheduling.vectors import Vector
 
-# A claim grows only into types within this fraction of the best price per copy of its pods' mix.
-EFFICIENCY_SLACK = 0.15
+# A type whose price per copy of the pods' mix exceeds this multiple of the NodePool's median is an
+# outlier that claims do not grow into (see fleetwright.scheduling.claims).
+OUTLIER_FACTOR = 3.0
 # What a node costs beyond its instance: the default 20 GiB gp3 root volume at $0.08 per GiB-month.
 NODE_FIXED_COST_PER_HOUR = 20 * 0.08 / 730
 

@@ -18,7 +18,7 @@ from fleetwright.scheduling.compat import (
     requirement_conflicts,
     requirements_compatible,
 )
-from fleetwright.scheduling.costs import unit_cost
+from fleetwright.scheduling.costs import OUTLIER_FACTOR, unit_cost
 from fleetwright.scheduling.types import NodePoolTemplate
 
 
@@ -58,7 +58,7 @@ class PreparedPool:
     dropped_for_daemons: int = 0
     matches: dict[str, OptionMatch] = field(default_factory=dict)
     offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
-    cost_rankings: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
+    ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
 
     @property
@@ -95,19 +95,22 @@ class PreparedPool:
             )
         return OptionMatch(combined, indices)
 
-    def cost_ranking(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
-        """Types by price per copy of ``mix`` (cheapest first), over the offerings the requirements allow."""
+    def ordinary_types(self, requirements: Requirements, mix: vec.Vector) -> frozenset[int]:
+        """Types whose price per copy of ``mix`` is at most OUTLIER_FACTOR times the median (cached)."""
         key = (*_offering_key(requirements), mix)
-        ranking = self.cost_rankings.get(key)
-        if ranking is None:
+        ordinary = self.ordinary.get(key)
+        if ordinary is None:
             prices = self.offerings(requirements).prices
-            ranking = sorted(
+            costs = [
                 (unit_cost(price, self.capacity[i], mix), i)
                 for i, price in enumerate(prices)
                 if price is not None
-            )
-            self.cost_rankings[key] = ranking
-        return ranking
+            ]
+            finite = sorted(cost for cost, _ in costs if cost != float("inf"))
+            limit = finite[len(finite) // 2] * OUTLIER_FACTOR if finite else float("inf")
+            ordinary = frozenset(i for cost, i in costs if cost <= limit)
+            self.ordinary[key] = ordinary
+        return ordinary
 
     def offerings(self, requirements: Requirements) -> OfferingTable:
         """Per type, what the requirements' zones and capacity types allow (cached per pair)."""

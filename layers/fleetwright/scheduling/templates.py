@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from fleetwright.model import resources as res
 from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.karpenter import kubelet_for
 from fleetwright.model.kubelet import KubeletOverrides
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.node import Node
@@ -13,11 +14,10 @@ from fleetwright.model.nodepool import NodePool
 from fleetwright.scheduling.types import NodePoolTemplate
 
 
-def kubelet_for(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverrides | None:
-    """The kubelet settings for a NodePool's nodes: legacy NodePool settings win over the node class."""
-    legacy = nodepool.legacy_kubelet()
-    overrides = legacy.kubelet.overrides() if legacy else nodeclass.kubelet_overrides() if nodeclass else None
-    return None if overrides is None or overrides == KubeletOverrides() else overrides
+def _kubelet(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverrides | None:
+    """The NodePool's kubelet settings, or None when they are the EKS defaults (the fast path)."""
+    overrides = kubelet_for(nodepool, nodeclass)
+    return None if overrides == KubeletOverrides() else overrides
 
 
 def nodepool_usage(name: str, nodes: Sequence[Node]) -> res.ResourceList:
@@ -39,7 +39,7 @@ def nodepool_templates(
             startup_taints=np.startup_taints(),
             weight=np.weight_value(),
             limits=np.limits(),
-            kubelet=kubelet_for(np, classes.get(np.node_class_name())),
+            kubelet=_kubelet(np, classes.get(np.node_class_name())),
             node_class=np.node_class_name(),
             usage=nodepool_usage(np.name, nodes),
         )
