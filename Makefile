@@ -26,6 +26,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
+	.ci/install-kubectl
 	$(BIN)/pytest -n 2
 
 test: lint typecheck unit

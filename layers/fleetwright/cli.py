@@ -1,23 +1,226 @@
-"""The ``fleetwright`` command line."""
+"""The ``fleetwright`` command line.
+
+Subcommands here: ``plan`` and ``validate``. Other packages add theirs through ``add_cli(subparsers)`` in a
+module listed in :data:`OPTIONAL_COMMANDS`; the module is skipped when it is not installed. A
+subcommand sets ``handler`` (``Callable[[argparse.Namespace], int]``, returning the exit code) with
+``set_defaults``; commands grouped under one word (``fleetwright local ...``) use :func:`command_group`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from fleetwright import __version__
+from fleetwright.model.errors import DocumentError, DocumentRef
+
+# argparse has no public name for the object add_subparsers() returns.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Handler = Callable[[argparse.Namespace], int]
+
+# Modules with an ``add_cli(subparsers)`` function, imported when the parser is built.
+OPTIONAL_COMMANDS = ("fleetwright.local.apiserver.server",)
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # bad input: unreadable or invalid manifests, catalogs or arguments
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def command_group(subparsers: Subparsers, name: str, help_text: str) -> Subparsers:
+    """The subparsers of ``fleetwright NAME ...``, created on first use so several modules can share it."""
+    existing = subparsers.choices.get(name)
+    if existing is not None:
+        for action in existing._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action
+    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+    group: Subparsers = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
+    return group
+
+
+# --- plan ------------------------------------------------------------------------------------------------
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from fleetwright.plan import PlanError, make_plan, plan_json, render_table
+
+    try:
+        plan = make_plan(args.files, args.instance_types, args.region)
+    except (DocumentError, PlanError) as err:
+        _err(f"error: {err}" if not isinstance(err, DocumentError) else str(err))
+        return EXIT_USAGE
+    for warning in plan.warnings:
+        _err(warning)
+    if args.output == "json":
+        json.dump(plan_json(plan), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(plan))
+    return EXIT_OK
+
+
+def _add_plan(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="show the nodes Fleetwright would launch for the pending pods in manifests",
+        description="Schedule the pending pods found in the manifests onto the NodePools' instance types "
+        "and show the nodes that would be launched. Nothing is launched.",
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="YAML file or directory (searched recursively); repeat for several",
+    )
+    parser.add_argument(
+        "--instance-types",
+        metavar="FILE",
+        help="instance-type catalog JSON (docs/catalog.md); default: the built-in catalog of --region",
+    )
+    parser.add_argument(
+        "--region", default="us-east-1", help="region of the built-in catalog (default: %(default)s)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="output format (default: %(default)s)",
+    )
+    parser.set_defaults(handler=_plan)
+
+
+# --- validate --------------------------------------------------------------------------------------------
+
+
+def _flatten(ref: DocumentRef, doc: Mapping[str, Any]) -> Iterator[tuple[DocumentRef, Mapping[str, Any]]]:
+    """A document, or each item of a ``List`` document."""
+    from fleetwright.manifests import describe
+
+    if doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            if isinstance(item, Mapping):
+                yield describe(item, ref), item
+    else:
+        yield ref, doc
+
+
+def validate(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """Check the NodePools and EC2NodeClasses in ``paths``: ``(report lines, warnings, errors)``.
+
+    Every document is checked, so one run shows every problem; other kinds are noted and skipped.
+    """
+    from fleetwright.manifests import manifest_files, read_documents
+    from fleetwright.model.karpenter import check_references, is_karpenter_document, parse_karpenter_document
+
+    report: list[str] = []
+    warnings: list[str] = []
+    errors: list[str] = []
+    nodepools: list[Any] = []
+    nodeclasses: list[Any] = []
+    files = []
+    for raw in paths:
+        try:
+            files += manifest_files([raw])
+        except DocumentError as err:
+            errors.append(str(err))
+    for path in files:
+        try:
+            for file_ref, file_doc in read_documents(path):
+                for ref, doc in _flatten(file_ref, file_doc):
+                    if doc.get("kind") not in ("NodePool", "EC2NodeClass") and not is_karpenter_document(doc):
+                        report.append(f"{ref.describe()}: skipped (not a NodePool or EC2NodeClass)")
+                        continue
+                    try:
+                        parsed = parse_karpenter_document(doc, ref)
+                    except DocumentError as err:
+                        errors.append(str(err))
+                        continue
+                    nodepools += parsed.nodepools
+                    nodeclasses += parsed.nodeclasses
+                    warnings += [warning.render() for warning in parsed.warnings]
+                    report.append(f"{ref.describe()}: OK")
+        except DocumentError as err:
+            errors.append(str(err))
+    errors += [f"error: {problem}" for problem in check_references(nodepools, nodeclasses)]
+    return report, warnings, errors
+
+
+def _validate(args: argparse.Namespace) -> int:
+    report, warnings, errors = validate(args.files)
+    for line in report:
+        print(line)
+    for line in warnings + errors:
+        _err(line)
+    return EXIT_USAGE if errors else EXIT_OK
+
+
+def _add_validate(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="check NodePool and EC2NodeClass manifests",
+        description="Check every NodePool and EC2NodeClass document (Karpenter v1, or older versions, "
+        "which are converted with a warning). Other kinds are skipped.",
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="YAML file or directory",
+    )
+    parser.set_defaults(handler=_validate)
+
+
+# --- entry point -----------------------------------------------------------------------------------------
+
+
+def _add_optional(subparsers: Subparsers) -> None:
+    for module_name in OPTIONAL_COMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            # Absent from this installation: leave its commands out. Other import errors are bugs.
+            if err.name is not None and (module_name == err.name or module_name.startswith(err.name + ".")):
+                continue
+            raise
+        module.add_cli(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="fleetwright", description=__doc__)
-    parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="fleetwright", description="Fleetwright: a serverless node autoscaler for Amazon EKS."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_plan(subparsers)
+    _add_validate(subparsers)
+    _add_optional(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
+    """Entry point of the console script; returns the exit code (2 for bad input or usage)."""
     parser = build_parser()
-    parser.parse_args(argv)
-    return 0
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Handler = args.handler
+    return handler(args)
 
 
 if __name__ == "__main__":

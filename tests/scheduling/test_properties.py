@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from fleetwright.model import resources as res
 from fleetwright.model.labels import ARCH, CAPACITY_TYPE, ZONE
 from fleetwright.model.node import Node
@@ -14,9 +17,6 @@ from fleetwright.model.taints import Taint, Toleration, tolerates_all
 from fleetwright.scheduling.compat import allowed_offerings
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.scheduling.builders import SMALL_CATALOG, ZONES, node, nodepool, pod
 
 CPUS = ["100m", "250m", "500m", "1", "1500m", "3"]

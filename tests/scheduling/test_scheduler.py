@@ -7,7 +7,6 @@ from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import Taint, Toleration
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import Results, SchedulingInput
-
 from tests.scheduling.builders import SMALL_CATALOG, itype, node, nodepool, pod, req
 
 

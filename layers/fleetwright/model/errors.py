@@ -17,7 +17,11 @@ class DocumentRef:
     def describe(self) -> str:
         """``examples/x.yaml: document 2 (NodePool default)``."""
         what = f" ({self.kind} {self.name})" if self.kind or self.name else ""
-        return f"{self.file}: document {self.index}{what}".replace("  ", " ").replace("( ", "(")
+        return (
+            f"{self.file}: document {self.index}{what}".replace("  ", " ")
+            .replace("( ", "(")
+            .replace(" )", ")")
+        )
 
 
 class DocumentError(ValueError):

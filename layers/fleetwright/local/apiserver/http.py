@@ -1,0 +1,635 @@
+"""HTTP front end: routes Kubernetes REST paths to the store, with JSON, Table and watch-stream responses."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from fleetwright.local.apiserver import errors
+from fleetwright.local.apiserver.controllers import selector_string
+from fleetwright.local.apiserver.errors import ApiError
+from fleetwright.local.apiserver.eviction import evict
+from fleetwright.local.apiserver.patch import APPLY_PATCH, apply_patch
+from fleetwright.local.apiserver.resources import PODS, SERVER_VERSION, ResourceType
+from fleetwright.local.apiserver.selectors import (
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
+from fleetwright.local.apiserver.table import to_table, wants_table
+
+JsonObject = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WATCH_TIMEOUT = 1800.0
+_HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+# gnostic openapi_v2.Document with only field 1 (swagger = "2.0"): tag 0x0a, length 3, the string.
+_OPENAPI_V2_PROTOBUF = b"\x0a\x032.0"
+
+
+class EmulatorHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer carrying the store, the optional bearer token and a stop flag for watches."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], store: Store, token: str | None, verbose: bool) -> None:
+        super().__init__(address, RequestHandler)
+        self.store = store
+        self.token = token
+        self.verbose = verbose
+        self.stopping = threading.Event()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A parsed resource path."""
+
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    """One HTTP request; ``do_*`` methods dispatch into the store."""
+
+    protocol_version = "HTTP/1.1"
+    server: EmulatorHTTPServer
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.verbose:
+            log.info("%s %s", self.address_string(), format % args)
+
+    def _send_json(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_error(self, error: ApiError) -> None:
+        self._send_json(error.code, error.status())
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _json_body(self, required: bool = True) -> Any:
+        raw = self._read_body()
+        if not raw.strip():
+            if required:
+                raise errors.bad_request("request body is empty")
+            return None
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        try:
+            if content_type == APPLY_PATCH:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
+
+    def _authorized(self) -> bool:
+        token = self.server.token
+        if token is None:
+            return True
+        return self.headers.get("Authorization", "") == f"Bearer {token}"
+
+    def _handle(self) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        path = url.path.rstrip("/") or "/"
+        try:
+            if path in _HEALTH_PATHS:
+                self._send_text("ok")
+                return
+            if not self._authorized():
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            if self._discovery(path):
+                return
+            route = self._route(path)
+            self._dispatch(route, query)
+        except ApiError as exc:
+            self._send_error(exc)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as exc:
+            log.exception("internal error on %s %s", self.command, self.path)
+            self._send_error(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+
+    def _send_text(self, text: str) -> None:
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_PATCH(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    # -- discovery -----------------------------------------------------------------------------------
+
+    def _discovery(self, path: str) -> bool:
+        registry = self.server.store.registry
+        parts = [p for p in path.split("/") if p]
+        doc: JsonObject | None = None
+        if self.command != "GET":
+            return False
+        if parts == ["openapi", "v2"]:
+            self._send_openapi_v2()
+            return True
+        if parts == ["version"]:
+            doc = SERVER_VERSION
+        elif parts == ["api"]:
+            doc = registry.api_versions()
+        elif parts == ["api", "v1"]:
+            doc = registry.resource_list("", "v1")
+        elif parts == ["apis"]:
+            doc = registry.api_group_list()
+        elif len(parts) == 2 and parts[0] == "apis":
+            if parts[1] not in registry.group_versions():
+                raise _page_not_found()
+            doc = registry.api_group(parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            if not registry.has_group_version(parts[1], parts[2]):
+                raise _page_not_found()
+            doc = registry.resource_list(parts[1], parts[2])
+        if doc is None:
+            return False
+        self._send_json(200, doc)
+        return True
+
+    def _send_openapi_v2(self) -> None:
+        """An OpenAPI v2 document with no definitions, in the protobuf form kubectl asks for.
+
+        ``kubectl apply`` refuses to run without one; with no schemas it falls back to its built-in types
+        for strategic merge patches.
+        """
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(_OPENAPI_V2_PROTOBUF)))
+        self.end_headers()
+        self.wfile.write(_OPENAPI_V2_PROTOBUF)
+
+    def _route(self, path: str) -> Route:
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _page_not_found()
+        watch_path = bool(rest) and rest[0] == "watch"
+        if watch_path:
+            rest = rest[1:]
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise _page_not_found()
+        registry = self.server.store.registry
+        if (group, rest) == ("", ["bindings"]) and namespace is not None:
+            # The legacy binding collection: POST namespaces/NS/bindings names the pod in the body.
+            return Route(PODS, namespace, None, "binding", watch_path)
+        rt = registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise _page_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if namespace is not None and not rt.namespaced:
+            raise _page_not_found()
+        if rt.namespaced and name is not None and namespace is None:
+            raise _page_not_found()
+        if sub is not None and sub not in rt.subresources:
+            raise _page_not_found()
+        return Route(rt, namespace, name, sub, watch_path)
+
+    # -- resources -----------------------------------------------------------------------------------
+
+    def _dispatch(self, route: Route, query: dict[str, str]) -> None:
+        method = self.command
+        if route.subresource == "binding":
+            if method != "POST":
+                raise _method_not_allowed(method)
+            self._bind(route)
+            return
+        if route.name is None:
+            if method == "GET":
+                if route.watch_path or _flag(query, "watch"):
+                    self._watch(route, query)
+                else:
+                    self._list(route, query)
+            elif method == "POST":
+                self._create(route)
+            elif method == "DELETE":
+                self._delete_collection(route, query)
+            else:
+                raise _method_not_allowed(method)
+            return
+        if route.subresource == "eviction":
+            if method != "POST":
+                raise _method_not_allowed(method)
+            assert route.namespace is not None
+            self._send_json(201, evict(self.server.store, route.namespace, route.name, self._json_body()))
+            return
+        if route.subresource == "scale":
+            self._scale(route)
+            return
+        if method == "GET":
+            obj = self.server.store.get(route.resource, route.namespace, route.name)
+            self._send_object(route.resource, obj, query)
+        elif method == "PUT":
+            self._update(route)
+        elif method == "PATCH":
+            self._patch(route)
+        elif method == "DELETE" and route.subresource is None:
+            self._delete(route, query)
+        else:
+            raise _method_not_allowed(method)
+
+    def _send_object(self, rt: ResourceType, obj: JsonObject, query: dict[str, str]) -> None:
+        if wants_table(self.headers.get("Accept", "")):
+            rv = obj["metadata"].get("resourceVersion", "")
+            self._send_json(200, self._table(rt, [obj], rv, query))
+        else:
+            self._send_json(200, obj)
+
+    def _table(self, rt: ResourceType, items: list[JsonObject], rv: str, query: dict[str, str]) -> JsonObject:
+        return to_table(rt.kind, items, rv, self.server.store.clock(), query.get("includeObject", "Metadata"))
+
+    def _selectors(self, query: dict[str, str]) -> tuple[LabelSelector, FieldSelector]:
+        return parse_label_selector(query.get("labelSelector", "")), parse_field_selector(
+            query.get("fieldSelector", "")
+        )
+
+    def _list(self, route: Route, query: dict[str, str]) -> None:
+        labels, fields = self._selectors(query)
+        items, rv = self.server.store.list(route.resource, route.namespace, labels, fields)
+        meta: JsonObject = {"resourceVersion": str(rv)}
+        token = query.get("continue")
+        if token:
+            start = _decode_continue(token)
+            items = [o for o in items if _sort_key(o) > start]
+        limit = int(query.get("limit") or 0)
+        if 0 < limit < len(items):
+            meta["continue"] = _encode_continue(_sort_key(items[limit - 1]))
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        if wants_table(self.headers.get("Accept", "")):
+            table = self._table(route.resource, items, str(rv), query)
+            table["metadata"] = meta
+            self._send_json(200, table)
+            return
+        rt = route.resource
+        self._send_json(
+            200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
+        )
+
+    def _checked_body(self, route: Route) -> JsonObject:
+        body = self._json_body()
+        rt = route.resource
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        if body.get("kind") not in (None, rt.kind) or body.get("apiVersion") not in (None, rt.api_version):
+            raise errors.bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) or kind ({body.get('kind')}) "
+                "does not "
+                f"match the expected API version ({rt.api_version}) and kind ({rt.kind})"
+            )
+        return body
+
+    def _create(self, route: Route) -> None:
+        body = self._checked_body(route)
+        obj = self.server.store.create(route.resource, body, route.namespace)
+        self._send_json(201, obj)
+
+    def _update(self, route: Route) -> None:
+        body = self._checked_body(route)
+        meta = body.get("metadata") or {}
+        if meta.get("name") not in (None, route.name):
+            raise errors.bad_request("the name of the object does not match the name on the URL")
+        body.setdefault("metadata", {})["name"] = route.name
+        obj = self.server.store.update(route.resource, body, route.namespace, route.subresource)
+        self._send_json(200, obj)
+
+    def _patch(self, route: Route) -> None:
+        patch = self._json_body()
+        content_type = self.headers.get("Content-Type", "")
+        store = self.server.store
+        assert route.name is not None
+        try:
+            obj = store.mutate(
+                route.resource,
+                route.namespace,
+                route.name,
+                lambda current: apply_patch(content_type, current, patch),
+                route.subresource,
+            )
+        except ApiError as exc:
+            # Server-side apply creates what does not exist yet.
+            if exc.code != 404 or not content_type.startswith(APPLY_PATCH) or not isinstance(patch, dict):
+                raise
+            patch.setdefault("metadata", {})["name"] = route.name
+            self._send_json(201, store.create(route.resource, patch, route.namespace))
+            return
+        self._send_json(200, obj)
+
+    def _delete_options(self, query: dict[str, str]) -> JsonObject:
+        body = self._json_body(required=False)
+        options: JsonObject = dict(body) if isinstance(body, dict) else {}
+        if "gracePeriodSeconds" in query:
+            options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+        if "propagationPolicy" in query:
+            options["propagationPolicy"] = query["propagationPolicy"]
+        if options.get("orphanDependents") is True or _flag(query, "orphanDependents"):
+            options.setdefault("propagationPolicy", "Orphan")
+        return options
+
+    def _delete(self, route: Route, query: dict[str, str]) -> None:
+        options = self._delete_options(query)
+        assert route.name is not None
+        obj = self.server.store.delete(
+            route.resource,
+            route.namespace,
+            route.name,
+            grace_period=options.get("gracePeriodSeconds"),
+            propagation=options.get("propagationPolicy"),
+            preconditions=options.get("preconditions"),
+        )
+        self._send_json(200, obj)
+
+    def _delete_collection(self, route: Route, query: dict[str, str]) -> None:
+        options = self._delete_options(query)
+        labels, fields = self._selectors(query)
+        store = self.server.store
+        items, rv = store.list(route.resource, route.namespace, labels, fields)
+        deleted = []
+        for obj in items:
+            try:
+                deleted.append(
+                    store.delete(
+                        route.resource,
+                        obj["metadata"].get("namespace"),
+                        obj["metadata"]["name"],
+                        grace_period=options.get("gracePeriodSeconds"),
+                        propagation=options.get("propagationPolicy"),
+                    )
+                )
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        rt = route.resource
+        self._send_json(
+            200,
+            {
+                "kind": f"{rt.kind}List",
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(rv)},
+                "items": deleted,
+            },
+        )
+
+    # -- subresources --------------------------------------------------------------------------------
+
+    def _bind(self, route: Route) -> None:
+        body = self._json_body()
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a Binding")
+        name = route.name or (body.get("metadata") or {}).get("name")
+        target = body.get("target")
+        if not name:
+            raise errors.invalid("Binding", "", "metadata.name: Required value")
+        if not isinstance(target, dict) or not target.get("name"):
+            raise errors.invalid("Binding", name, "target.name: Required value")
+        node_name = str(target["name"])
+        store = self.server.store
+        route = Route(route.resource, route.namespace, name, route.subresource, route.watch_path)
+        assert route.name is not None
+
+        def bind(pod: JsonObject) -> JsonObject:
+            if pod["metadata"].get("deletionTimestamp"):
+                raise errors.ApiError(
+                    409, "Conflict", f"pod {route.name} is being deleted, cannot be assigned to a host"
+                )
+            if pod["spec"].get("nodeName"):
+                raise errors.ApiError(
+                    409,
+                    "Conflict",
+                    f'pod {route.name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+                )
+            pod["spec"]["nodeName"] = node_name
+            conditions = [
+                c for c in pod.get("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
+            conditions.append(
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(store.clock())}
+            )
+            pod.setdefault("status", {})["conditions"] = conditions
+            return pod
+
+        with store.transaction():
+            # Binding writes spec and status together, so it goes through both paths.
+            bound = bind(store.get(PODS, route.namespace, route.name))
+            store.mutate(PODS, route.namespace, route.name, lambda p: {**p, "spec": bound["spec"]})
+            store.mutate(
+                PODS, route.namespace, route.name, lambda p: {**p, "status": bound["status"]}, "status"
+            )
+        self._send_json(
+            201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        )
+
+    def _scale(self, route: Route) -> None:
+        store = self.server.store
+        rt = route.resource
+        assert route.name is not None
+        method = self.command
+        if method == "GET":
+            self._send_json(200, _scale_of(store.get(rt, route.namespace, route.name)))
+            return
+        if method not in ("PUT", "PATCH"):
+            raise _method_not_allowed(method)
+        body = self._json_body()
+        content_type = self.headers.get("Content-Type", "")
+
+        def rescale(obj: JsonObject) -> JsonObject:
+            scale = _scale_of(obj)
+            if method == "PUT":
+                if not isinstance(body, dict):
+                    raise errors.bad_request("the request body must be a Scale object")
+                wanted = body
+            else:
+                wanted = apply_patch(content_type, scale, body)
+            replicas = (wanted.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.invalid("Scale", route.name or "", "spec.replicas: Invalid value: must be >= 0")
+            sent_rv = (wanted.get("metadata") or {}).get("resourceVersion")
+            if sent_rv and sent_rv != obj["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, route.name or "", rt.group)
+            obj["spec"]["replicas"] = replicas
+            return obj
+
+        updated = store.mutate(rt, route.namespace, route.name, rescale)
+        self._send_json(200, _scale_of(updated))
+
+    # -- watch ---------------------------------------------------------------------------------------
+
+    def _watch(self, route: Route, query: dict[str, str]) -> None:
+        labels, fields = self._selectors(query)
+        store = self.server.store
+        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        table = wants_table(self.headers.get("Accept", ""))
+        bookmarks = _flag(query, "allowWatchBookmarks")
+        since_text = query.get("resourceVersion") or ""
+        try:
+            since = int(since_text) if since_text else None
+        except ValueError as exc:
+            raise errors.bad_request(f"invalid resource version: {since_text!r}") from exc
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            watch = store.watch(route.resource, route.namespace, labels, fields, since)
+        except ApiError as exc:
+            self._write_chunk({"type": "ERROR", "object": exc.status()})
+            self._end_chunks()
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            while not self.server.stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if bookmarks:
+                        self._write_bookmark(route.resource, store.resource_version)
+                    break
+                event = watch.next(min(remaining, 0.5))
+                if event is None:
+                    if self._client_gone():
+                        return
+                    continue
+                self._write_event(route.resource, event, table, query)
+            self._end_chunks()
+        except (BrokenPipeError, ConnectionResetError):
+            return
+        finally:
+            store.close_watch(watch)
+
+    def _write_event(self, rt: ResourceType, event: WatchEvent, table: bool, query: dict[str, str]) -> None:
+        obj: JsonObject = event.object
+        if table:
+            obj = self._table(rt, [obj], obj["metadata"].get("resourceVersion", ""), query)
+        self._write_chunk({"type": event.type, "object": obj})
+
+    def _write_bookmark(self, rt: ResourceType, rv: int) -> None:
+        self._write_chunk(
+            {
+                "type": "BOOKMARK",
+                "object": {
+                    "kind": rt.kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(rv)},
+                },
+            }
+        )
+
+    def _write_chunk(self, event: JsonObject) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end (readable with no data), so an idle watch can end."""
+        conn = self.connection
+        try:
+            readable, _, _ = select.select([conn], [], [], 0)
+            return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+
+def _flag(query: dict[str, str], name: str) -> bool:
+    """A boolean query parameter; clients send ``true``, ``True`` or ``1``."""
+    return query.get(name, "").lower() in ("true", "1")
+
+
+def _scale_of(obj: JsonObject) -> JsonObject:
+    meta = obj["metadata"]
+    selector = obj.get("spec", {}).get("selector") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int(obj.get("spec", {}).get("replicas", 0))},
+        "status": {
+            "replicas": int(obj.get("status", {}).get("replicas", 0)),
+            "selector": selector_string(selector),
+        },
+    }
+
+
+def _sort_key(obj: JsonObject) -> tuple[str, str]:
+    return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+
+
+def _encode_continue(key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        ns, name = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(ns), str(name)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        raise errors.bad_request("invalid continue token") from exc
+
+
+def _page_not_found() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _method_not_allowed(method: str) -> ApiError:
+    return ApiError(
+        405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})"
+    )

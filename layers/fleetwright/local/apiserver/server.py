@@ -1,0 +1,205 @@
+"""``ApiServer``: the emulator as an object (tests, demo) and as ``fleetwright local apiserver``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from fleetwright.local.apiserver.controllers import (
+    Controller,
+    DeploymentController,
+    DisruptionController,
+    PodLifecycleController,
+)
+from fleetwright.local.apiserver.http import EmulatorHTTPServer
+from fleetwright.local.apiserver.store import GracefulDeletion, Store
+
+if TYPE_CHECKING:
+    from fleetwright.cli import Subparsers
+
+DEFAULT_PORT = 6443
+
+
+class ApiServer:
+    """A Kubernetes API emulator on ``http://HOST:PORT`` backed by an in-memory ``Store``.
+
+    ``port=0`` picks a free port (read it back from ``.port`` or ``.url`` after ``start()``). ``token``
+    makes every request except health checks require ``Authorization: Bearer TOKEN``. The controller flags
+    switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        store: Store | None = None,
+        deployment_controller: bool = True,
+        pod_lifecycle: bool = True,
+        disruption_controller: bool = True,
+        graceful_deletion: GracefulDeletion = "immediate",
+        watch_history: int = 10_000,
+        verbose: bool = False,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self.token = token
+        self.verbose = verbose
+        self.store = store or Store(graceful_deletion=graceful_deletion, watch_history=watch_history)
+        self.controllers: list[Controller] = []
+        if deployment_controller:
+            self.controllers.append(DeploymentController(self.store))
+        if pod_lifecycle:
+            self.controllers.append(PodLifecycleController(self.store))
+        if disruption_controller:
+            self.controllers.append(DisruptionController(self.store))
+        self._httpd: EmulatorHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port listened on (only meaningful once started)."""
+        if self._httpd is None:
+            return self.requested_port
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:41234``."""
+        return f"http://{self.host}:{self.port}"
+
+    def listen(self) -> EmulatorHTTPServer:
+        """Bind the socket and start the controllers, without serving requests yet."""
+        if self._httpd is None:
+            self._httpd = EmulatorHTTPServer(
+                (self.host, self.requested_port), self.store, self.token, self.verbose
+            )
+            for controller in self.controllers:
+                controller.start()
+        return self._httpd
+
+    def start(self) -> ApiServer:
+        """Listen and serve on a background daemon thread; returns self."""
+        httpd = self.listen()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=httpd.serve_forever, name="fleetwright-apiserver", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve on the calling thread until ``stop()`` (or KeyboardInterrupt)."""
+        self.listen().serve_forever()
+
+    def stop(self) -> None:
+        """Stop serving, end open watches and unsubscribe the controllers."""
+        for controller in self.controllers:
+            controller.stop()
+        self.store.stop()
+        if self._httpd is not None:
+            self._httpd.stopping.set()
+            if self._thread is not None:
+                self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def kubeconfig(self, context: str = "fleetwright-local") -> dict[str, Any]:
+        """A kubeconfig document pointing at this server (with the token, if any)."""
+        user: dict[str, Any] = {"token": self.token} if self.token else {}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "users": [{"name": context, "user": user}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "current-context": context,
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | Path, context: str = "fleetwright-local") -> Path:
+        """Write ``kubeconfig()`` to ``path`` and return it."""
+        target = Path(path)
+        target.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
+        return target
+
+
+def add_cli(subparsers: Subparsers) -> None:
+    """Register ``fleetwright local apiserver`` on the top-level ``subparsers`` (sets ``handler``)."""
+    from fleetwright.cli import command_group
+
+    local_commands = command_group(
+        subparsers, "local", "local stand-ins for the cloud: Kubernetes API emulator, simulators"
+    )
+    parser = local_commands.add_parser(
+        "apiserver",
+        help="run the Kubernetes API emulator",
+        description="Serve an in-memory Kubernetes API (see docs/emulator.md) until interrupted.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any)"
+    )
+    parser.add_argument("--token", help="require this bearer token on every request")
+    parser.add_argument("--kubeconfig", help="write a kubeconfig for the emulator to this path")
+    parser.add_argument(
+        "--graceful-deletion",
+        choices=("immediate", "timed"),
+        default="immediate",
+        help="remove pods deleted with a grace period at once (default) or after the period",
+    )
+    parser.add_argument("--no-controllers", action="store_true", help="disable the built-in controllers")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    parser.set_defaults(handler=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Body of ``fleetwright local apiserver``: serve until interrupted."""
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    enabled = not args.no_controllers
+    server = ApiServer(
+        args.host,
+        args.port,
+        token=args.token,
+        deployment_controller=enabled,
+        pod_lifecycle=enabled,
+        disruption_controller=enabled,
+        graceful_deletion=args.graceful_deletion,
+        verbose=args.verbose,
+    )
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    # A background job ignores SIGINT, so SIGTERM must end it cleanly too.
+    signal.signal(signal.SIGTERM, interrupt)
+    server.listen()
+    print(f"Kubernetes API emulator listening on {server.url}", flush=True)
+    if args.kubeconfig:
+        print(f"kubeconfig written to {server.write_kubeconfig(args.kubeconfig)}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

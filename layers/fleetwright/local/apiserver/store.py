@@ -1,0 +1,594 @@
+"""The emulator's thread-safe object store: API semantics (metadata bookkeeping, optimistic concurrency,
+graceful deletion, finalizers, owner cascades) plus a change feed for watches and in-process controllers.
+
+Every object handed in or out is a deep copy, so callers may mutate what they get.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from fleetwright.local.apiserver import errors
+from fleetwright.local.apiserver.errors import ApiError
+from fleetwright.local.apiserver.resources import NAMESPACES, PODS, Registry, ResourceType
+from fleetwright.local.apiserver.selectors import FieldSelector, LabelSelector, selector_from_object
+
+JsonObject = dict[str, Any]
+GracefulDeletion = Literal["immediate", "timed"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change: ``type`` is ADDED, MODIFIED or DELETED; ``old`` is the previous state (None on ADDED)."""
+
+    type: str
+    resource: ResourceType
+    object: JsonObject
+    old: JsonObject | None
+    resource_version: int
+
+
+@dataclass
+class Subscription:
+    """Handle returned by ``Store.subscribe``; ``cancel()`` stops delivery."""
+
+    store: Store
+    callback: Callable[[WatchEvent], None]
+    resources: frozenset[str] | None
+
+    def cancel(self) -> None:
+        """Stop delivering events to the callback."""
+        self.store._unsubscribe(self)
+
+
+@dataclass
+class Watch:
+    """A live event stream for one resource type, filtered by namespace and selectors."""
+
+    resource: ResourceType
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    events: queue.Queue[WatchEvent] = field(default_factory=queue.Queue)
+    closed: bool = False
+
+    def offer(self, event: WatchEvent) -> None:
+        """Queue ``event`` translated for this watch's filter (a drop out of the filter reads as DELETED)."""
+        translated = self._translate(event)
+        if translated is not None:
+            self.events.put(translated)
+
+    def _matches(self, obj: JsonObject | None) -> bool:
+        if obj is None:
+            return False
+        if self.namespace is not None and obj.get("metadata", {}).get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(obj.get("metadata", {}).get("labels")) and self.fields.matches(obj)
+
+    def _translate(self, event: WatchEvent) -> WatchEvent | None:
+        if event.resource.key != self.resource.key:
+            return None
+        now, before = self._matches(event.object), self._matches(event.old)
+        if event.type == "MODIFIED" and now and not before:
+            return WatchEvent("ADDED", event.resource, event.object, None, event.resource_version)
+        if event.type == "MODIFIED" and before and not now:
+            return WatchEvent("DELETED", event.resource, event.object, event.old, event.resource_version)
+        return event if now else None
+
+    def next(self, timeout: float) -> WatchEvent | None:
+        """The next event, or None when none arrives within ``timeout`` seconds."""
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+def rfc3339(epoch: float) -> str:
+    """Kubernetes timestamp format (second precision, UTC)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float:
+    """Inverse of ``rfc3339``."""
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _meta(obj: JsonObject) -> JsonObject:
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise errors.bad_request("metadata must be an object")
+    return meta
+
+
+class Store:
+    """In-memory objects keyed by resource type, namespace and name, with a global resourceVersion.
+
+    ``graceful_deletion``: ``"immediate"`` removes a pod deleted with a grace period right after marking it
+    (a MODIFIED event with ``deletionTimestamp``, then DELETED); ``"timed"`` keeps it until the grace period
+    has passed, like a kubelet that takes the whole period to stop it.
+    ``watch_history``: how many past events a watch can resume from before it gets 410 Gone.
+    """
+
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        *,
+        graceful_deletion: GracefulDeletion = "immediate",
+        watch_history: int = 10_000,
+        clock: Callable[[], float] = time.time,
+        namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+    ) -> None:
+        self.registry = registry or Registry()
+        self.graceful_deletion = graceful_deletion
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._objects: dict[str, dict[tuple[str, str], JsonObject]] = {t.key: {} for t in self.registry.types}
+        self._rv = 0
+        self._history: deque[WatchEvent] = deque(maxlen=max(1, watch_history))
+        self._compacted = 0
+        self._watches: list[Watch] = []
+        self._subscriptions: list[Subscription] = []
+        self._timers: list[threading.Timer] = []
+        for name in namespaces:
+            self.create(NAMESPACES, {"metadata": {"name": name}})
+
+    # -- transactions and the change feed -------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the store lock across several calls; subscribers hear of the changes once it is released."""
+        self._lock.acquire()
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0:
+            self._local.pending = []
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            pending: list[WatchEvent] = self._local.pending if depth == 0 else []
+            self._lock.release()
+            if pending:
+                self._deliver(pending)
+
+    def subscribe(
+        self, callback: Callable[[WatchEvent], None], resources: Iterable[ResourceType] | None = None
+    ) -> Subscription:
+        """Call ``callback`` after every committed change (of ``resources``, or of all types).
+
+        Callbacks run synchronously in the thread that made the change, after the store lock is released,
+        so they may read and write the store. Write level-triggered callbacks: under concurrent writers
+        they can see events of different objects in any order.
+        """
+        keys = frozenset(r.key for r in resources) if resources is not None else None
+        sub = Subscription(self, callback, keys)
+        with self._lock:
+            self._subscriptions.append(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subscriptions:
+                self._subscriptions.remove(sub)
+
+    def _deliver(self, events: list[WatchEvent]) -> None:
+        with self._lock:
+            subscriptions = list(self._subscriptions)
+        for event in events:
+            for sub in subscriptions:
+                if sub.resources is None or event.resource.key in sub.resources:
+                    try:
+                        sub.callback(event)
+                    except Exception:
+                        log.exception("subscriber failed on %s %s", event.type, event.resource.key)
+
+    def _emit(self, kind: str, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
+        event = WatchEvent(kind, rt, copy.deepcopy(obj), copy.deepcopy(old), self._rv)
+        if len(self._history) == self._history.maxlen:
+            self._compacted = self._history[0].resource_version
+        self._history.append(event)
+        for watch in self._watches:
+            watch.offer(event)
+        self._local.pending.append(event)
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resourceVersion handed out."""
+        with self._lock:
+            return self._rv
+
+    def compact(self) -> None:
+        """Forget the watch history, as etcd compaction does: older resourceVersions get 410 Gone."""
+        with self._lock:
+            self._history.clear()
+            self._compacted = self._rv
+
+    def watch(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        since: int | None = None,
+    ) -> Watch:
+        """Open a watch. ``since`` None or 0 replays current objects as ADDED; a resourceVersion replays the
+        history after it (410 ``ApiError`` when compacted away). Close it with ``close_watch``."""
+        w = Watch(rt, namespace, labels or LabelSelector(), fields or FieldSelector())
+        with self._lock:
+            if not since:
+                for obj in self._sorted(rt):
+                    w.offer(WatchEvent("ADDED", rt, copy.deepcopy(obj), None, self._rv))
+            elif since < self._compacted:
+                raise errors.gone(f"too old resource version: {since} ({self._compacted + 1})")
+            else:
+                for event in self._history:
+                    if event.resource_version > since:
+                        w.offer(event)
+            self._watches.append(w)
+        return w
+
+    def close_watch(self, w: Watch) -> None:
+        """Stop feeding ``w``."""
+        with self._lock:
+            w.closed = True
+            if w in self._watches:
+                self._watches.remove(w)
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], JsonObject]:
+        return self._objects[rt.key]
+
+    def _sorted(self, rt: ResourceType) -> list[JsonObject]:
+        bucket = self._bucket(rt)
+        return [bucket[k] for k in sorted(bucket)]
+
+    def _find(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
+        key = ((namespace or "") if rt.namespaced else "", name)
+        obj = self._bucket(rt).get(key)
+        if obj is None:
+            raise errors.not_found(rt.plural, name, rt.group)
+        return obj
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
+        """The object, or a 404 ``ApiError``."""
+        with self._lock:
+            return copy.deepcopy(self._find(rt, namespace, name))
+
+    def try_get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject | None:
+        """The object, or None."""
+        try:
+            return self.get(rt, namespace, name)
+        except ApiError:
+            return None
+
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> tuple[list[JsonObject], int]:
+        """Matching objects sorted by namespace and name, and the resourceVersion they were read at."""
+        with self._lock:
+            items = [
+                copy.deepcopy(o)
+                for o in self._sorted(rt)
+                if (namespace is None or o["metadata"].get("namespace") == namespace)
+                and (labels is None or labels.matches(o["metadata"].get("labels")))
+                and (fields is None or fields.matches(o))
+            ]
+            return items, self._rv
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, obj: JsonObject, namespace: str | None = None) -> JsonObject:
+        """Store a new object: name (or generateName), uid, resourceVersion, timestamps and defaults."""
+        obj = copy.deepcopy(obj)
+        meta = _meta(obj)
+        with self.transaction():
+            if rt.namespaced:
+                ns = namespace or meta.get("namespace") or "default"
+                if meta.get("namespace") and meta["namespace"] != ns:
+                    raise errors.bad_request(
+                        "the namespace of the provided object does not match "
+                        "the namespace sent on the request"
+                    )
+                meta["namespace"] = ns
+                if ("", ns) not in self._bucket(NAMESPACES):
+                    raise errors.not_found("namespaces", ns)
+            else:
+                meta.pop("namespace", None)
+            if not meta.get("name"):
+                prefix = meta.get("generateName")
+                if not prefix:
+                    raise errors.invalid(
+                        rt.kind, "", "metadata.name: Required value: name or generateName is required"
+                    )
+                meta["name"] = prefix + "".join(random.choices(_NAME_SUFFIX_ALPHABET, k=5))
+            key = (meta.get("namespace", ""), meta["name"])
+            if key in self._bucket(rt):
+                raise errors.already_exists(rt.plural, meta["name"], rt.group)
+            _validate(rt, obj)
+            obj["apiVersion"] = rt.api_version
+            obj["kind"] = rt.kind
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = rfc3339(self.clock())
+            meta["generation"] = 1
+            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(transient, None)
+            _apply_defaults(rt, obj)
+            meta["resourceVersion"] = self._next_rv()
+            self._bucket(rt)[key] = obj
+            self._emit("ADDED", rt, obj, None)
+            return copy.deepcopy(obj)
+
+    def update(
+        self, rt: ResourceType, obj: JsonObject, namespace: str | None = None, subresource: str | None = None
+    ) -> JsonObject:
+        """Replace an object (PUT). A ``metadata.resourceVersion`` other than the stored one is a 409.
+
+        For types with a status subresource, the main resource keeps its stored status and ``status``
+        changes only the status, as on a real server.
+        """
+        obj = copy.deepcopy(obj)
+        meta = _meta(obj)
+        name = meta.get("name")
+        if not name:
+            raise errors.invalid(rt.kind, "", "metadata.name: Required value: name is required")
+        with self.transaction():
+            current = self._find(rt, namespace if rt.namespaced else None, name)
+            sent_rv = meta.get("resourceVersion")
+            if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, name, rt.group)
+            return self._replace(rt, current, obj, subresource)
+
+    def mutate(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        change: Callable[[JsonObject], JsonObject],
+        subresource: str | None = None,
+    ) -> JsonObject:
+        """Read-modify-write under the lock (PATCH): ``change`` gets a copy and returns the new object.
+
+        A resourceVersion left in the result that differs from the stored one is a 409, so patches that
+        carry ``metadata.resourceVersion`` are conditional like on a real server.
+        """
+        with self.transaction():
+            current = self._find(rt, namespace, name)
+            updated = change(copy.deepcopy(current))
+            meta = _meta(updated)
+            if meta.get("resourceVersion") not in (None, current["metadata"]["resourceVersion"]):
+                raise errors.conflict(rt.plural, name, rt.group)
+            if meta.get("name") != name:
+                raise errors.bad_request("the name of the object does not match the name on the URL")
+            return self._replace(rt, current, updated, subresource)
+
+    def _replace(
+        self, rt: ResourceType, current: JsonObject, obj: JsonObject, subresource: str | None
+    ) -> JsonObject:
+        old = copy.deepcopy(current)
+        meta = _meta(obj)
+        has_status = "status" in rt.subresources
+        if subresource == "status":
+            new = copy.deepcopy(current)
+            new["status"] = obj.get("status", {})
+            obj = new
+            meta = obj["metadata"]
+        elif has_status:
+            if "status" in current:
+                obj["status"] = copy.deepcopy(current["status"])
+            else:
+                obj.pop("status", None)
+        # Identity and server-owned fields cannot be changed by clients.
+        for fixed in (
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ):
+            if fixed in current["metadata"]:
+                meta[fixed] = current["metadata"][fixed]
+            else:
+                meta.pop(fixed, None)
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        _validate(rt, obj)
+        generation = int(current["metadata"].get("generation", 1))
+        meta["generation"] = generation + 1 if _spec_of(obj) != _spec_of(current) else generation
+        if _without_rv(obj) == _without_rv(current):
+            return copy.deepcopy(current)  # a no-op write keeps its resourceVersion, like a real server
+        meta["resourceVersion"] = self._next_rv()
+        key = (meta.get("namespace", ""), meta["name"])
+        self._bucket(rt)[key] = obj
+        self._emit("MODIFIED", rt, obj, old)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._ready_to_go(rt, obj):
+            self._remove(rt, obj, "Background")
+        return copy.deepcopy(obj)
+
+    def _ready_to_go(self, rt: ResourceType, obj: JsonObject) -> bool:
+        """Whether an object marked for deletion may be removed once its finalizers are gone."""
+        if rt.key != PODS.key or self.graceful_deletion == "immediate":
+            return True
+        deadline = parse_rfc3339(obj["metadata"]["deletionTimestamp"])
+        return self.clock() >= deadline
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        grace_period: int | None = None,
+        propagation: str | None = None,
+        preconditions: JsonObject | None = None,
+    ) -> JsonObject:
+        """Delete an object, returning its last state.
+
+        Pods with a grace period get ``deletionTimestamp`` first (see ``graceful_deletion``); objects with
+        finalizers stay, marked, until the finalizers are removed. Removing an owner removes the objects
+        whose ownerReferences name it, unless ``propagation`` is ``Orphan``.
+        """
+        with self.transaction():
+            current = self._find(rt, namespace, name)
+            meta = current["metadata"]
+            pre = preconditions or {}
+            if pre.get("uid") and pre["uid"] != meta["uid"]:
+                raise errors.conflict(rt.plural, name, rt.group)
+            if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+                raise errors.conflict(rt.plural, name, rt.group)
+            grace = self._grace_period(rt, current, grace_period)
+            now = self.clock()
+            deadline = rfc3339(now + grace)
+            already = meta.get("deletionTimestamp")
+            if already and (meta.get("finalizers") or (grace > 0 and parse_rfc3339(already) <= now + grace)):
+                return copy.deepcopy(current)  # already going, and this request asks for nothing sooner
+            if meta.get("finalizers") or grace > 0:
+                old = copy.deepcopy(current)
+                meta["deletionTimestamp"] = deadline
+                meta["deletionGracePeriodSeconds"] = grace
+                meta["resourceVersion"] = self._next_rv()
+                self._emit("MODIFIED", rt, current, old)
+                if meta.get("finalizers"):
+                    return copy.deepcopy(current)
+                if grace > 0 and self.graceful_deletion == "timed":
+                    self._schedule_removal(rt, current, grace, propagation)
+                    return copy.deepcopy(current)
+            self._remove(rt, current, propagation)
+            return copy.deepcopy(current)
+
+    def _grace_period(self, rt: ResourceType, obj: JsonObject, requested: int | None) -> int:
+        if rt.key != PODS.key:
+            return 0
+        spec, status = obj.get("spec", {}), obj.get("status", {})
+        # Pods that never reached a node, or have finished, have nothing to stop: a real server deletes
+        # them at once.
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(0, int(requested))
+        return int(spec.get("terminationGracePeriodSeconds", 30))
+
+    def _schedule_removal(
+        self, rt: ResourceType, obj: JsonObject, grace: int, propagation: str | None
+    ) -> None:
+        uid = obj["metadata"]["uid"]
+        ns, name = obj["metadata"].get("namespace"), obj["metadata"]["name"]
+
+        def remove() -> None:
+            with self.transaction():
+                current = self._bucket(rt).get((ns or "", name))
+                if current is None or current["metadata"]["uid"] != uid:
+                    return
+                if not current["metadata"].get("finalizers"):
+                    self._remove(rt, current, propagation)
+
+        timer = threading.Timer(grace, remove)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _remove(self, rt: ResourceType, obj: JsonObject, propagation: str | None) -> None:
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        if self._bucket(rt).pop(key, None) is None:
+            return
+        meta["resourceVersion"] = self._next_rv()
+        self._emit("DELETED", rt, obj, None)
+        if propagation == "Orphan":
+            return
+        if rt.key == NAMESPACES.key:
+            for other in self.registry.types:
+                if other.namespaced:
+                    for child in [
+                        o for o in self._sorted(other) if o["metadata"].get("namespace") == meta["name"]
+                    ]:
+                        self._remove(other, child, propagation)
+            return
+        uid = meta["uid"]
+        for other in self.registry.types:
+            for child in self._sorted(other):
+                refs = child["metadata"].get("ownerReferences") or []
+                if any(r.get("uid") == uid for r in refs):
+                    self._remove(other, child, propagation)
+
+    def stop(self) -> None:
+        """Cancel pending timed deletions."""
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+
+def _spec_of(obj: JsonObject) -> Any:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _without_rv(obj: JsonObject) -> JsonObject:
+    clone = dict(obj)
+    clone["metadata"] = {
+        k: v for k, v in obj.get("metadata", {}).items() if k not in ("resourceVersion", "generation")
+    }
+    return clone
+
+
+def _validate(rt: ResourceType, obj: JsonObject) -> None:
+    """The few validations clients are likely to trip over; 422 like a real server."""
+    name = obj["metadata"].get("name", "")
+    if rt.key == PODS.key:
+        containers = obj.get("spec", {}).get("containers")
+        if not containers:
+            raise errors.invalid(rt.kind, name, "spec.containers: Required value")
+        for i, c in enumerate(containers):
+            if not isinstance(c, dict) or not c.get("name"):
+                raise errors.invalid(rt.kind, name, f"spec.containers[{i}].name: Required value")
+    elif rt.kind in ("Deployment", "ReplicaSet", "DaemonSet", "StatefulSet"):
+        spec = obj.get("spec", {})
+        selector = spec.get("selector")
+        if not selector:
+            raise errors.invalid(rt.kind, name, "spec.selector: Required value")
+        labels = spec.get("template", {}).get("metadata", {}).get("labels") or {}
+        if not selector_from_object(selector).matches(labels):
+            raise errors.invalid(
+                rt.kind,
+                name,
+                "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`",
+            )
+
+
+def _apply_defaults(rt: ResourceType, obj: JsonObject) -> None:
+    spec = obj.setdefault("spec", {}) if rt.kind not in ("Event", "StorageClass") else {}
+    if rt.key == PODS.key:
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("schedulerName", "default-scheduler")
+        status = obj.setdefault("status", {})
+        status.setdefault("phase", "Pending")
+    elif rt.key == NAMESPACES.key:
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+    elif rt.kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+        spec.setdefault("replicas", 1)

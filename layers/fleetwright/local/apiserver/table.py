@@ -1,0 +1,197 @@
+"""``meta.k8s.io/v1`` Table responses, which ``kubectl get`` asks for to print its columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fleetwright.local.apiserver.store import parse_rfc3339
+
+JsonObject = dict[str, Any]
+Column = tuple[str, str, int, Callable[[JsonObject, float], Any]]  # name, type, priority, cell
+
+
+def wants_table(accept: str) -> bool:
+    """Whether ``Accept`` asks for a Table (kubectl: ``application/json;as=Table;v=v1;g=meta.k8s.io``)."""
+    for media in accept.split(","):
+        params = {p.split("=", 1)[0].strip(): p.split("=", 1)[-1].strip() for p in media.split(";")[1:]}
+        if params.get("as") == "Table" and params.get("g") == "meta.k8s.io":
+            return True
+    return False
+
+
+def age(obj: JsonObject, now: float) -> str:
+    """Human age like kubectl prints: ``42s``, ``5m``, ``3h``, ``2d``."""
+    created = obj.get("metadata", {}).get("creationTimestamp")
+    if not created:
+        return "<unknown>"
+    seconds = max(0, int(now - parse_rfc3339(created)))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _name(obj: JsonObject, _: float) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _pod_ready(obj: JsonObject, _: float) -> str:
+    statuses = obj.get("status", {}).get("containerStatuses") or []
+    total = len(obj.get("spec", {}).get("containers") or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _pod_status(obj: JsonObject, _: float) -> str:
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return str(obj.get("status", {}).get("reason") or obj.get("status", {}).get("phase") or "Unknown")
+
+
+def _pod_restarts(obj: JsonObject, _: float) -> int:
+    return sum(int(s.get("restartCount", 0)) for s in obj.get("status", {}).get("containerStatuses") or [])
+
+
+def _node_status(obj: JsonObject, _: float) -> str:
+    conditions = obj.get("status", {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    text = "Unknown" if ready is None else ("Ready" if ready.get("status") == "True" else "NotReady")
+    if obj.get("spec", {}).get("unschedulable"):
+        text += ",SchedulingDisabled"
+    return text
+
+
+def _node_roles(obj: JsonObject, _: float) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(k[len(prefix) :] for k in obj["metadata"].get("labels") or {} if k.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
+def _node_address(kind: str) -> Callable[[JsonObject, float], str]:
+    def cell(obj: JsonObject, _: float) -> str:
+        for address in obj.get("status", {}).get("addresses") or []:
+            if address.get("type") == kind:
+                return str(address.get("address"))
+        return "<none>"
+
+    return cell
+
+
+def _get(path: str, default: Any = "<none>") -> Callable[[JsonObject, float], Any]:
+    def cell(obj: JsonObject, _: float) -> Any:
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return default if value is None else value
+
+    return cell
+
+
+def _ratio(ready: str, desired: str) -> Callable[[JsonObject, float], str]:
+    def cell(obj: JsonObject, now: float) -> str:
+        return f"{_get(ready, 0)(obj, now)}/{_get(desired, 0)(obj, now)}"
+
+    return cell
+
+
+def _containers(field: str) -> Callable[[JsonObject, float], str]:
+    def cell(obj: JsonObject, _: float) -> str:
+        containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+        return ",".join(str(c.get(field, "")) for c in containers)
+
+    return cell
+
+
+_AGE: Column = ("Age", "string", 0, age)
+_NAME: Column = ("Name", "string", 0, _name)
+
+COLUMNS: dict[str, list[Column]] = {
+    "Pod": [
+        _NAME,
+        ("Ready", "string", 0, _pod_ready),
+        ("Status", "string", 0, _pod_status),
+        ("Restarts", "integer", 0, _pod_restarts),
+        _AGE,
+        ("IP", "string", 1, _get("status.podIP")),
+        ("Node", "string", 1, _get("spec.nodeName")),
+        ("Nominated Node", "string", 1, _get("status.nominatedNodeName")),
+    ],
+    "Node": [
+        _NAME,
+        ("Status", "string", 0, _node_status),
+        ("Roles", "string", 0, _node_roles),
+        _AGE,
+        ("Version", "string", 0, _get("status.nodeInfo.kubeletVersion", "")),
+        ("Internal-IP", "string", 1, _node_address("InternalIP")),
+        ("External-IP", "string", 1, _node_address("ExternalIP")),
+        ("OS-Image", "string", 1, _get("status.nodeInfo.osImage", "<unknown>")),
+        ("Kernel-Version", "string", 1, _get("status.nodeInfo.kernelVersion", "<unknown>")),
+        ("Container-Runtime", "string", 1, _get("status.nodeInfo.containerRuntimeVersion", "<unknown>")),
+    ],
+    "Deployment": [
+        _NAME,
+        ("Ready", "string", 0, _ratio("status.readyReplicas", "spec.replicas")),
+        ("Up-to-date", "integer", 0, _get("status.updatedReplicas", 0)),
+        ("Available", "integer", 0, _get("status.availableReplicas", 0)),
+        _AGE,
+        ("Containers", "string", 1, _containers("name")),
+        ("Images", "string", 1, _containers("image")),
+    ],
+    "ReplicaSet": [
+        _NAME,
+        ("Desired", "integer", 0, _get("spec.replicas", 0)),
+        ("Current", "integer", 0, _get("status.replicas", 0)),
+        ("Ready", "integer", 0, _get("status.readyReplicas", 0)),
+        _AGE,
+    ],
+    "DaemonSet": [
+        _NAME,
+        ("Desired", "integer", 0, _get("status.desiredNumberScheduled", 0)),
+        ("Current", "integer", 0, _get("status.currentNumberScheduled", 0)),
+        ("Ready", "integer", 0, _get("status.numberReady", 0)),
+        _AGE,
+    ],
+    "PodDisruptionBudget": [
+        _NAME,
+        ("Min Available", "string", 0, _get("spec.minAvailable", "N/A")),
+        ("Max Unavailable", "string", 0, _get("spec.maxUnavailable", "N/A")),
+        ("Allowed Disruptions", "integer", 0, _get("status.disruptionsAllowed", 0)),
+        _AGE,
+    ],
+    "Namespace": [_NAME, ("Status", "string", 0, _get("status.phase", "")), _AGE],
+}
+
+
+def _partial_metadata(obj: JsonObject) -> JsonObject:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+def to_table(
+    kind: str, items: list[JsonObject], resource_version: str, now: float, include: str
+) -> JsonObject:
+    """A Table of ``items`` (all of ``kind``); ``include`` is the ``includeObject`` parameter."""
+    columns = COLUMNS.get(kind, [_NAME, _AGE])
+    rows: list[JsonObject] = []
+    for obj in items:
+        row: JsonObject = {"cells": [cell(obj, now) for _, _, _, cell in columns]}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = _partial_metadata(obj)
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": [
+            {
+                "name": name,
+                "type": typ,
+                "format": "name" if name == "Name" else "",
+                "description": "",
+                "priority": priority,
+            }
+            for name, typ, priority, _ in columns
+        ],
+        "rows": rows,
+    }

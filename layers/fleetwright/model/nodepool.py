@@ -1,0 +1,397 @@
+"""NodePool (``karpenter.sh/v1``): which nodes Fleetwright may launch, and when it may take them away."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from fleetwright.model import labels as wk
+from fleetwright.model.ec2nodeclass import (
+    Duration,
+    DurationOrNever,
+    KarpenterDocument,
+    KarpenterModel,
+    KubeletConfiguration,
+    NonEmptyStr,
+    ObjectMeta,
+    Quantity,
+    check_label_key,
+    check_label_value,
+)
+from fleetwright.model.quantity import parse_duration
+from fleetwright.model.requirements import Requirement, Requirements
+from fleetwright.model.resources import ResourceList, parse_resources
+from fleetwright.model.taints import Taint
+
+NODEPOOL_API_VERSION: Final = "karpenter.sh/v1"
+NODEPOOL_KIND: Final = "NodePool"
+NODECLASS_GROUP = "karpenter.k8s.aws"
+NODECLASS_KIND = "EC2NodeClass"
+DEFAULT_EXPIRE_AFTER = "720h"
+DEFAULT_BUDGET_NODES = "10%"
+
+# --- restricted label domains ------------------------------------------------------------------------
+
+# Keys inside kubernetes.io that a NodePool may constrain or set (the rest belong to the kubelet/cloud).
+_KUBERNETES_IO_ALLOWED = frozenset(
+    {
+        "beta.kubernetes.io/instance-type",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        wk.ZONE,
+        wk.REGION,
+        wk.INSTANCE_TYPE,
+        wk.ARCH,
+        wk.OS,
+        wk.WINDOWS_BUILD,
+    }
+)
+# Keys inside karpenter.k8s.aws that describe an instance type (and so may be constrained).
+_AWS_ALLOWED = frozenset(
+    {label for label in wk.WELL_KNOWN_LABELS if label.startswith(wk.AWS_PREFIX)}
+    | {
+        wk.AWS_PREFIX + "ec2nodeclass",
+        wk.AWS_PREFIX + "instance-encryption-in-transit-supported",
+        wk.AWS_PREFIX + "instance-cpu-sustained-clock-speed-mhz",
+    }
+)
+
+
+def restricted_label(key: str) -> str | None:
+    """Why a NodePool may not use ``key`` in labels or requirements, or None when it may."""
+    if key == wk.HOSTNAME:
+        return f"label {key!r} is restricted: every node gets its own hostname"
+    if key == wk.NODEPOOL:
+        return f"label {key!r} is restricted: Fleetwright sets it to the NodePool's name"
+    domain = key.partition("/")[0] if "/" in key else ""
+    if (
+        domain.endswith("kubernetes.io")
+        and key not in _KUBERNETES_IO_ALLOWED
+        and not domain.endswith(("node.kubernetes.io", "node-restriction.kubernetes.io"))
+    ):
+        return f"label {key!r} is restricted: domain kubernetes.io is reserved for Kubernetes"
+    if domain.endswith("k8s.io") and not domain.endswith("kops.k8s.io"):
+        return f"label {key!r} is restricted: domain k8s.io is reserved for Kubernetes"
+    if domain.endswith("karpenter.sh") and key != wk.CAPACITY_TYPE:
+        return f"label {key!r} is restricted: in domain karpenter.sh only {wk.CAPACITY_TYPE} may be used"
+    if domain.endswith("karpenter.k8s.aws") and key not in _AWS_ALLOWED:
+        return (
+            f"label {key!r} is restricted: in domain karpenter.k8s.aws only the well-known "
+            "instance labels may be used"
+        )
+    return None
+
+
+def _requirement_key(key: str) -> str:
+    problem = check_label_key(key) or restricted_label(key)
+    if problem:
+        raise ValueError(problem)
+    return key
+
+
+def _label_value(value: str) -> str:
+    problem = check_label_value(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _at_most_100(labels: dict[str, str]) -> dict[str, str]:
+    if len(labels) > 100:
+        raise ValueError(f"at most 100 labels, got {len(labels)}")
+    return labels
+
+
+def _taint_key(key: str) -> str:
+    problem = check_label_key(key)
+    if problem:
+        raise ValueError(problem)
+    return key
+
+
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+NodeLabelKey = Annotated[str, AfterValidator(_requirement_key)]
+
+# --- template ----------------------------------------------------------------------------------------
+
+Operator = Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
+_BOUND_OPERATORS = ("Gt", "Lt", "Gte", "Lte")
+
+
+class NodeSelectorRequirement(KarpenterModel):
+    """One ``requirements`` entry: ``key operator values`` plus Karpenter's ``minValues``."""
+
+    key: NodeLabelKey
+    operator: Operator
+    values: list[LabelValue] = Field(default_factory=list, validate_default=True)
+    min_values: int | None = Field(default=None, ge=1, le=50)
+
+    @field_validator("values")
+    @classmethod
+    def _values_fit_operator(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        operator = info.data.get("operator")
+        if operator in ("In", "NotIn") and not values:
+            raise ValueError(f"operator {operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise ValueError(f"operator {operator} takes no values, got {values}")
+        if operator in _BOUND_OPERATORS and (
+            len(values) != 1 or not values[0].isdigit() or not values[0].isascii()
+        ):
+            raise ValueError(
+                f"operator {operator} needs exactly one non-negative integer value, got {values}"
+            )
+        return values
+
+    @field_validator("min_values")
+    @classmethod
+    def _enough_values(cls, min_values: int | None, info: ValidationInfo) -> int | None:
+        values = info.data.get("values")
+        operator = info.data.get("operator")
+        if min_values is not None and operator == "In" and values is not None and len(values) < min_values:
+            raise ValueError(f"minValues {min_values} needs at least {min_values} values, got {len(values)}")
+        return min_values
+
+
+class NodeTaint(KarpenterModel):
+    """A taint every node of the pool carries (or carries at startup)."""
+
+    key: Annotated[str, AfterValidator(_taint_key)]
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    time_added: str | None = None
+
+    def taint(self) -> Taint:
+        """The scheduler's view of this taint."""
+        return Taint(key=self.key, effect=self.effect, value=self.value or "")
+
+
+class NodeClassReference(KarpenterModel):
+    """``nodeClassRef``: the EC2NodeClass the pool's nodes are launched with."""
+
+    group: NonEmptyStr
+    kind: NonEmptyStr
+    name: NonEmptyStr
+
+    @field_validator("group")
+    @classmethod
+    def _aws_group(cls, group: str) -> str:
+        if group != NODECLASS_GROUP:
+            raise ValueError(
+                f"Fleetwright launches nodes only through {NODECLASS_GROUP} node classes, not {group!r}"
+            )
+        return group
+
+    @field_validator("kind")
+    @classmethod
+    def _ec2_kind(cls, kind: str) -> str:
+        if kind != NODECLASS_KIND:
+            raise ValueError(f"Fleetwright launches nodes only through {NODECLASS_KIND}, not {kind!r}")
+        return kind
+
+
+class NodeClaimTemplateMetadata(KarpenterModel):
+    """Labels and annotations every node of the pool carries."""
+
+    labels: Annotated[dict[NodeLabelKey, LabelValue], AfterValidator(_at_most_100)] = Field(
+        default_factory=dict
+    )
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeClaimTemplateSpec(KarpenterModel):
+    """``spec.template.spec``: what every node of the pool looks like."""
+
+    moved_fields = {
+        "kubelet": "kubelet moved to the EC2NodeClass (spec.kubelet) in karpenter.sh/v1",
+        "resources": "resources was removed in karpenter.sh/v1",
+    }
+
+    requirements: list[NodeSelectorRequirement] = Field(max_length=100)
+    taints: list[NodeTaint] = Field(default_factory=list)
+    startup_taints: list[NodeTaint] = Field(default_factory=list)
+    node_class_ref: NodeClassReference
+    expire_after: DurationOrNever = DEFAULT_EXPIRE_AFTER
+    termination_grace_period: Duration | None = None
+
+
+class NodeClaimTemplate(KarpenterModel):
+    """``spec.template``."""
+
+    metadata: NodeClaimTemplateMetadata = Field(default_factory=NodeClaimTemplateMetadata)
+    spec: NodeClaimTemplateSpec
+
+
+# --- disruption --------------------------------------------------------------------------------------
+
+_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+_BUDGET_DURATION = re.compile(r"^(([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?$")
+_CRON_MACRO = re.compile(r"^@(annually|yearly|monthly|weekly|daily|midnight|hourly)$")
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,\-]+$")
+
+
+def _int_as_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _budget_nodes(value: str) -> str:
+    if not _BUDGET_NODES.match(value):
+        raise ValueError(f"invalid nodes {value!r}: expected a count (5) or a percentage from 0% to 100%")
+    return value
+
+
+def _budget_duration(value: str) -> str:
+    if not _BUDGET_DURATION.match(value):
+        raise ValueError(f"invalid duration {value!r}: budgets take whole hours and minutes (10m, 1h, 1h30m)")
+    return value
+
+
+def _cron(value: str) -> str:
+    if value.startswith(("TZ=", "CRON_TZ=")):
+        raise ValueError("time zones are not supported in budget schedules (they are in UTC)")
+    if _CRON_MACRO.match(value):
+        return value
+    fields = value.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(field) for field in fields):
+        raise ValueError(
+            f"invalid schedule {value!r}: expected a cron expression with 5 fields "
+            "(minute hour day-of-month month day-of-week) or @daily/@hourly/..."
+        )
+    return value
+
+
+class Budget(KarpenterModel):
+    """How many nodes may be disrupted at once, optionally only during a cron window."""
+
+    nodes: Annotated[str, BeforeValidator(_int_as_text), AfterValidator(_budget_nodes)] = DEFAULT_BUDGET_NODES
+    schedule: Annotated[str, AfterValidator(_cron)] | None = None
+    duration: Annotated[str, AfterValidator(_budget_duration)] | None = None
+    reasons: list[Literal["Empty", "Drifted", "Underutilized"]] | None = None
+
+    @model_validator(mode="after")
+    def _schedule_with_duration(self) -> Budget:
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration must be set together")
+        return self
+
+
+class Disruption(KarpenterModel):
+    """``spec.disruption``: when Fleetwright may consolidate nodes, and how many at a time."""
+
+    moved_fields = {"expireAfter": "expireAfter moved to spec.template.spec.expireAfter in karpenter.sh/v1"}
+
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
+    consolidate_after: DurationOrNever = "0s"
+    budgets: list[Budget] = Field(default_factory=lambda: [Budget()], max_length=50)
+
+    def consolidate_after_seconds(self) -> int | None:
+        """Seconds a node must stay empty/underutilized before consolidation; None for ``Never``."""
+        return parse_duration(self.consolidate_after)
+
+
+class NodePoolSpec(KarpenterModel):
+    """``NodePool.spec``."""
+
+    moved_fields = {
+        "ttlSecondsAfterEmpty": "use spec.disruption (consolidationPolicy: WhenEmpty, consolidateAfter)",
+        "ttlSecondsUntilExpired": "use spec.template.spec.expireAfter",
+        "providerRef": "use spec.template.spec.nodeClassRef",
+        "requirements": "requirements belong in spec.template.spec",
+        "labels": "labels belong in spec.template.metadata",
+        "taints": "taints belong in spec.template.spec",
+    }
+
+    template: NodeClaimTemplate
+    disruption: Disruption = Field(default_factory=Disruption)
+    limits: dict[str, Quantity] | None = None
+    weight: int | None = Field(default=None, ge=1, le=100)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyKubelet:
+    """Kubelet settings an older NodePool/Provisioner carried itself; v1 keeps them on the node class.
+
+    ``source`` says where they came from (``karpenter.sh/v1beta1 NodePool spec.template.spec.kubelet``).
+    They apply to this NodePool's nodes and take precedence over the node class's own ``kubelet``.
+    """
+
+    kubelet: KubeletConfiguration
+    source: str
+
+
+class NodePool(KarpenterDocument):
+    """A ``karpenter.sh/v1`` NodePool."""
+
+    api_version: Literal["karpenter.sh/v1"] = NODEPOOL_API_VERSION
+    kind: Literal["NodePool"] = NODEPOOL_KIND
+    metadata: ObjectMeta
+    spec: NodePoolSpec
+
+    _legacy_kubelet: LegacyKubelet | None = PrivateAttr(default=None)
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return self.metadata.name
+
+    def requirements(self) -> Requirements:
+        """``spec.template.spec.requirements`` as a requirement set (with ``minValues``)."""
+        return Requirements.of(
+            Requirement.create(item.key, item.operator, item.values, min_values=item.min_values)
+            for item in self.spec.template.spec.requirements
+        )
+
+    def labels(self) -> dict[str, str]:
+        """``spec.template.metadata.labels``."""
+        return dict(self.spec.template.metadata.labels)
+
+    def taints(self) -> tuple[Taint, ...]:
+        """``spec.template.spec.taints``."""
+        return tuple(item.taint() for item in self.spec.template.spec.taints)
+
+    def startup_taints(self) -> tuple[Taint, ...]:
+        """``spec.template.spec.startupTaints``."""
+        return tuple(item.taint() for item in self.spec.template.spec.startup_taints)
+
+    def limits(self) -> ResourceList | None:
+        """``spec.limits`` in integer units (cpu in milli-cores); None when the pool has no limits."""
+        return parse_resources(self.spec.limits) if self.spec.limits else None
+
+    def weight_value(self) -> int:
+        """``spec.weight``, 0 when unset."""
+        return self.spec.weight or 0
+
+    def node_class_name(self) -> str:
+        """The name of the EC2NodeClass in ``nodeClassRef``."""
+        return self.spec.template.spec.node_class_ref.name
+
+    def expire_after_seconds(self) -> int | None:
+        """Node lifetime in seconds; None for ``Never``."""
+        return parse_duration(self.spec.template.spec.expire_after)
+
+    def termination_grace_period_seconds(self) -> int | None:
+        """How long draining may take before pods are deleted anyway; None when unbounded."""
+        period = self.spec.template.spec.termination_grace_period
+        return parse_duration(period) if period else None
+
+    def legacy_kubelet(self) -> LegacyKubelet | None:
+        """Kubelet settings carried over from an older API version (see :class:`LegacyKubelet`)."""
+        return self._legacy_kubelet
+
+    def with_legacy_kubelet(self, legacy: LegacyKubelet | None) -> NodePool:
+        """A copy of this NodePool carrying ``legacy`` kubelet settings."""
+        copy = self.model_copy()
+        copy._legacy_kubelet = legacy
+        return copy

@@ -1,0 +1,208 @@
+"""``fleetwright plan``: load manifests and an instance-type catalog, run the scheduler, render the result.
+
+The JSON rendering is a stable contract, described in ``docs/plan.md``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.catalog.loader import builtin_catalog, load_catalog
+from fleetwright.manifests import Manifests, load_manifests
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.karpenter import check_references
+from fleetwright.scheduling.scheduler import schedule
+from fleetwright.scheduling.templates import nodepool_templates
+from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
+
+HOURS_PER_MONTH = 730  # AWS's convention for monthly prices
+TABLE_WIDTH = 100
+
+
+class PlanError(ValueError):
+    """Inputs that are individually valid but cannot be planned together (e.g. a missing EC2NodeClass)."""
+
+
+@dataclass(slots=True, eq=False)
+class Plan:
+    """A scheduling decision with the input it was made from and the notes gathered on the way."""
+
+    input: SchedulingInput
+    results: Results
+    warnings: list[str] = field(default_factory=list)  # one rendered line each, for stderr
+
+
+def scheduling_input(manifests: Manifests, instance_types: list[InstanceType]) -> SchedulingInput:
+    """The scheduler's input for loaded manifests; raises :class:`PlanError` on dangling references."""
+    problems = check_references(manifests.nodepools, manifests.nodeclasses)
+    if problems:
+        raise PlanError("\n".join(problems))
+    return SchedulingInput(
+        pods=list(manifests.pods),
+        nodepools=nodepool_templates(manifests.nodepools, manifests.nodeclasses, manifests.nodes),
+        instance_types=instance_types,
+        nodes=list(manifests.nodes),
+        daemonsets=list(manifests.daemonsets),
+    )
+
+
+def instance_types_for(instance_types_file: str | None, region: str) -> list[InstanceType]:
+    """The catalog file when given, else the built-in catalog of ``region``."""
+    if instance_types_file:
+        return load_catalog(instance_types_file)
+    try:
+        return builtin_catalog(region)
+    except ValueError as err:  # a region without a built-in catalog
+        raise PlanError(str(err)) from None
+
+
+def make_plan(
+    paths: Sequence[str], instance_types_file: str | None = None, region: str = "us-east-1"
+) -> Plan:
+    """Load ``paths`` and the catalog, and schedule the pending pods.
+
+    Raises :class:`~fleetwright.model.errors.DocumentError` for bad documents or catalogs and
+    :class:`PlanError` for inputs that do not fit together.
+    """
+    manifests = load_manifests(paths)
+    inp = scheduling_input(manifests, instance_types_for(instance_types_file, region))
+    warnings = [warning.render() for warning in manifests.warnings]
+    if inp.pods and not inp.nodepools:
+        warnings.append("warning: no NodePool in the manifests: pending pods can only go on existing nodes")
+    return Plan(inp, schedule(inp), warnings)
+
+
+# --- JSON ------------------------------------------------------------------------------------------------
+
+
+def _price(value: float) -> float:
+    # Sums of binary floats print as 0.30000000000000004; six decimals is finer than any EC2 price.
+    return round(value, 6)
+
+
+def claim_json(claim: NewNodeClaim) -> dict[str, Any]:
+    """One entry of ``nodeClaims`` in the JSON contract."""
+    return {
+        "name": claim.name,
+        "nodePool": claim.nodepool,
+        "instanceTypes": [it.name for it in claim.instance_types],
+        "zones": sorted(claim.zones),
+        "capacityTypes": list(claim.capacity_types),
+        "labels": dict(sorted(claim.labels.items())),
+        "taints": [taint.render() for taint in claim.taints],
+        "pods": [pod.key for pod in claim.pods],
+        "price": _price(claim.price),
+    }
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """The plan as the JSON document described in ``docs/plan.md``."""
+    results = plan.results
+    return {
+        "nodeClaims": [claim_json(claim) for claim in results.new_claims],
+        "existingNodes": [
+            {"name": placement.node, "pods": [pod.key for pod in placement.pods]}
+            for placement in results.existing
+        ],
+        "unschedulable": [{"pod": error.pod.key, "reason": error.reason} for error in results.errors],
+        "summary": {
+            "pods": len(plan.input.pods),
+            "scheduled": results.scheduled,
+            "newNodeClaims": len(results.new_claims),
+            "hourlyCost": _price(results.hourly_cost),
+        },
+    }
+
+
+# --- Table -----------------------------------------------------------------------------------------------
+
+
+def _zones(zones: Sequence[str]) -> str:
+    """``us-east-1a`` / ``us-east-1a,b,c`` (zones of a region differ only in their last letter)."""
+    ordered = sorted(zones)
+    if not ordered:
+        return "-"
+    if len(ordered) == 1:
+        return ordered[0]
+    prefix = ordered[0][:-1]
+    if all(zone[:-1] == prefix for zone in ordered):
+        return prefix + ",".join(zone[-1] for zone in ordered)
+    return ",".join(ordered)
+
+
+def _types(claim: NewNodeClaim) -> str:
+    if not claim.instance_types:
+        return "-"
+    more = len(claim.instance_types) - 1
+    return claim.instance_types[0].name + (f" (+{more} more)" if more else "")
+
+
+def _rows(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def render_table(plan: Plan) -> str:
+    """The plan for people: new nodes, pods placed on existing nodes, unschedulable pods, totals."""
+    results = plan.results
+    lines: list[str] = []
+    if results.new_claims:
+        lines.append("New nodes:")
+        rows = [
+            [
+                claim.nodepool,
+                _types(claim),
+                _zones(claim.zones),
+                ",".join(claim.capacity_types),
+                str(len(claim.pods)),
+                f"{claim.price:.4f}",
+            ]
+            for claim in results.new_claims
+        ]
+        lines += _rows(
+            ["NODEPOOL", "INSTANCE TYPE", "ZONES", "CAPACITY", "PODS", "$/HOUR"], rows, right=(4, 5)
+        )
+    else:
+        lines.append("No new nodes needed.")
+    if results.existing:
+        lines += ["", "Pods placed on existing nodes:"]
+        lines += _rows(
+            ["NODE", "PODS"],
+            [[placement.node, str(len(placement.pods))] for placement in results.existing],
+            (1,),
+        )
+    if results.errors:
+        lines += ["", "Unschedulable pods:"]
+        for error in results.errors:
+            lines += textwrap.wrap(
+                f"{error.pod.key}: {error.reason}",
+                width=TABLE_WIDTH,
+                initial_indent="  ",
+                subsequent_indent="      ",
+                break_on_hyphens=False,
+            )
+    on_existing = sum(len(placement.pods) for placement in results.existing)
+    on_new = results.scheduled - on_existing
+    cost = results.hourly_cost
+    lines += [
+        "",
+        f"Pods: {len(plan.input.pods)} pending, {results.scheduled} scheduled "
+        f"({on_new} on {_plural(len(results.new_claims), 'new node')}, {on_existing} on existing nodes), "
+        f"{len(results.errors)} unschedulable",
+        f"Cost of new nodes: ${cost:.4f}/hour (${cost * HOURS_PER_MONTH:.2f}/month)",
+    ]
+    return "\n".join(lines) + "\n"

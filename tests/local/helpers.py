@@ -1,0 +1,80 @@
+"""Object builders and polling shared by the emulator tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def node(name: str, labels: dict[str, str] | None = None, ready: bool = True) -> dict[str, Any]:
+    """A Node manifest with a Ready condition and an internal IP, like a kubelet would report."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.10"}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": f"boot-{name}",
+                "containerRuntimeVersion": "containerd://1.7.0",
+                "kernelVersion": "6.1.0",
+                "kubeProxyVersion": "v1.30.0",
+                "kubeletVersion": "v1.30.0",
+                "machineID": f"machine-{name}",
+                "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2023",
+                "systemUUID": f"uuid-{name}",
+            },
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+        },
+    }
+
+
+def pod(
+    name: str, namespace: str = "default", labels: dict[str, str] | None = None, node_name: str | None = None
+) -> dict[str, Any]:
+    """A one-container pod manifest, optionally already bound to ``node_name``."""
+    spec: dict[str, Any] = {"containers": [{"name": "app", "image": "nginx"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def deployment(name: str, replicas: int, namespace: str = "default") -> dict[str, Any]:
+    """A Deployment whose pods carry ``app: NAME``."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+            },
+        },
+    }
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
+    """Poll until ``condition`` returns something truthy; fail with the last value after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    value = condition()
+    while not value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value: {value!r})")
+        time.sleep(interval)
+        value = condition()
+    return value
