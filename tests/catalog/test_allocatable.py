@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from fleetwright.model.allocatable import (
     allocatable_for,
     eni_limited_pods,

@@ -6,10 +6,11 @@ import json
 from collections import defaultdict
 
 import pytest
+from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
+
 from fleetwright.catalog import builtin_catalog, catalog_to_json, load_catalog, ondemand_prices, vpc_limits
 from fleetwright.catalog.generate import build_catalog
 from fleetwright.catalog.loader import DATA_DIR
-from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 import pytest
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+
 from fleetwright.catalog.from_ec2 import (
     UnsupportedInstanceTypeError,
     arch_from_name,
@@ -14,7 +16,6 @@ from fleetwright.catalog.from_ec2 import (
 )
 from fleetwright.catalog.loader import vpc_limits
 from fleetwright.model.instancetype import Offering
-from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 MI = 2**20
 P = "karpenter.k8s.aws/"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fleetwright.catalog import catalog_to_json, load_catalog, with_kubelet
 from fleetwright.model.errors import DocumentError
 from fleetwright.model.kubelet import KubeletOverrides
