@@ -199,6 +199,55 @@ def _add_optional(subparsers: Subparsers) -> None:
         module.add_cli(subparsers)
 
 
+# --- catalog export --------------------------------------------------------------------------------------
+
+
+def _catalog_export(args: argparse.Namespace) -> int:
+    import json
+
+    from fleetwright.aws.catalog_export import export_catalog
+
+    node_class = None
+    if args.filename:
+        from fleetwright.manifests import load_manifests
+        from fleetwright.model.errors import DocumentError
+
+        try:
+            classes = load_manifests(args.filename).nodeclasses
+        except DocumentError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        matching = [nc for nc in classes if not args.node_class or nc.name == args.node_class]
+        if len(matching) != 1:
+            names = ", ".join(nc.name for nc in classes) or "none"
+            _err(f"expected exactly one EC2NodeClass (use --node-class NAME); found: {names}")
+            return EXIT_USAGE
+        node_class = matching[0]
+    document = export_catalog(args.region, node_class)
+    json.dump(document, sys.stdout, indent=None, separators=(",", ":"), sort_keys=True)
+    sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def _add_catalog(subparsers: Subparsers) -> None:
+    commands = command_group(subparsers, "catalog", "instance-type catalogs for `fleetwright plan`")
+    parser = commands.add_parser(
+        "export",
+        help="write the region's instance types, offerings and prices as a catalog (JSON) on stdout",
+        description="Describe the region's instance types through EC2 (AWS credentials needed) and print "
+        "them in the catalog format that `fleetwright plan --instance-types` reads (docs/catalog.md).",
+    )
+    parser.add_argument("--region", required=True, help="AWS region, e.g. us-east-1")
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        help="YAML with an EC2NodeClass whose AMI family and kubelet apply",
+    )
+    parser.add_argument("--node-class", help="which EC2NodeClass of the files to use")
+    parser.set_defaults(handler=_catalog_export)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -208,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_plan(subparsers)
     _add_validate(subparsers)
+    _add_catalog(subparsers)
     _add_optional(subparsers)
     return parser
 

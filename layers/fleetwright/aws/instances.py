@@ -1,0 +1,187 @@
+"""Describe and terminate this cluster's instances; never touch one without our ownership tag."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.aws.clients import AwsClients, error_code
+from fleetwright.aws.request import LaunchedInstance
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, from_aws, is_owned
+
+log = logging.getLogger(__name__)
+
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
+BATCH = 200  # DescribeInstances/TerminateInstances take at most 1000 ids; keep requests small
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """An EC2 instance as Fleetwright sees it."""
+
+    id: str
+    instance_type: str
+    zone: str
+    state: str
+    capacity_type: str
+    image_id: str = ""
+    private_dns_name: str = ""
+    launch_time: str = ""
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def nodeclaim(self) -> str:
+        """The NodeClaim id this instance was launched for ("" when untagged)."""
+        return self.tags.get(NODECLAIM_TAG, "")
+
+    @property
+    def provider_id(self) -> str:
+        """``aws:///<zone>/<instance id>``."""
+        return f"aws:///{self.zone}/{self.id}"
+
+
+class NotOwnedError(Exception):
+    """An instance does not carry this cluster's ownership tag, so Fleetwright refuses to touch it."""
+
+
+def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
+    """An :class:`Instance` from one ``DescribeInstances`` entry."""
+    return Instance(
+        id=str(entry["InstanceId"]),
+        instance_type=str(entry.get("InstanceType", "")),
+        zone=str((entry.get("Placement") or {}).get("AvailabilityZone", "")),
+        state=str((entry.get("State") or {}).get("Name", "")),
+        capacity_type="spot" if entry.get("InstanceLifecycle") == "spot" else "on-demand",
+        image_id=str(entry.get("ImageId", "")),
+        private_dns_name=str(entry.get("PrivateDnsName", "")),
+        launch_time=str(entry.get("LaunchTime", "")),
+        tags=from_aws(entry.get("Tags")),
+    )
+
+
+def _describe(clients: AwsClients, **params: Any) -> list[Instance]:
+    found: list[Instance] = []
+    for page in clients.ec2.get_paginator("describe_instances").paginate(**params):
+        for reservation in page.get("Reservations", []):
+            found.extend(instance_from_ec2(entry) for entry in reservation.get("Instances", []))
+    return found
+
+
+def list_instances(clients: AwsClients, cluster: str, states: Sequence[str] = LIVE_STATES) -> list[Instance]:
+    """Every instance of ``cluster`` (by ownership tag) in the given states."""
+    return _describe(
+        clients,
+        Filters=[
+            {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ],
+    )
+
+
+def describe_instances(clients: AwsClients, cluster: str, instance_ids: Iterable[str]) -> dict[str, Instance]:
+    """The cluster's instances among ``instance_ids``; ids that are gone or not ours are left out."""
+    result: dict[str, Instance] = {}
+    ids = list(dict.fromkeys(instance_ids))
+    for start in range(0, len(ids), BATCH):
+        chunk = ids[start : start + BATCH]
+        try:
+            found = _describe(clients, InstanceIds=chunk)
+        except Exception as error:
+            if error_code(error) not in NOT_FOUND_CODES:
+                raise
+            # One unknown id fails the whole call: fall back to filtering by id, which ignores unknowns.
+            found = _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])
+        result.update({i.id: i for i in found if is_owned(i.tags, cluster)})
+    return result
+
+
+def find_claimed_instances(
+    clients: AwsClients, cluster: str, nodeclaims: Iterable[str]
+) -> dict[str, LaunchedInstance]:
+    """Live instances already launched for these NodeClaims (found by their nodeclaim tag).
+
+    This is what makes a launch idempotent across crashes and retries: a claim that already has an
+    instance is not launched again.
+    """
+    names = sorted(set(nodeclaims))
+    if not names:
+        return {}
+    result: dict[str, LaunchedInstance] = {}
+    for start in range(0, len(names), BATCH):
+        instances = _describe(
+            clients,
+            Filters=[
+                {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
+                {"Name": f"tag:{NODECLAIM_TAG}", "Values": names[start : start + BATCH]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ],
+        )
+        for instance in sorted(instances, key=lambda i: (i.launch_time, i.id)):
+            result.setdefault(
+                instance.nodeclaim,
+                LaunchedInstance(
+                    nodeclaim=instance.nodeclaim,
+                    instance_id=instance.id,
+                    instance_type=instance.instance_type,
+                    zone=instance.zone,
+                    capacity_type=instance.capacity_type,
+                    image_id=instance.image_id,
+                    reused=True,
+                ),
+            )
+    return result
+
+
+@dataclass(slots=True)
+class TerminateResult:
+    """What a terminate call did: ids it asked EC2 to terminate and ids that were already gone."""
+
+    terminating: list[str] = field(default_factory=list)
+    already_gone: list[str] = field(default_factory=list)
+
+
+def terminate_instances(clients: AwsClients, cluster: str, instance_ids: Iterable[str]) -> TerminateResult:
+    """Terminate instances after checking each carries this cluster's ownership tag.
+
+    Raises :class:`NotOwnedError` (and terminates nothing) when any existing instance is not ours.
+    Instances that no longer exist, or are already terminated, count as gone.
+    """
+    ids = list(dict.fromkeys(instance_ids))
+    result = TerminateResult()
+    if not ids:
+        return result
+    seen: dict[str, Instance] = {}
+    for start in range(0, len(ids), BATCH):
+        chunk = ids[start : start + BATCH]
+        seen.update({i.id: i for i in _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])})
+    foreign = [i for i in ids if i in seen and not is_owned(seen[i].tags, cluster)]
+    if foreign:
+        raise NotOwnedError(f"refusing to terminate {', '.join(foreign)}: not tagged {CLUSTER_TAG}={cluster}")
+    targets = []
+    for instance_id in ids:
+        instance = seen.get(instance_id)
+        if instance is None or instance.state == "terminated":
+            result.already_gone.append(instance_id)
+        else:
+            targets.append(instance_id)
+    for start in range(0, len(targets), BATCH):
+        chunk = targets[start : start + BATCH]
+        try:
+            clients.ec2.terminate_instances(InstanceIds=chunk)
+            result.terminating.extend(chunk)
+        except Exception as error:
+            if error_code(error) not in NOT_FOUND_CODES:
+                raise
+            # Raced with another terminator: retry one by one so the rest still goes.
+            for instance_id in chunk:
+                try:
+                    clients.ec2.terminate_instances(InstanceIds=[instance_id])
+                    result.terminating.append(instance_id)
+                except Exception as inner:
+                    if error_code(inner) not in NOT_FOUND_CODES:
+                        raise
+                    result.already_gone.append(instance_id)
+    return result

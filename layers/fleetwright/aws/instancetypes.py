@@ -1,0 +1,140 @@
+"""Instance types from EC2: what exists, where it is offered, and at what price.
+
+``DescribeInstanceTypes`` and ``DescribeInstanceTypeOfferings`` change rarely and cost seconds, so
+their results are kept for five minutes at module scope (a warm Lambda reuses them); prices are cached
+separately in :mod:`fleetwright.aws.pricing`. The unavailable-offerings cache is applied on every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from fleetwright.aws.clients import AwsClients
+from fleetwright.aws.pricing import PriceBook, price_book
+from fleetwright.aws.ttlcache import TtlCache
+from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
+from fleetwright.catalog.from_ec2 import UnsupportedInstanceType, instance_type_from_ec2
+from fleetwright.catalog.loader import vpc_limits, with_kubelet
+from fleetwright.model.instancetype import InstanceType, Offering
+from fleetwright.model.kubelet import KubeletOverrides
+from fleetwright.model.labels import ON_DEMAND, SPOT
+
+log = logging.getLogger(__name__)
+
+_TYPES: TtlCache[list[dict[str, Any]]] = TtlCache()
+_OFFERINGS: TtlCache[dict[str, frozenset[str]]] = TtlCache()
+
+CAPACITY_TYPES_BY_USAGE_CLASS = {"spot": SPOT, "on-demand": ON_DEMAND}
+
+
+def describe_instance_types(clients: AwsClients) -> list[dict[str, Any]]:
+    """Every ``DescribeInstanceTypes`` entry of the region (cached five minutes)."""
+
+    def compute() -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for page in clients.ec2.get_paginator("describe_instance_types").paginate():
+            entries.extend(page.get("InstanceTypes", []))
+        return entries
+
+    return _TYPES.get_or_compute(clients.region, compute)
+
+
+def describe_zone_offerings(clients: AwsClients) -> dict[str, frozenset[str]]:
+    """Zones where each instance type is offered (``DescribeInstanceTypeOfferings``, cached)."""
+
+    def compute() -> dict[str, frozenset[str]]:
+        zones: dict[str, set[str]] = {}
+        paginator = clients.ec2.get_paginator("describe_instance_type_offerings")
+        for page in paginator.paginate(LocationType="availability-zone"):
+            for entry in page.get("InstanceTypeOfferings", []):
+                zones.setdefault(str(entry["InstanceType"]), set()).add(str(entry["Location"]))
+        return {name: frozenset(found) for name, found in zones.items()}
+
+    return _OFFERINGS.get_or_compute(clients.region, compute)
+
+
+def build_offerings(
+    name: str,
+    usage_classes: Iterable[str],
+    zones: Iterable[str],
+    prices: PriceBook,
+    unavailable: UnavailableOfferings,
+) -> tuple[Offering, ...]:
+    """One offering per zone × capacity type that has a price; refused ones are marked unavailable.
+
+    Offerings without a known price are left out: the scheduler could not compare them.
+    """
+    offerings = []
+    for usage in usage_classes:
+        capacity_type = CAPACITY_TYPES_BY_USAGE_CLASS.get(usage)
+        if capacity_type is None:
+            continue
+        for zone in sorted(zones):
+            price = prices.price(name, zone, capacity_type)
+            if price is None:
+                continue
+            available = not unavailable.is_unavailable(name, zone, capacity_type)
+            offerings.append(Offering(zone, capacity_type, price, available))
+    return tuple(offerings)
+
+
+def convert_instance_types(
+    entries: Iterable[Mapping[str, Any]],
+    zone_offerings: Mapping[str, Iterable[str]],
+    prices: PriceBook,
+    unavailable: UnavailableOfferings,
+) -> list[InstanceType]:
+    """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped."""
+    limits = vpc_limits()
+    result = []
+    for entry in entries:
+        name = str(entry["InstanceType"])
+        offerings = build_offerings(
+            name, entry.get("SupportedUsageClasses", ()), zone_offerings.get(name, ()), prices, unavailable
+        )
+        if not offerings:
+            continue
+        try:
+            result.append(instance_type_from_ec2(entry, limits.get(name), offerings))
+        except UnsupportedInstanceType as error:
+            log.debug("skipping %s", error)
+    return result
+
+
+def list_instance_types(
+    clients: AwsClients,
+    *,
+    accept: Callable[[InstanceType], bool] | None = None,
+    kubelet: KubeletOverrides | None = None,
+    unavailable: UnavailableOfferings | None = None,
+) -> list[InstanceType]:
+    """The region's instance types with priced offerings, sorted by name.
+
+    ``accept`` filters them (for an EC2NodeClass: :func:`fleetwright.aws.nodeclass.instance_type_filter`);
+    ``kubelet`` adjusts pods and allocatable for the node class's kubelet settings; offerings in the
+    unavailable-offerings cache come back with ``available=False``.
+    """
+    types = convert_instance_types(
+        describe_instance_types(clients),
+        describe_zone_offerings(clients),
+        price_book(clients),
+        unavailable if unavailable is not None else default_cache(),
+    )
+    if accept is not None:
+        types = [t for t in types if accept(t)]
+    types = with_kubelet(types, kubelet)
+    return sorted(types, key=lambda t: t.name)
+
+
+def prime_cache(
+    region: str,
+    entries: list[dict[str, Any]] | None = None,
+    zone_offerings: dict[str, frozenset[str]] | None = None,
+) -> None:
+    """Seed the module-scope caches with listings already at hand (a snapshot, or a test fixture)."""
+    if entries is not None:
+        _TYPES.put(region, entries)
+    if zone_offerings is not None:
+        _OFFERINGS.put(region, zone_offerings)

@@ -1,0 +1,194 @@
+"""Launch templates: one per distinct (node class settings, AMI, user data), named by a hash of their
+content, created on first use, reused afterwards, deleted by :func:`delete_unused_launch_templates`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from fleetwright.aws.amis import Ami
+from fleetwright.aws.clients import AwsClients, error_code
+from fleetwright.aws.tags import CLUSTER_TAG, tag_specifications
+from fleetwright.model.ec2nodeclass import BlockDeviceMapping, EC2NodeClassSpec
+from fleetwright.model.quantity import parse_quantity
+
+log = logging.getLogger(__name__)
+
+NAME_PREFIX = "fleetwright"
+GIB = 2**30
+DEFAULT_ROOT_GIB = 20
+BOTTLEROCKET_OS_GIB = 4
+
+
+def _default_ebs(size_gib: int) -> dict[str, Any]:
+    return {"VolumeSize": size_gib, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}
+
+
+def default_block_device_mappings(family: str) -> list[dict[str, Any]]:
+    """20 GiB encrypted gp3 root volume; Bottlerocket adds its 4 GiB OS volume in front of the data one."""
+    if family.lower() == "bottlerocket":
+        return [
+            {"DeviceName": "/dev/xvda", "Ebs": _default_ebs(BOTTLEROCKET_OS_GIB)},
+            {"DeviceName": "/dev/xvdb", "Ebs": _default_ebs(DEFAULT_ROOT_GIB)},
+        ]
+    return [{"DeviceName": "/dev/xvda", "Ebs": _default_ebs(DEFAULT_ROOT_GIB)}]
+
+
+def block_device_mapping(mapping: BlockDeviceMapping) -> dict[str, Any]:
+    """One EC2 ``BlockDeviceMapping`` from the node class's (sizes rounded up to whole GiB)."""
+    result: dict[str, Any] = {"DeviceName": mapping.device_name or "/dev/xvda"}
+    ebs = mapping.ebs
+    if ebs is not None:
+        fields: dict[str, Any] = {}
+        if ebs.volume_size:
+            fields["VolumeSize"] = math.ceil(parse_quantity(ebs.volume_size) / GIB)
+        for name, value in (
+            ("VolumeType", ebs.volume_type),
+            ("Iops", ebs.iops),
+            ("Throughput", ebs.throughput),
+            ("Encrypted", ebs.encrypted),
+            ("KmsKeyId", ebs.kms_key_id),
+            ("DeleteOnTermination", ebs.delete_on_termination),
+            ("SnapshotId", ebs.snapshot_id),
+        ):
+            if value is not None:
+                fields[name] = value
+        fields.setdefault("DeleteOnTermination", True)
+        result["Ebs"] = fields
+    return result
+
+
+def launch_template_data(
+    spec: EC2NodeClassSpec,
+    ami: Ami,
+    user_data: str,
+    security_groups: Sequence[str],
+    instance_profile: str,
+) -> dict[str, Any]:
+    """``LaunchTemplateData`` for one AMI of a node class."""
+    family = spec.resolved_ami_family()
+    metadata = spec.metadata_options
+    data: dict[str, Any] = {
+        "ImageId": ami.id,
+        "IamInstanceProfile": {"Name": instance_profile},
+        "MetadataOptions": {
+            "HttpEndpoint": metadata.http_endpoint,
+            "HttpTokens": metadata.http_tokens,
+            "HttpPutResponseHopLimit": metadata.http_put_response_hop_limit,
+            "HttpProtocolIpv6": metadata.http_protocol_ipv6,
+        },
+        "BlockDeviceMappings": (
+            [block_device_mapping(m) for m in spec.block_device_mappings]
+            if spec.block_device_mappings
+            else default_block_device_mappings(family)
+        ),
+        "Monitoring": {"Enabled": bool(spec.detailed_monitoring)},
+    }
+    if spec.associate_public_ip_address is not None:
+        # The public-IP choice lives on the network interface, which then carries the groups too.
+        data["NetworkInterfaces"] = [
+            {
+                "DeviceIndex": 0,
+                "AssociatePublicIpAddress": spec.associate_public_ip_address,
+                "Groups": list(security_groups),
+            }
+        ]
+    else:
+        data["SecurityGroupIds"] = list(security_groups)
+    if user_data:
+        data["UserData"] = base64.b64encode(user_data.encode()).decode()
+    return data
+
+
+def template_name(cluster: str, data: Mapping[str, Any]) -> str:
+    """``fleetwright/<cluster>/<hash of the template data>``: equal settings share one template."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:24]
+    return f"{NAME_PREFIX}/{cluster}/{digest}"[:128]
+
+
+class LaunchTemplates:
+    """Creates launch templates on first use and remembers which exist (per process)."""
+
+    def __init__(self, clients: AwsClients, cluster: str) -> None:
+        self.clients = clients
+        self.cluster = cluster
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, data: Mapping[str, Any], tags: Mapping[str, str]) -> str:
+        """The name of a launch template with ``data``, creating it when it does not exist yet."""
+        name = template_name(self.cluster, data)
+        with self._lock:
+            if name in self._known:
+                return name
+        if not self._exists(name):
+            try:
+                self.clients.ec2.create_launch_template(
+                    LaunchTemplateName=name,
+                    LaunchTemplateData=dict(data),
+                    TagSpecifications=tag_specifications(("launch-template",), tags),
+                )
+                log.info("created launch template %s", name)
+            except Exception as error:
+                # Another Lambda created it between our check and our call: that is fine.
+                if error_code(error) != "InvalidLaunchTemplateName.AlreadyExistsException":
+                    raise
+        with self._lock:
+            self._known.add(name)
+        return name
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
+        except Exception as error:
+            if error_code(error) in (
+                "InvalidLaunchTemplateName.NotFoundException",
+                "InvalidLaunchTemplateId.NotFound",
+            ):
+                return False
+            raise
+        return True
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop names from the known set (after they were deleted)."""
+        with self._lock:
+            self._known.difference_update(names)
+
+
+def list_launch_templates(clients: AwsClients, cluster: str) -> list[str]:
+    """Names of this cluster's launch templates (by the ownership tag)."""
+    names: list[str] = []
+    paginator = clients.ec2.get_paginator("describe_launch_templates")
+    for page in paginator.paginate(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]):
+        names.extend(str(t["LaunchTemplateName"]) for t in page.get("LaunchTemplates", []))
+    return sorted(names)
+
+
+def delete_unused_launch_templates(
+    clients: AwsClients, cluster: str, in_use: Iterable[str], cache: LaunchTemplates | None = None
+) -> list[str]:
+    """Delete this cluster's launch templates not named in ``in_use``; returns the deleted names.
+
+    ``in_use`` is what the current node classes and NodePools resolve to; running instances do not
+    need their template any more.
+    """
+    keep = set(in_use)
+    deleted = []
+    for name in list_launch_templates(clients, cluster):
+        if name in keep:
+            continue
+        try:
+            clients.ec2.delete_launch_template(LaunchTemplateName=name)
+            deleted.append(name)
+        except Exception as error:
+            if error_code(error) != "InvalidLaunchTemplateName.NotFoundException":
+                raise
+    if cache is not None:
+        cache.forget(deleted)
+    return deleted

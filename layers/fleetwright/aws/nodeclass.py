@@ -1,0 +1,123 @@
+"""An EC2NodeClass resolved against AWS: subnets per zone, security groups, AMIs and launch templates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fleetwright.aws.amis import Ami, resolve_amis
+from fleetwright.aws.clients import AwsClients
+from fleetwright.aws.cluster import ClusterInfo
+from fleetwright.aws.fleet import LaunchContext, TemplateChoice
+from fleetwright.aws.instanceprofiles import ensure_instance_profile
+from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data
+from fleetwright.aws.request import LaunchRequest
+from fleetwright.aws.securitygroups import resolve_security_groups
+from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG
+from fleetwright.aws.userdata import BootstrapOptions, user_data_for
+from fleetwright.aws.variants import arch_of, family_supports, variant_of
+from fleetwright.model import labels as wk
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.instancetype import InstanceType
+
+
+class NodeClassNotReadyError(Exception):
+    """The node class selects no subnet, no security group or no AMI; nothing can launch with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedNodeClass:
+    """What an EC2NodeClass's selector terms select right now."""
+
+    name: str
+    subnets: dict[str, Subnet]  # zone → the subnet with the most free addresses
+    security_groups: tuple[str, ...]
+    amis: tuple[Ami, ...]
+    instance_profile: str
+
+
+def ami_filter(amis: Sequence[Ami]) -> Callable[[InstanceType], bool]:
+    """Accepts instance types that one of the AMIs can boot (same arch; same variant when it has one)."""
+
+    def accept(instance_type: InstanceType) -> bool:
+        arch = arch_of(instance_type)
+        variant = variant_of(instance_type)
+        return any(a.arch == arch and (a.variant is None or a.variant == variant) for a in amis)
+
+    return accept
+
+
+def family_filter(node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
+    """Accepts instance types the node class's AMI family publishes an AMI for (no AWS calls)."""
+    family = node_class.spec.resolved_ami_family()
+    return lambda instance_type: family_supports(family, instance_type)
+
+
+class NodeClassResolver:
+    """Resolves EC2NodeClasses and prepares launches (the ``prepare`` of :class:`FleetLauncher`)."""
+
+    def __init__(
+        self, clients: AwsClients, cluster: ClusterInfo, templates: LaunchTemplates | None = None
+    ) -> None:
+        self.clients = clients
+        self.cluster = cluster
+        self.templates = templates or LaunchTemplates(clients, cluster.name)
+
+    def resolve(self, node_class: EC2NodeClass) -> ResolvedNodeClass:
+        """Subnets, security groups, AMIs and instance profile.
+
+        Raises NodeClassNotReadyError when no subnet or security group matches, AmiResolutionError when
+        no AMI does.
+        """
+        spec = node_class.spec
+        subnets = subnets_by_zone(resolve_subnets(self.clients, spec.subnet_selector_terms))
+        if not subnets:
+            raise NodeClassNotReadyError(
+                f"EC2NodeClass {node_class.name}: no subnet matches subnetSelectorTerms"
+            )
+        groups = resolve_security_groups(self.clients, spec.security_group_selector_terms)
+        if not groups:
+            raise NodeClassNotReadyError(
+                f"EC2NodeClass {node_class.name}: no security group matches securityGroupSelectorTerms"
+            )
+        amis = resolve_amis(self.clients, spec.ami_selector_terms, self.cluster.version)
+        profile = spec.instance_profile or ensure_instance_profile(
+            self.clients, self.cluster.name, spec.role or ""
+        )
+        return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile)
+
+    def instance_type_filter(self, node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
+        """Accepts the instance types the node class's resolved AMIs can boot."""
+        amis = resolve_amis(self.clients, node_class.spec.ami_selector_terms, self.cluster.version)
+        return ami_filter(amis)
+
+    def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext:
+        """Subnets and launch templates (one per AMI) for a request and the chosen capacity type."""
+        node_class: EC2NodeClass = request.node_class
+        resolved = self.resolve(node_class)
+        spec = node_class.spec
+        labels = {**request.labels, wk.NODEPOOL: request.nodepool, wk.CAPACITY_TYPE: capacity_type}
+        options = BootstrapOptions(
+            cluster=self.cluster,
+            labels=labels,
+            taints=(*request.taints, *request.startup_taints),
+            kubelet=spec.kubelet,
+            custom_user_data=spec.user_data,
+        )
+        user_data = user_data_for(spec.resolved_ami_family(), options)
+        template_tags = {CLUSTER_TAG: self.cluster.name, NODECLASS_TAG: node_class.name}
+        choices = []
+        for ami in resolved.amis:
+            if not any(ami_filter([ami])(t) for t in request.instance_types):
+                continue  # no candidate type boots with it: do not create a template for nothing
+            data = launch_template_data(
+                spec, ami, user_data, resolved.security_groups, resolved.instance_profile
+            )
+            name = self.templates.ensure(data, template_tags)
+            choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))
+        return LaunchContext(
+            subnets={zone: subnet.id for zone, subnet in resolved.subnets.items()},
+            templates=tuple(choices),
+            tags=dict(spec.tags or {}),
+        )

@@ -1,0 +1,164 @@
+"""Stand-ins for what moto does not emulate: a spot market, EC2 capacity shortages, throttling, the
+EKS AMI parameters in SSM. Each hooks into a boto3 client's event system, so the code under test
+makes its real calls."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.botocore_stubber import MockRawResponse
+
+
+def _http(status: int = 200, body: str = "") -> AWSResponse:
+    return AWSResponse("https://fake", status, {}, MockRawResponse(body))
+
+
+@dataclass
+class SpotMarket:
+    """Answers DescribeSpotPriceHistory from a table instead of moto's flat 0.00001.
+
+    Each (type, zone) gets ``price(type, zone)``; an hour-old entry with a different price precedes it,
+    so only code that keeps the latest entry gets it right.
+    """
+
+    offerings: Mapping[str, frozenset[str]]
+    price: Callable[[str, str], float]
+    calls: int = 0
+
+    def install(self, ec2: Any) -> None:
+        ec2.meta.events.register_first("before-call.ec2.DescribeSpotPriceHistory", self._answer)
+
+    def _answer(self, params: Mapping[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        self.calls += 1
+        now = datetime.datetime.now(datetime.UTC)
+        history = []
+        for name, zones in sorted(self.offerings.items()):
+            for zone in sorted(zones):
+                current = self.price(name, zone)
+                history.append(self._entry(name, zone, current * 3, now - datetime.timedelta(hours=1)))
+                history.append(self._entry(name, zone, current, now))
+        return _http(), {"SpotPriceHistory": history}
+
+    @staticmethod
+    def _entry(name: str, zone: str, price: float, when: datetime.datetime) -> dict[str, Any]:
+        return {
+            "InstanceType": name,
+            "AvailabilityZone": zone,
+            "ProductDescription": "Linux/UNIX",
+            "SpotPrice": f"{price:.6f}",
+            "Timestamp": when,
+        }
+
+
+@dataclass
+class FleetCapacity:
+    """Makes CreateFleet behave like EC2 when some offerings have no capacity.
+
+    Overrides for offerings in ``exhausted`` ((type, zone) pairs, or (type, zone, capacity type)) are
+    taken out of the request before moto sees it and come back as ``Errors`` with ``code``; when none
+    remain, EC2's answer (no instances, only errors) is returned without calling moto. Every request
+    as the code sent it is kept in ``requests``.
+    """
+
+    exhausted: set[tuple[str, ...]] = field(default_factory=set)
+    code: str = "InsufficientInstanceCapacity"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    _refused: list[dict[str, Any]] = field(default_factory=list)
+    _empty: bool = False
+
+    def install(self, ec2: Any) -> None:
+        events = ec2.meta.events
+        events.register_first("provide-client-params.ec2.CreateFleet", self._filter)
+        events.register_first("before-call.ec2.CreateFleet", self._short_circuit)
+        events.register("after-call.ec2.CreateFleet", self._add_errors)
+
+    def _is_exhausted(self, instance_type: str, zone: str, capacity_type: str) -> bool:
+        return (instance_type, zone) in self.exhausted or (
+            instance_type,
+            zone,
+            capacity_type,
+        ) in self.exhausted
+
+    def _filter(self, params: dict[str, Any], **_: Any) -> None:
+        self.requests.append(copy.deepcopy(params))
+        capacity_type = params["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
+        self._refused = []
+        for config in params["LaunchTemplateConfigs"]:
+            kept = []
+            for override in config["Overrides"]:
+                if self._is_exhausted(override["InstanceType"], override["AvailabilityZone"], capacity_type):
+                    self._refused.append(
+                        {
+                            "LaunchTemplateAndOverrides": {
+                                "LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
+                                "Overrides": override,
+                            },
+                            "Lifecycle": capacity_type,
+                            "ErrorCode": self.code,
+                            "ErrorMessage": f"no {capacity_type} capacity for {override['InstanceType']}",
+                        }
+                    )
+                else:
+                    kept.append(override)
+            config["Overrides"] = kept
+        params["LaunchTemplateConfigs"] = [c for c in params["LaunchTemplateConfigs"] if c["Overrides"]]
+        self._empty = not params["LaunchTemplateConfigs"]
+
+    def _short_circuit(self, **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if not self._empty:
+            return None
+        return _http(), {"FleetId": "fleet-refused", "Instances": [], "Errors": list(self._refused)}
+
+    def _add_errors(self, parsed: dict[str, Any], **_: Any) -> None:
+        if not self._empty and self._refused:
+            parsed.setdefault("Errors", []).extend(self._refused)
+
+
+@dataclass
+class Throttle:
+    """Fails the first ``times`` HTTP attempts of an operation with EC2's RequestLimitExceeded (503)."""
+
+    operation: str
+    times: int
+    attempts: int = 0
+
+    def install(self, client: Any) -> None:
+        client.meta.events.register_first(f"before-send.ec2.{self.operation}", self._send)
+
+    def _send(self, **_: Any) -> AWSResponse | None:
+        self.attempts += 1
+        if self.attempts > self.times:
+            return None  # let moto answer
+        body = (
+            "<Response><Errors><Error><Code>RequestLimitExceeded</Code>"
+            "<Message>Request limit exceeded.</Message></Error></Errors>"
+            "<RequestID>throttled</RequestID></Response>"
+        )
+        return _http(503, body)
+
+
+def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None:
+    """Create a parameter under ``/aws/`` (which PutParameter refuses) in moto's SSM backend."""
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    backend._parameters[name].append(
+        Parameter(
+            account_id=DEFAULT_ACCOUNT_ID,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=datetime.datetime.now(),
+            version=1,
+            data_type="aws:ec2:image",
+        )
+    )

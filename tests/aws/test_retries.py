@@ -1,0 +1,35 @@
+"""Throttling is survived: botocore's retry modes retry RequestLimitExceeded."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwright.aws.clients import AwsClients
+from fleetwright.aws.subnets import resolve_subnets
+from fleetwright.model.ec2nodeclass import SubnetSelectorTerm
+from tests.aws.conftest import CLUSTER, REGION, Aws
+from tests.aws.fakes import Throttle
+
+
+@pytest.fixture(autouse=True)
+def no_backoff_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The backoff itself is botocore's business; the test only needs the retries.
+    monkeypatch.setattr("botocore.endpoint.time.sleep", lambda seconds: None)
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "standard"])
+def test_throttled_calls_are_retried_until_they_succeed(aws: Aws, mode: str) -> None:
+    clients = AwsClients(REGION, retry_mode=mode)
+    throttle = Throttle("DescribeSubnets", times=2)
+    throttle.install(clients.ec2)
+    terms = [SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})]
+    found = resolve_subnets(clients, terms)
+    assert {s.id for s in found} == {aws.subnets["a-small"], aws.subnets["a-large"], aws.subnets["b"]}
+    assert throttle.attempts == 3
+
+
+def test_throttling_beyond_the_attempt_budget_surfaces_the_error(aws: Aws) -> None:
+    clients = AwsClients(REGION, retry_mode="standard", max_attempts=2)
+    Throttle("DescribeSubnets", times=5).install(clients.ec2)
+    with pytest.raises(Exception, match="RequestLimitExceeded"):
+        resolve_subnets(clients, [SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})])

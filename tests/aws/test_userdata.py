@@ -1,0 +1,113 @@
+"""User data per AMI family, decoded the way the node decodes it."""
+
+from __future__ import annotations
+
+import email
+import tomllib
+
+import yaml
+
+from fleetwright.aws.cluster import ClusterInfo
+from fleetwright.aws.userdata import BootstrapOptions, kubelet_labels, user_data_for
+from fleetwright.model.ec2nodeclass import KubeletConfiguration
+from fleetwright.model.taints import Taint
+
+CLUSTER = ClusterInfo("demo", "https://api.example", "Q0E=", "1.31", "172.20.0.0/16")
+LABELS = {"team": "ml", "karpenter.sh/nodepool": "general", "topology.kubernetes.io/zone": "us-east-1a"}
+TAINTS = (Taint("dedicated", "NoSchedule", "ml"), Taint("example.com/booting", "NoExecute"))
+KUBELET = KubeletConfiguration.model_validate(
+    {"maxPods": 30, "kubeReserved": {"cpu": "100m"}, "evictionHard": {"memory.available": "5%"}}
+)
+
+
+def _options(custom: str | None = None) -> BootstrapOptions:
+    return BootstrapOptions(CLUSTER, LABELS, TAINTS, KUBELET, custom)
+
+
+def test_al2023_nodeconfig_follows_the_users_parts() -> None:
+    text = user_data_for("AL2023", _options("#!/bin/bash\necho hello\n"))
+    message = email.message_from_string(text)
+    assert message.is_multipart()
+    parts = message.get_payload()
+    assert [p.get_content_type() for p in parts] == ["text/x-shellscript", "application/node.eks.aws"]
+    assert "echo hello" in parts[0].get_payload()
+    config = yaml.safe_load(parts[1].get_payload())
+    assert config["kind"] == "NodeConfig"
+    assert config["spec"]["cluster"] == {
+        "name": "demo",
+        "apiServerEndpoint": "https://api.example",
+        "certificateAuthority": "Q0E=",
+        "cidr": "172.20.0.0/16",
+    }
+    kubelet = config["spec"]["kubelet"]
+    assert kubelet["config"]["maxPods"] == 30
+    assert kubelet["config"]["kubeReserved"] == {"cpu": "100m"}
+    assert kubelet["config"]["evictionHard"] == {"memory.available": "5%"}
+    assert kubelet["config"]["registerWithTaints"] == [
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "example.com/booting", "effect": "NoExecute"},
+    ]
+    # The zone label is the node's own to set; kubelet would be refused or wrong.
+    assert kubelet["flags"] == ["--node-labels=karpenter.sh/nodepool=general,team=ml"]
+
+
+def test_al2023_merges_a_users_mime_document_part_by_part() -> None:
+    users = user_data_for("AL2023", _options("#!/bin/bash\necho one\n"))
+    merged = email.message_from_string(user_data_for("AL2023", _options(users)))
+    kinds = [p.get_content_type() for p in merged.get_payload()]
+    assert kinds == ["text/x-shellscript", "application/node.eks.aws", "application/node.eks.aws"]
+
+
+def test_user_data_is_deterministic() -> None:
+    assert user_data_for("AL2023", _options()) == user_data_for("AL2023", _options())
+
+
+def test_al2_runs_bootstrap_with_kubelet_flags_after_the_users_script() -> None:
+    message = email.message_from_string(user_data_for("AL2", _options("#!/bin/bash\necho first\n")))
+    first, bootstrap = (p.get_payload() for p in message.get_payload())
+    assert "echo first" in first
+    assert (
+        "/etc/eks/bootstrap.sh demo --apiserver-endpoint https://api.example --b64-cluster-ca Q0E="
+        in bootstrap
+    )
+    assert "--node-labels=karpenter.sh/nodepool=general,team=ml" in bootstrap
+    assert "--register-with-taints=dedicated=ml:NoSchedule,example.com/booting:NoExecute" in bootstrap
+    assert "--max-pods=30" in bootstrap
+    assert "--use-max-pods false" in bootstrap
+    assert "--eviction-hard=memory.available<5%" in bootstrap
+
+
+def test_bottlerocket_toml_keeps_the_users_settings() -> None:
+    custom = (
+        '[settings.host-containers.admin]\nenabled = true\n[settings.kubernetes]\ncluster-name = "wrong"\n'
+    )
+    settings = tomllib.loads(user_data_for("Bottlerocket", _options(custom)))["settings"]
+    assert settings["host-containers"]["admin"]["enabled"] is True
+    kubernetes = settings["kubernetes"]
+    assert kubernetes["cluster-name"] == "demo"
+    assert kubernetes["api-server"] == "https://api.example"
+    assert kubernetes["max-pods"] == 30
+    assert kubernetes["node-labels"] == {"karpenter.sh/nodepool": "general", "team": "ml"}
+    assert kubernetes["node-taints"] == {
+        "dedicated": ["ml:NoSchedule"],
+        "example.com/booting": [":NoExecute"],
+    }
+    assert kubernetes["eviction-hard"] == {"memory.available": "5%"}
+
+
+def test_custom_family_passes_user_data_through() -> None:
+    assert user_data_for("Custom", _options("anything")) == "anything"
+
+
+def test_kubelet_labels_drop_what_node_restriction_forbids() -> None:
+    labels = {
+        "kubernetes.io/hostname": "x",
+        "node-role.kubernetes.io/worker": "",
+        "node.kubernetes.io/lifecycle": "spot",
+        "example.k8s.io/thing": "a",
+        "karpenter.k8s.aws/instance-family": "m5",
+    }
+    assert kubelet_labels(labels) == {
+        "karpenter.k8s.aws/instance-family": "m5",
+        "node.kubernetes.io/lifecycle": "spot",
+    }
