@@ -49,7 +49,6 @@ KUBE_KINDS = ("Pod", "Node", "DaemonSet", *WORKLOAD_KINDS, *RAW_KINDS, "List")
 # Kinds found next to workloads in real manifests that do not change where pods can run.
 IGNORED_KINDS = frozenset(
     {
-        "Namespace",
         "Service",
         "ConfigMap",
         "Secret",
@@ -93,6 +92,7 @@ class Manifests:
     pvs: list[dict[str, Any]] = field(default_factory=list)
     pvcs: list[dict[str, Any]] = field(default_factory=list)
     storageclasses: list[dict[str, Any]] = field(default_factory=list)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     warnings: list[DocumentWarning] = field(default_factory=list)
 
 
@@ -107,6 +107,33 @@ class ManifestsError(DocumentError):
     def render(self) -> str:
         """Every problem of every document, one per line."""
         return "\n".join(error.render() for error in getattr(self, "errors", ()))
+
+
+def _claim_key(pvc: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pvc.get("metadata") or {}
+    return (str(meta.get("namespace") or "default"), str(meta.get("name")))
+
+
+def statefulset_claims(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The PersistentVolumeClaims a StatefulSet's controller would create (``<template>-<name>-<i>``)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    name = str(meta.get("name"))
+    namespace = str(meta.get("namespace") or "default")
+    replicas = spec.get("replicas", 1)
+    claims = []
+    for template in spec.get("volumeClaimTemplates") or []:
+        template_name = str((template.get("metadata") or {}).get("name"))
+        for i in range(replicas if isinstance(replicas, int) else 1):
+            claims.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": f"{template_name}-{name}-{i}", "namespace": namespace},
+                    "spec": dict(template.get("spec") or {}),
+                }
+            )
+    return claims
 
 
 def raise_all(errors: list[DocumentError]) -> None:
@@ -207,6 +234,7 @@ class _Builder:
 
     result: Manifests = field(default_factory=Manifests)
     bound: list[tuple[DocumentRef, Pod]] = field(default_factory=list)
+    claim_templates: list[dict[str, Any]] = field(default_factory=list)
     errors: list[DocumentError] = field(default_factory=list)
     seen: dict[tuple[str, str, str], DocumentRef] = field(default_factory=dict)
 
@@ -251,6 +279,8 @@ class _Builder:
             for pod in workload_pods(doc, ref):
                 self._unique("Pod", pod.namespace, pod.name, ref)
                 self.result.pods.append(pod)
+            if kind == "StatefulSet":
+                self.claim_templates.extend(statefulset_claims(doc))
         elif kind == "DaemonSet":
             pod = daemonset_pod(doc, ref)
             self._unique("DaemonSet", pod.namespace, pod.name, ref)
@@ -261,6 +291,9 @@ class _Builder:
             self.result.nodes.append(node)
         elif kind in RAW_KINDS:
             getattr(self.result, RAW_KINDS[kind]).append(dict(doc))
+        elif kind == "Namespace":
+            meta = doc.get("metadata") or {}
+            self.result.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
         elif kind in IGNORED_KINDS:
             self.result.warnings.append(DocumentWarning(ref, f"{kind} does not affect scheduling; ignored"))
         else:
@@ -290,6 +323,9 @@ class _Builder:
     def finish(self) -> Manifests:
         """Bind running pods to their nodes and return the manifests (or raise every problem found)."""
         raise_all(self.errors)
+        # A StatefulSet's controller creates its claims from the templates; the manifests rarely hold them.
+        existing = {_claim_key(pvc) for pvc in self.result.pvcs}
+        self.result.pvcs.extend(c for c in self.claim_templates if _claim_key(c) not in existing)
         nodes = {node.name: node for node in self.result.nodes}
         for ref, pod in self.bound:
             node = nodes.get(pod.node_name or "")

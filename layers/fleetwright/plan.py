@@ -14,6 +14,7 @@ from fleetwright.catalog.loader import builtin_catalog, load_catalog
 from fleetwright.manifests import Manifests, load_manifests
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.karpenter import check_references
+from fleetwright.model.volumes import volume_requirements
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
@@ -46,6 +47,8 @@ def scheduling_input(manifests: Manifests, instance_types: list[InstanceType]) -
         instance_types=instance_types,
         nodes=list(manifests.nodes),
         daemonsets=list(manifests.daemonsets),
+        volumes=volume_requirements(manifests.pvcs, manifests.pvs, manifests.storageclasses),
+        namespace_labels=dict(manifests.namespace_labels),
     )
 
 

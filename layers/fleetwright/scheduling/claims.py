@@ -41,9 +41,15 @@ class ClaimInProgress:
     skyline: list[vec.Vector] = field(default_factory=list)
     max_capacity: vec.Vector = ()
     growth: list[int] = field(default_factory=list)  # the candidates the claim may grow into
+    open: bool = True  # still listed among the simulation's open claims
 
     def __post_init__(self) -> None:
         self._summarise()
+
+    @property
+    def hostname(self) -> str:
+        """The claim's own hostname domain (a placeholder until the node registers)."""
+        return f"nodeclaim-{self.seq}"
 
     def _summarise(self) -> None:
         self.growth = growth_types(self.pool, self.requirements, self.type_indices, self.total, self.mix)

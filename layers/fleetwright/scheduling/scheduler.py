@@ -3,24 +3,35 @@
 Pods are taken largest first (CPU, then memory). Each pod goes to the first existing node that accepts
 it, else to the first NodeClaim of this run that still has room, else to a new NodeClaim from the
 highest-weight NodePool that can run it. A claim keeps every compatible instance type that still holds
-its pods; the cheapest is chosen at the end. The heaviest preferred node affinity term is treated as
-required, then relaxed one term at a time (heaviest first) when the pod cannot be placed.
+its pods; the cheapest is chosen at the end. Topology spread and pod (anti-)affinity are checked against
+per-domain counts (:mod:`fleetwright.scheduling.topology`); a claim narrows itself to the one zone (or
+other domain) a constraint chose. Preferences are treated as required, then relaxed one at a time
+(see :func:`_attempts` for the order) when the pod cannot be placed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwright.model import resources as res
-from fleetwright.model.labels import ZONE
+from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
 from fleetwright.model.pod import Pod
-from fleetwright.model.requirements import Requirements
+from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
-from fleetwright.scheduling.existing import node_in_progress
+from fleetwright.scheduling.existing import NodeInProgress, node_in_progress
 from fleetwright.scheduling.pools import PreparedPool, prepare_pool
+from fleetwright.scheduling.topology import (
+    AFFINITY,
+    Constraint,
+    PodConstraints,
+    Topology,
+    domain_constraints,
+    host_constraints,
+)
 from fleetwright.scheduling.types import (
     ExistingNodePlacement,
     NewNodeClaim,
@@ -29,14 +40,27 @@ from fleetwright.scheduling.types import (
     SchedulingInput,
 )
 
+NEW_NODE = "<new node>"  # the hostname domain of a claim not opened yet: always empty
+
+
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """One way of placing a pod: node requirements and the topology constraints still enforced."""
+
+    option_key: str
+    option: Requirements
+    constraints: tuple[Constraint, ...]
+
 
 @dataclass(slots=True, eq=False)
 class PodGroup:
     """Pods that share every placement constraint (not necessarily their requests)."""
 
-    attempts: list[tuple[str, Requirements]]  # requirement options, strictest first
+    attempts: list[Attempt]  # strictest first
     tolerations: tuple[Toleration, ...]
     tolerations_key: int
+    error: str = ""  # set when no attempt can work (a missing volume, contradictory selectors)
+    resumable: bool = True  # refusals are permanent (see Simulation.resume)
     mix: vec.Vector = ()  # the summed needs of the group's pending pods: the shape claims pack for
 
 
@@ -44,35 +68,50 @@ def _option_key(option: Requirements) -> str:
     return option.describe()
 
 
-def _group_key(pod: Pod) -> tuple[object, ...]:
+def _group_key(pod: Pod, constraints: PodConstraints, volumes: Requirements | str) -> tuple[object, ...]:
+    volume_key = volumes if isinstance(volumes, str) else _option_key(volumes)
     return (
         tuple(_option_key(o) for o in pod.node_requirement_options()),
         tuple(sorted((p.weight, _option_key(p.requirements)) for p in pod.preferred_affinity)),
         pod.tolerations,
+        constraints.signature(),
+        volume_key,
     )
 
 
-def _attempts(pod: Pod) -> list[tuple[str, Requirements]]:
-    """Requirement options in the order tried.
+def _attempts(pod: Pod, constraints: PodConstraints, volumes: Requirements) -> list[Attempt]:
+    """The ways of placing the pod, strictest first.
 
-    As in Karpenter, the heaviest preferred node affinity term is treated as required; when the pod
-    cannot be placed it is dropped and the next heaviest is tried, and finally none. Within each step
-    every required (ORed) term is tried in order.
+    Everything is first treated as required. When the pod cannot be placed, preferences are relaxed one
+    at a time, in Karpenter's order: preferred pod affinity terms (lightest first), then preferred pod
+    anti-affinity terms (lightest first), then preferred node affinity (the heaviest term is required
+    first; it is replaced by the next heaviest, and finally none), then ScheduleAnyway topology spreads.
+    Each step tries every required (ORed) node-selector term in order.
     """
-    required = pod.node_requirement_options()
-    preferred = sorted(pod.preferred_affinity, key=lambda p: -p.weight)
-    extras = [term.requirements for term in preferred] + [Requirements()]
-    attempts: list[tuple[str, Requirements]] = []
-    seen: set[str] = set()
-    for extra in extras:
+    required = [option.intersect(volumes) for option in pod.node_requirement_options()]
+    preferred_terms = sorted(pod.preferred_affinity, key=lambda p: -p.weight)
+    extras = [term.requirements for term in preferred_terms] + [Requirements()]
+    affinity = list(constraints.preferred_affinity)
+    anti = list(constraints.preferred_anti)
+    anyway = list(constraints.schedule_anyway)
+    steps: list[tuple[Requirements, list[Constraint]]] = []
+    steps.extend((extras[0], affinity[k:] + anti + anyway) for k in range(len(affinity) + 1))
+    steps.extend((extras[0], anti[k:] + anyway) for k in range(1, len(anti) + 1))
+    steps.extend((extra, anyway) for extra in extras[1:])
+    steps.extend((extras[-1], anyway[k:]) for k in range(1, len(anyway) + 1))
+    attempts: list[Attempt] = []
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    for extra, preferences in steps:
         for option in required:
             combined = option.intersect(extra)
             if any(r.is_empty() for r in combined):
                 continue
             key = _option_key(combined)
-            if key not in seen:
-                seen.add(key)
-                attempts.append((key, combined))
+            chosen = (*constraints.required, *preferences)
+            identity = (key, tuple(id(c) for c in chosen))
+            if identity not in seen:
+                seen.add(identity)
+                attempts.append(Attempt(key, combined, chosen))
     return attempts
 
 
@@ -89,10 +128,15 @@ class Simulation:
         self.nodes = [
             node_in_progress(i, n, self.dims) for i, n in enumerate(sorted(inp.nodes, key=lambda n: n.name))
         ]
+        self.node_domains = [
+            {**n.node.labels, HOSTNAME: n.node.labels.get(HOSTNAME, n.node.name)} for n in self.nodes
+        ]
         self.claims: list[ClaimInProgress] = []
         self.open_claims: list[ClaimInProgress] = []
         self.groups: dict[tuple[object, ...], PodGroup] = {}
         self.errors: list[PodError] = []
+        self.topology = Topology(inp.namespace_labels)
+        self.universes: dict[tuple[str, str, int], list[str]] = {}
         needs = {p.key: vec.pod_need(p.requests, self.dims) for p in pending}
         self.min_need = tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(self.dims)))
         self.pending = sorted(pending, key=lambda p: (-needs[p.key][0], -needs[p.key][1], p.key))
@@ -102,16 +146,39 @@ class Simulation:
             group = self.group_of(p)
             group.mix = vec.add(group.mix, needs[p.key]) if group.mix else needs[p.key]
             self.pod_groups[p.key] = group
-        # Identical pods (same constraints and requests) never fit where the previous one did not: resume
-        # the scan of nodes and claims where the last such pod landed.
+        for node in self.nodes:
+            for running in node.node.pods:
+                self.topology.register_owner_terms(running)
+        self.topology_keys = self.topology.keys
+        if self.topology.groups:
+            for node, domains in zip(self.nodes, self.node_domains, strict=True):
+                for running in node.node.pods:
+                    self.topology.record(running, domains)
+        # A pod refused by a node or claim is refused by them again when it is identical (same group,
+        # requests and allowed domains): totals only grow. Resume the scan where the last one landed.
         self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
-        key = _group_key(pod)
+        constraints = self.topology.constraints_for(pod) if _has_topology(pod) else PodConstraints()
+        volumes = (
+            pod_volume_requirements(pod.namespace, pod.volume_claims, self.input.volumes)
+            if pod.volume_claims
+            else Requirements()
+        )
+        key = _group_key(pod, constraints, volumes)
         group = self.groups.get(key)
         if group is None:
-            group = PodGroup(_attempts(pod), pod.tolerations, len(self.groups))
+            if isinstance(volumes, str):
+                group = PodGroup([], pod.tolerations, len(self.groups), error=volumes)
+            else:
+                attempts = _attempts(pod, constraints, volumes)
+                group = PodGroup(attempts, pod.tolerations, len(self.groups))
+                if not attempts:
+                    group.error = "node selector, required node affinity and volumes cannot all be met"
+                group.resumable = not any(
+                    c.kind == AFFINITY and c.key == HOSTNAME for a in attempts for c in a.constraints
+                )
             self.groups[key] = group
         return group
 
@@ -122,40 +189,198 @@ class Simulation:
         return self.results()
 
     def place(self, pod: Pod) -> None:
-        """Try existing nodes, open claims and new claims, relaxing preferences as needed."""
+        """Try each attempt (strictest first) until the pod lands somewhere."""
         group = self.pod_groups[pod.key]
-        need = self.needs[pod.key]
-        if not group.attempts:
-            self.errors.append(PodError(pod, "node selector and required node affinity cannot be met"))
+        if group.error:
+            self.errors.append(PodError(pod, group.error))
             return
+        need = self.needs[pod.key]
         reasons: list[str] = []
-        for option_key, option in group.attempts:
-            resume_key = (group.tolerations_key, option_key, need)
-            node_start, claim_start = self.resume.get(resume_key, (0, 0))
-            for node in self.nodes[node_start:]:
-                if node.accepts(
-                    option_key, option, group.tolerations_key, group.tolerations
-                ) and node.try_add(pod, need):
-                    self.resume[resume_key] = (node.seq, claim_start)
-                    return
-            for claim in self.open_claims:
-                if claim.seq < claim_start:
-                    continue
-                if self._claim_tolerated(claim, group) and claim.try_add(pod, need, option):
-                    self.resume[resume_key] = (len(self.nodes), claim.seq)
-                    self._close_if_full(claim)
-                    return
-            created, reasons = self.new_claim(pod, need, group, option_key, option)
-            if created is not None:
-                self.resume[resume_key] = (len(self.nodes), created.seq)
+        for attempt in group.attempts:
+            constraints = attempt.constraints + self.topology.inverse_constraints(pod)
+            if constraints:
+                placed, reasons = self._place_constrained(pod, need, group, attempt, constraints)
+            else:
+                placed, reasons = self._place_free(pod, need, group, attempt.option_key, attempt.option)
+            if placed:
                 return
         self.errors.append(PodError(pod, _explain(reasons)))
+
+    def _place_free(
+        self, pod: Pod, need: vec.Vector, group: PodGroup, option_key: str, option: Requirements
+    ) -> tuple[bool, list[str]]:
+        """Place a pod without topology constraints: first fit over nodes, claims, then a new claim."""
+        resume_key = (group.tolerations_key, option_key, need)
+        node_start, claim_start = self.resume.get(resume_key, (0, 0))
+        for node in self.nodes[node_start:]:
+            if node.accepts(option_key, option, group.tolerations_key, group.tolerations) and node.try_add(
+                pod, need
+            ):
+                self.resume[resume_key] = (node.seq, claim_start)
+                self._record_on_node(pod, node)
+                return True, []
+        for claim in self.open_claims:
+            if claim.seq < claim_start:
+                continue
+            if self._claim_tolerated(claim, group) and self._add_to_claim(claim, pod, need, option):
+                self.resume[resume_key] = (len(self.nodes), claim.seq)
+                return True, []
+        created, reasons = self.new_claim(pod, need, group, option_key, option)
+        if created is None:
+            return False, reasons
+        self.resume[resume_key] = (len(self.nodes), created.seq)
+        self._record_on_claim(pod, created)
+        return True, []
+
+    def _place_constrained(
+        self,
+        pod: Pod,
+        need: vec.Vector,
+        group: PodGroup,
+        attempt: Attempt,
+        constraints: tuple[Constraint, ...],
+    ) -> tuple[bool, list[str]]:
+        """Place a pod with topology constraints: domains allowed by counts narrow where it may go."""
+        hosts = host_constraints(constraints)
+        allowed: dict[str, list[str]] = {}
+        for key, on_key in domain_constraints(constraints).items():
+            universe = self._universe(key, attempt, group)
+            values: list[str] | None = None
+            for constraint in on_key:
+                mine = constraint.allowed_values(universe)
+                if not mine:
+                    return False, [self._topology_reason(constraint, universe)]
+                values = mine if values is None else [v for v in values if v in set(mine)]
+            if not values:
+                shown = ", ".join(sorted(universe)) or "none"
+                return False, [f"topology constraints on {key} leave no domain (candidates: {shown})"]
+            allowed[key] = values
+        restriction = Requirements.of(Requirement.create(k, "In", v) for k, v in allowed.items())
+        option = attempt.option.intersect(restriction)
+        option_key = _option_key(option)
+        resume_key = (group.tolerations_key, option_key + repr(sorted(allowed.items())), need)
+        node_start, claim_start = self.resume.get(resume_key, (0, 0)) if group.resumable else (0, 0)
+        for node, domains in zip(self.nodes[node_start:], self.node_domains[node_start:], strict=True):
+            if not all(c.allows(domains[HOSTNAME]) for c in hosts):
+                continue
+            if node.accepts(option_key, option, group.tolerations_key, group.tolerations) and node.try_add(
+                pod, need
+            ):
+                self.resume[resume_key] = (node.seq, claim_start)
+                self._record_on_node(pod, node)
+                return True, []
+        for claim in self.open_claims:
+            if claim.seq < claim_start or not self._claim_tolerated(claim, group):
+                continue
+            if not all(c.allows(claim.hostname) for c in hosts):
+                continue
+            narrowed = _pick_domains(claim.requirements, allowed)
+            if narrowed is None:
+                continue
+            if self._add_to_claim(claim, pod, need, option.intersect(narrowed)):
+                self.resume[resume_key] = (len(self.nodes), claim.seq)
+                return True, []
+        if not all(c.allows(NEW_NODE) for c in hosts):
+            refusing = next(c for c in hosts if not c.allows(NEW_NODE))
+            return False, [self._topology_reason(refusing, [])]
+        reasons: list[str] = []
+        for narrowed in _domain_choices(allowed):
+            choice = option.intersect(narrowed)
+            created, reasons = self.new_claim(pod, need, group, _option_key(choice), choice)
+            if created is not None:
+                self.resume[resume_key] = (len(self.nodes), created.seq)
+                self._record_on_claim(pod, created)
+                return True, []
+        if allowed:
+            return False, [self._capacity_reason(attempt, group, constraints, allowed, reasons)]
+        return False, reasons
+
+    def _universe(self, key: str, attempt: Attempt, group: PodGroup) -> list[str]:
+        """The domains of ``key`` the pod could reach: its NodePools' offerings and matching nodes."""
+        cache_key = (key, attempt.option_key, group.tolerations_key)
+        found = self.universes.get(cache_key)
+        if found is None:
+            values = set(self._pool_domains(key, attempt, group)[0])
+            for domains in self.node_domains:
+                value = domains.get(key)
+                if value is not None and attempt.option.matches(domains):
+                    values.add(value)
+            found = sorted(values)
+            self.universes[cache_key] = found
+        return found
+
+    def _pool_domains(self, key: str, attempt: Attempt, group: PodGroup) -> tuple[list[str], list[str]]:
+        """The domains of ``key`` new claims could be launched in, and the NodePools offering them."""
+        values: set[str] = set()
+        names: list[str] = []
+        for pool in self.pools:
+            if tolerates_all(group.tolerations, pool.template.taints) is not None:
+                continue
+            match = pool.match(attempt.option_key, attempt.option)
+            if match.type_indices:
+                values.update(_pool_values(pool, key, match.requirements, match.type_indices))
+                names.append(pool.name)
+        return sorted(values), names
+
+    def _topology_reason(self, constraint: Constraint, universe: list[str]) -> str:
+        return constraint.explain(universe)
+
+    def _capacity_reason(
+        self,
+        attempt: Attempt,
+        group: PodGroup,
+        constraints: tuple[Constraint, ...],
+        allowed: Mapping[str, list[str]],
+        reasons: list[str],
+    ) -> str:
+        """Why a pod whose topology narrowed its domains found no room in them."""
+        for key, values in allowed.items():
+            universe = self._universe(key, attempt, group)
+            if len(values) == len(universe):
+                continue
+            excluding = [
+                c for c in constraints if c.key == key and len(c.allowed_values(universe)) < len(universe)
+            ]
+            pool_domains, pools = self._pool_domains(key, attempt, group)
+            where = ", ".join(pool_domains) or "none"
+            by = f"NodePool {', '.join(pools)}" if pools else "any NodePool"
+            head = excluding[0].explain(universe) if excluding else f"topology on {key}"
+            return f"{head}; only {where} allowed by {by}"
+        return _explain(reasons)
+
+    def _add_to_claim(self, claim: ClaimInProgress, pod: Pod, need: vec.Vector, option: Requirements) -> bool:
+        before = claim.requirements
+        if not claim.try_add(pod, need, option):
+            return False
+        if self.topology_keys and claim.requirements is not before:
+            # The claim just settled on one value of some key: count its earlier pods there now.
+            newly = [
+                k
+                for k in self.topology_keys
+                if k != HOSTNAME and _single(claim.requirements, k) and not _single(before, k)
+            ]
+            if newly:
+                domains = _claim_domains(claim, self.topology_keys)
+                for earlier in claim.pods[:-1]:
+                    self.topology.record(earlier, domains, newly)
+        self._record_on_claim(pod, claim)
+        self._close_if_full(claim)
+        return True
+
+    def _record_on_node(self, pod: Pod, node: NodeInProgress) -> None:
+        if self.topology.groups:
+            self.topology.record(pod, self.node_domains[node.seq])
+
+    def _record_on_claim(self, pod: Pod, claim: ClaimInProgress) -> None:
+        if self.topology.groups:
+            self.topology.record(pod, _claim_domains(claim, self.topology_keys))
 
     def _claim_tolerated(self, claim: ClaimInProgress, group: PodGroup) -> bool:
         return tolerates_all(group.tolerations, claim.pool.template.taints) is None
 
     def _close_if_full(self, claim: ClaimInProgress) -> None:
-        if not claim.can_fit(self.min_need):
+        if claim.open and not claim.can_fit(self.min_need):
+            claim.open = False
             self.open_claims.remove(claim)
 
     def new_claim(
@@ -312,6 +537,74 @@ def _explain(reasons: list[str]) -> str:
     if len(reasons) == 1:
         return reasons[0]
     return "incompatible with every NodePool: " + "; ".join(reasons)
+
+
+def _has_topology(pod: Pod) -> bool:
+    return bool(
+        pod.topology_spread
+        or pod.pod_affinity
+        or pod.pod_anti_affinity
+        or pod.preferred_pod_affinity
+        or pod.preferred_pod_anti_affinity
+    )
+
+
+def _single(requirements: Requirements, key: str) -> str | None:
+    req = requirements.get(key)
+    return req.single_value() if req is not None else None
+
+
+def _claim_domains(claim: ClaimInProgress, keys: frozenset[str]) -> dict[str, str]:
+    """The domains a claim's pods are in: its own hostname and every key it has settled on."""
+    domains = {HOSTNAME: claim.hostname}
+    for key in keys:
+        value = _single(claim.requirements, key)
+        if value is not None:
+            domains[key] = value
+    return domains
+
+
+def _pick_domains(requirements: Requirements, allowed: Mapping[str, list[str]]) -> Requirements | None:
+    """For a claim, the best allowed domain of each key it can still take (None if one key has none)."""
+    chosen = []
+    for key, values in allowed.items():
+        req = requirements.get(key)
+        value = next((v for v in values if req is None or req.has(v)), None)
+        if value is None:
+            return None
+        chosen.append(Requirement.single(key, value))
+    return Requirements.of(chosen)
+
+
+def _domain_choices(allowed: Mapping[str, list[str]]) -> list[Requirements]:
+    """Single-domain choices for a new claim, best first (one key varies; others take their best)."""
+    if not allowed:
+        return [Requirements()]
+    keys = list(allowed)
+    first, rest = keys[0], keys[1:]
+    others = [Requirement.single(k, allowed[k][0]) for k in rest]
+    return [Requirements.of([Requirement.single(first, v), *others]) for v in allowed[first]]
+
+
+def _pool_values(
+    pool: PreparedPool, key: str, requirements: Requirements, indices: Sequence[int]
+) -> set[str]:
+    """The values of ``key`` a NodePool's claims could carry under these requirements."""
+    if key in (ZONE, CAPACITY_TYPE):
+        table = pool.offerings(requirements)
+        per_type = table.zones if key == ZONE else table.capacity_types
+        values: set[str] = set()
+        for i in indices:
+            values.update(per_type[i])
+        return values
+    single = _single(requirements, key)
+    if single is not None:
+        return {single}
+    found = {pool.types[i].labels[key] for i in indices if key in pool.types[i].labels}
+    req = requirements.get(key)
+    if req is not None and not req.complement:
+        found.update(req.values)
+    return found
 
 
 def schedule(inp: SchedulingInput) -> Results:

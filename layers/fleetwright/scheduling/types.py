@@ -37,7 +37,10 @@ class SchedulingInput:
     """Everything one scheduling simulation looks at.
 
     ``daemonsets`` holds one pod per DaemonSet (its template): the scheduler reserves room for each that
-    would run on a NodePool's nodes.
+    would run on a NodePool's nodes. ``volumes`` maps ``namespace/claim`` to the node requirements the
+    claim imposes, or why it cannot be used (see :func:`fleetwright.model.volumes.volume_requirements`);
+    a pod whose claim is missing there is unschedulable. ``namespace_labels`` serves pod affinity's
+    ``namespaceSelector``.
     """
 
     pods: list[Pod]
@@ -45,6 +48,8 @@ class SchedulingInput:
     instance_types: list[InstanceType]
     nodes: list[Node] = field(default_factory=list)
     daemonsets: list[Pod] = field(default_factory=list)
+    volumes: dict[str, Requirements | str] = field(default_factory=dict)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)

@@ -1,0 +1,45 @@
+"""Fleetwright's Kubernetes adapter: a small urllib3 REST client, EKS and kubeconfig authentication, and
+the operations the controllers perform (list/watch pending pods, cordon and taint, evict, delete, patch).
+
+Importing it loads neither boto3/botocore (only EKS authentication does) nor the official client.
+"""
+
+from __future__ import annotations
+
+from fleetwright.kube.client import KubeClient, ObjectList, WatchEvent
+from fleetwright.kube.cluster import (
+    EvictionOutcome,
+    EvictionResult,
+    KubeCluster,
+    is_unschedulable,
+)
+from fleetwright.kube.config import ClusterConfig, StaticToken, TokenSource, load_kubeconfig
+from fleetwright.kube.errors import (
+    KubeApiError,
+    KubeconfigError,
+    KubeConnectionError,
+    KubeError,
+    WatchExpiredError,
+)
+from fleetwright.kube.watch import Resync, list_then_watch
+
+__all__ = [
+    "ClusterConfig",
+    "EvictionOutcome",
+    "EvictionResult",
+    "KubeApiError",
+    "KubeClient",
+    "KubeCluster",
+    "KubeConnectionError",
+    "KubeError",
+    "KubeconfigError",
+    "ObjectList",
+    "Resync",
+    "StaticToken",
+    "TokenSource",
+    "WatchEvent",
+    "WatchExpiredError",
+    "is_unschedulable",
+    "list_then_watch",
+    "load_kubeconfig",
+]

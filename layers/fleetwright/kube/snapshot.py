@@ -1,0 +1,80 @@
+"""The cluster as the scheduler sees it: API objects listed through :class:`KubeCluster`, converted by
+``fleetwright.model.kube``."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from fleetwright.kube.cluster import KubeCluster, is_unschedulable
+from fleetwright.model.errors import DocumentError
+from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
+from fleetwright.model.node import Node
+from fleetwright.model.pod import Pod
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    """Nodes with their pods, the pods waiting for capacity, and the DaemonSets' pods (one per set).
+
+    ``errors`` holds objects that could not be converted; they are left out rather than failing the whole
+    snapshot, so one malformed object does not stop provisioning for everyone else.
+    """
+
+    nodes: list[Node] = field(default_factory=list)
+    pending_pods: list[Pod] = field(default_factory=list)
+    daemonsets: list[Pod] = field(default_factory=list)
+    errors: list[DocumentError] = field(default_factory=list)
+
+
+def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
+    """List nodes, pods and DaemonSets (three LISTs) and convert them into the scheduler's model.
+
+    Bound pods that have finished (Succeeded/Failed) hold no resources and are left out; pods bound to a
+    node that is not listed are ignored.
+    """
+    snapshot = ClusterSnapshot()
+    node_objects = cluster.list_nodes()
+    by_node: dict[str, list[Pod]] = defaultdict(list)
+    for obj in cluster.list_pods():
+        bound_to = (obj.get("spec") or {}).get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
+        if bound_to and phase in TERMINAL_PHASES:
+            continue
+        if not bound_to and not is_unschedulable(obj):
+            continue  # not yet looked at by the scheduler, or finished
+        try:
+            pod = pod_from_object(obj)
+        except DocumentError as err:
+            snapshot.errors.append(err)
+            continue
+        if bound_to:
+            by_node[bound_to].append(pod)
+        else:
+            snapshot.pending_pods.append(pod)
+    for obj in node_objects:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        try:
+            snapshot.nodes.append(node_from_object(obj, by_node.get(name, [])))
+        except DocumentError as err:
+            snapshot.errors.append(err)
+    for obj in cluster.list_daemonsets():
+        try:
+            snapshot.daemonsets.append(daemonset_pod(obj))
+        except DocumentError as err:
+            snapshot.errors.append(err)
+    return snapshot
+
+
+def read_pending_pods(cluster: KubeCluster) -> tuple[list[Pod], list[DocumentError]]:
+    """Only the unschedulable pods, converted (one LIST), with the objects that failed conversion."""
+    pods: list[Pod] = []
+    errors: list[DocumentError] = []
+    for obj in cluster.list_unschedulable_pods():
+        try:
+            pods.append(pod_from_object(obj))
+        except DocumentError as err:
+            errors.append(err)
+    return pods, errors
