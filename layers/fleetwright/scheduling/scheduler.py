@@ -137,6 +137,7 @@ class Simulation:
         self.errors: list[PodError] = []
         self.topology = Topology(inp.namespace_labels)
         self.universes: dict[tuple[str, str, int], list[str]] = {}
+        self.tolerated: dict[tuple[int, int], bool] = {}
         needs = {p.key: vec.pod_need(p.requests, self.dims) for p in pending}
         self.min_need = tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(self.dims)))
         self.pending = sorted(pending, key=lambda p: (-needs[p.key][0], -needs[p.key][1], p.key))
@@ -376,7 +377,12 @@ class Simulation:
             self.topology.record(pod, _claim_domains(claim, self.topology_keys))
 
     def _claim_tolerated(self, claim: ClaimInProgress, group: PodGroup) -> bool:
-        return tolerates_all(group.tolerations, claim.pool.template.taints) is None
+        key = (group.tolerations_key, id(claim.pool))
+        tolerated = self.tolerated.get(key)
+        if tolerated is None:
+            tolerated = tolerates_all(group.tolerations, claim.pool.template.taints) is None
+            self.tolerated[key] = tolerated
+        return tolerated
 
     def _close_if_full(self, claim: ClaimInProgress) -> None:
         if claim.open and not claim.can_fit(self.min_need):
