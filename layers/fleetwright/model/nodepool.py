@@ -331,12 +331,27 @@ class LegacyKubelet:
     source: str
 
 
+PACKING_ANNOTATION = "fleetwright.io/packing"
+FEWER_NODES = "FewerNodes"
+LOWEST_COST = "LowestCost"
+PACKING_STRATEGIES = (FEWER_NODES, LOWEST_COST)
+
+
+def _packing_annotation(metadata: ObjectMeta) -> ObjectMeta:
+    value = metadata.annotations.get(PACKING_ANNOTATION)
+    if value is not None and value not in PACKING_STRATEGIES:
+        raise ValueError(
+            f"annotation {PACKING_ANNOTATION} must be one of {', '.join(PACKING_STRATEGIES)}, got {value!r}"
+        )
+    return metadata
+
+
 class NodePool(KarpenterDocument):
     """A ``karpenter.sh/v1`` NodePool."""
 
     api_version: Literal["karpenter.sh/v1"] = NODEPOOL_API_VERSION
     kind: Literal["NodePool"] = NODEPOOL_KIND
-    metadata: ObjectMeta
+    metadata: Annotated[ObjectMeta, AfterValidator(_packing_annotation)]
     spec: NodePoolSpec
 
     _legacy_kubelet: LegacyKubelet | None = PrivateAttr(default=None)
@@ -368,6 +383,10 @@ class NodePool(KarpenterDocument):
     def limits(self) -> ResourceList | None:
         """``spec.limits`` in integer units (cpu in milli-cores); None when the pool has no limits."""
         return parse_resources(self.spec.limits) if self.spec.limits else None
+
+    def packing(self) -> str:
+        """How claims trade node count against cost (annotation ``fleetwright.io/packing``)."""
+        return self.metadata.annotations.get(PACKING_ANNOTATION, FEWER_NODES)
 
     def weight_value(self) -> int:
         """``spec.weight``, 0 when unset."""

@@ -17,6 +17,7 @@ from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
+from fleetwright.scheduling.costs import EFFICIENCY_SLACK, LOWEST_COST, unit_cost
 from fleetwright.scheduling.pools import PreparedPool
 
 
@@ -126,10 +127,24 @@ def growth_types(
     When only outliers hold ``total`` (a pod that needs an unusual type), those are used.
     """
     capacity = pool.capacity
-    ordinary = pool.ordinary_types(requirements, mix)
     holding = [i for i in indices if vec.fits(total, capacity[i])]
+    if pool.template.packing == LOWEST_COST:
+        return efficient_types(pool, requirements, holding, mix)
+    ordinary = pool.ordinary_types(requirements, mix)
     chosen = [i for i in holding if i in ordinary]
     return chosen or holding
+
+
+def efficient_types(
+    pool: PreparedPool, requirements: Requirements, holding: list[int], mix: vec.Vector
+) -> list[int]:
+    """LowestCost packing: the holding types within EFFICIENCY_SLACK of the best price per copy of ``mix``."""
+    prices = pool.prices(requirements)
+    costs = [(unit_cost(p, pool.capacity[i], mix), i) for i in holding if (p := prices[i]) is not None]
+    if not costs:
+        return holding
+    best = min(cost for cost, _ in costs)
+    return [i for cost, i in costs if cost <= best * (1 + EFFICIENCY_SLACK)]
 
 
 def min_values_hold(

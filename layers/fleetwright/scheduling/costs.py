@@ -15,3 +15,9 @@ def unit_cost(price: float, capacity: Vector, mix: Vector) -> float:
     """Price per copy of ``mix`` when a node of this capacity is filled with copies of it."""
     copies = min((c / m for c, m in zip(capacity, mix, strict=True) if m > 0), default=0.0)
     return (price + NODE_FIXED_COST_PER_HOUR) / copies if copies > 0 else float("inf")
+
+
+# LowestCost packing: a claim grows only into types within this fraction of the best price per copy
+# of its pods' mix among the types that hold what it already has.
+EFFICIENCY_SLACK = 0.10
+LOWEST_COST = "LowestCost"

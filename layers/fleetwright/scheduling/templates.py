@@ -42,6 +42,7 @@ def nodepool_templates(
             kubelet=_kubelet(np, classes.get(np.node_class_name())),
             node_class=np.node_class_name(),
             usage=nodepool_usage(np.name, nodes),
+            packing=np.packing(),
         )
         for np in nodepools
     ]

@@ -17,7 +17,8 @@ from fleetwright.model.taints import Taint
 class NodePoolTemplate:
     """What the scheduler needs of a NodePool (and its EC2NodeClass's kubelet settings).
 
-    ``usage`` is what the NodePool's existing nodes already count against ``limits``.
+    ``usage`` is what the NodePool's existing nodes already count against ``limits``. ``packing`` says
+    how its claims trade node count against cost (see docs/scheduling.md).
     """
 
     name: str
@@ -30,6 +31,7 @@ class NodePoolTemplate:
     kubelet: KubeletOverrides | None = None
     node_class: str = ""
     usage: ResourceList = field(default_factory=dict)
+    packing: str = "FewerNodes"  # or "LowestCost" (NodePool annotation fleetwright.io/packing)
 
 
 @dataclass(slots=True, eq=False)
