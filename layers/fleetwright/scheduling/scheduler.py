@@ -140,7 +140,10 @@ class Simulation:
         self.tolerated: dict[tuple[int, int], bool] = {}
         needs = {p.key: vec.pod_need(p.requests, self.dims) for p in pending}
         self.min_need = tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(self.dims)))
-        self.pending = sorted(pending, key=lambda p: (-needs[p.key][0], -needs[p.key][1], p.key))
+        totals = [max(1, sum(n[i] for n in needs.values())) for i in range(len(self.dims))]
+        self.pending = sorted(
+            pending, key=lambda p: (-sum(a / t for a, t in zip(needs[p.key], totals, strict=True)), p.key)
+        )
         self.needs = needs
         self.pod_groups: dict[str, PodGroup] = {}
         for p in pending:
