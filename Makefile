@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean venv
+.PHONY: demo test lint typecheck unit cdk-synth bench clean venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +29,10 @@ unit: $(STAMP)
 	.ci/install-kubectl
 	$(BIN)/pytest -n 2
 
-test: lint typecheck unit
+cdk-synth: $(STAMP)
+	.ci/cdk-synth
+
+test: lint typecheck unit cdk-synth
 
 bench: $(STAMP)
 	$(BIN)/python bench/scheduling.py

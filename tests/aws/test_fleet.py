@@ -119,6 +119,14 @@ def test_create_fleet_request_offers_the_cheapest_types_by_price_with_ownership_
         "Name": "claim-1",
         "cost-center": "42",
     }
+    # Every resource the launch creates carries the ownership tags (the IAM policy requires them).
+    assert {spec["ResourceType"] for spec in sent["TagSpecifications"]} == {
+        "instance",
+        "volume",
+        "fleet",
+        "spot-instances-request",
+    }
+    assert all(spec["Tags"] == sent["TagSpecifications"][0]["Tags"] for spec in sent["TagSpecifications"])
     # moto launches the first override: the cheapest offering.
     assert (launched.instance_type, launched.zone) == (
         overrides[0]["InstanceType"],
@@ -273,6 +281,9 @@ def test_launch_templates_are_created_once_per_ami_and_carry_the_user_data(
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     root = data["BlockDeviceMappings"][0]["Ebs"]
     assert (root["VolumeSize"], root["VolumeType"], root["Encrypted"]) == (20, "gp3", True)
+    # network interfaces are tagged through the template: CreateFleet cannot tag them itself
+    by_kind = {spec["ResourceType"]: spec["Tags"] for spec in data["TagSpecifications"]}
+    assert {t["Key"]: t["Value"] for t in by_kind["network-interface"]}[CLUSTER_TAG] == CLUSTER
     message = email.message_from_string(base64.b64decode(data["UserData"]).decode())
     [nodeconfig] = [
         yaml.safe_load(p.get_payload())

@@ -222,7 +222,12 @@ def fleet_request(
             "DefaultTargetCapacityType": capacity_type,
         },
         "LaunchTemplateConfigs": list(configs.values()),
-        "TagSpecifications": tag_specifications(("instance", "volume", "fleet"), tags),
+        "TagSpecifications": tag_specifications(
+            ("instance", "volume", "fleet", "spot-instances-request")
+            if capacity_type == SPOT
+            else ("instance", "volume", "fleet"),
+            tags,
+        ),
     }
     if capacity_type == SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}

@@ -70,8 +70,13 @@ def launch_template_data(
     user_data: str,
     security_groups: Sequence[str],
     instance_profile: str,
+    cluster_tags: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``LaunchTemplateData`` for one AMI of a node class."""
+    """``LaunchTemplateData`` for one AMI of a node class.
+
+    ``cluster_tags`` go onto the network interfaces the launch creates (CreateFleet cannot tag them
+    itself), so the IAM policy can require this cluster's tag on every resource a launch creates.
+    """
     family = spec.resolved_ami_family()
     metadata = spec.metadata_options
     data: dict[str, Any] = {
@@ -103,6 +108,8 @@ def launch_template_data(
         data["SecurityGroupIds"] = list(security_groups)
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode()).decode()
+    if cluster_tags:
+        data["TagSpecifications"] = tag_specifications(("network-interface",), cluster_tags)
     return data
 
 

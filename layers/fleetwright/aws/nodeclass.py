@@ -14,7 +14,7 @@ from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_dat
 from fleetwright.aws.request import LaunchRequest
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
-from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, ownership_tags
 from fleetwright.aws.userdata import BootstrapOptions, user_data_for
 from fleetwright.aws.variants import arch_of, family_supports, variant_of
 from fleetwright.model import labels as wk
@@ -112,7 +112,12 @@ class NodeClassResolver:
             if not any(ami_filter([ami])(t) for t in request.instance_types):
                 continue  # no candidate type boots with it: do not create a template for nothing
             data = launch_template_data(
-                spec, ami, user_data, resolved.security_groups, resolved.instance_profile
+                spec,
+                ami,
+                user_data,
+                resolved.security_groups,
+                resolved.instance_profile,
+                ownership_tags(self.cluster.name),
             )
             name = self.templates.ensure(data, template_tags)
             choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))

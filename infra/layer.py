@@ -1,0 +1,158 @@
+"""The shared Lambda layer: the ``fleetwright`` package and its runtime dependencies, built without Docker.
+
+The layer is assembled on the machine running ``cdk synth``: the package is copied (minus the parts only
+the command line and the local emulator use) and the dependencies in ``requirements.txt`` are installed with
+``pip install --platform manylinux2014_aarch64 --only-binary=:all:``, so the wheels match the Lambda
+runtime (arm64, CPython 3.12) whatever the build machine is.
+
+boto3/botocore are left out on purpose: the Lambda Python runtime ships them, and leaving them out keeps
+the layer small (see docs/deploy.md for the measured sizes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import cast
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = REPO_ROOT / "layers" / "fleetwright"
+REQUIREMENTS_FILE = REPO_ROOT / "requirements.txt"
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+PIP_PLATFORM = "manylinux2014_aarch64"
+PIP_PYTHON_VERSION = "3.12"  # must match RUNTIME
+
+# Provided by the Lambda runtime; installing them would add ~33 MB (unzipped) to the layer.
+EXCLUDED_REQUIREMENTS = frozenset({"boto3", "botocore", "s3transfer", "jmespath"})
+# Parts of the package no Lambda function imports: the command line, the local API emulator, the offline
+# planner and manifest loader (the functions read the cluster, not files) and the catalog generator.
+EXCLUDED_PATHS = ("local", "cli.py", "plan.py", "manifests.py", "catalog/generate.py")
+_IGNORED_NAMES = ("__pycache__", "*.pyc", ".mypy_cache")
+
+
+def layer_requirements(requirements_file: Path = REQUIREMENTS_FILE) -> list[str]:
+    """The pinned requirements that go into the layer (comments, blanks and runtime-provided ones dropped)."""
+    kept: list[str] = []
+    for raw in requirements_file.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name = line.split("==", 1)[0].split(">", 1)[0].split("<", 1)[0].split("[", 1)[0].strip()
+        if name.lower() not in EXCLUDED_REQUIREMENTS:
+            kept.append(line)
+    return kept
+
+
+def pip_command(target: Path, requirements: Sequence[str]) -> list[str]:
+    """``pip install`` of ``requirements`` into ``target`` as wheels for the Lambda platform."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--quiet",  # twice: only errors, not warnings about the local pip configuration
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--target",
+        str(target),
+        "--platform",
+        PIP_PLATFORM,
+        "--only-binary=:all:",
+        "--python-version",
+        PIP_PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        *requirements,
+    ]
+
+
+def copy_package(source: Path, destination: Path) -> None:
+    """Copy the package to ``destination`` without the excluded modules and caches."""
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(*_IGNORED_NAMES))
+    for relative in EXCLUDED_PATHS:
+        path = destination / relative
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _layer_files(source: Path) -> Iterable[Path]:
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source).as_posix()
+        if not path.is_file() or "__pycache__" in relative or path.suffix == ".pyc":
+            continue
+        if any(relative == ex or relative.startswith(ex + "/") for ex in EXCLUDED_PATHS):
+            continue
+        yield path
+
+
+def layer_hash(source: Path = PACKAGE_DIR, requirements: Sequence[str] | None = None) -> str:
+    """A hash of everything that decides the layer's content, so an unchanged layer is not rebuilt."""
+    digest = hashlib.sha256()
+    for part in (PIP_PLATFORM, PIP_PYTHON_VERSION, *(requirements or layer_requirements())):
+        digest.update(part.encode() + b"\0")
+    for path in _layer_files(source):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@jsii.implements(ILocalBundling)
+class PipLayerBundling:
+    """Builds the layer directory (``python/...``) on the local machine instead of in a container."""
+
+    def __init__(self, source: Path, requirements: Sequence[str]) -> None:
+        self.source = source
+        self.requirements = list(requirements)
+
+    def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:  # jsii passes both
+        """Copy the package and install the wheels into ``output_dir/python``; True when done."""
+        target = Path(output_dir) / "python"
+        copy_package(self.source, target / "fleetwright")
+        if self.requirements:
+            subprocess.run(pip_command(target, self.requirements), check=True)
+        # Console scripts of the dependencies are useless in a layer.
+        shutil.rmtree(target / "bin", ignore_errors=True)
+        return True
+
+
+def layer_code(source: Path = PACKAGE_DIR, requirements: Sequence[str] | None = None) -> lambda_.Code:
+    """The layer's code asset, bundled locally (the Docker image is a placeholder that is never run)."""
+    pinned = layer_requirements() if requirements is None else list(requirements)
+    return lambda_.Code.from_asset(
+        str(source),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=layer_hash(source, pinned),
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry("scratch"),
+            # jsii calls try_bundle(output_dir, options) positionally, unlike the keyword-style stub.
+            local=cast(ILocalBundling, PipLayerBundling(source, pinned)),
+        ),
+    )
+
+
+class FleetwrightLayer(lambda_.LayerVersion):
+    """The layer every Fleetwright function uses: ``import fleetwright`` and its dependencies."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            code=layer_code(),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="Fleetwright autoscaler package and its runtime dependencies (requirements.txt)",
+        )

@@ -1,0 +1,65 @@
+"""The NodePool file, checked when the app is synthesized.
+
+The check is the one ``fleetwright validate`` runs (:func:`fleetwright.cli.validate`), so a bad file stops
+``cdk synth`` with exactly the lines the command prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.cli import validate
+from fleetwright.manifests import manifest_files, read_documents
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.karpenter import is_karpenter_document, parse_karpenter_document
+from fleetwright.model.nodepool import NodePool
+
+
+class NodePoolFileError(ValueError):
+    """The NodePool file cannot be deployed; the message is what ``fleetwright validate`` prints."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+@dataclass(slots=True)
+class NodePoolConfig:
+    """The NodePools and EC2NodeClasses to deploy, with the raw documents they came from."""
+
+    paths: list[str]
+    nodepools: list[NodePool] = field(default_factory=list)
+    nodeclasses: list[EC2NodeClass] = field(default_factory=list)
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def node_roles(self) -> set[str]:
+        """The IAM role names the EC2NodeClasses ask for (``spec.role``; ARNs reduced to the name)."""
+        return {nc.spec.role.rpartition("/")[2] for nc in self.nodeclasses if nc.spec.role}
+
+
+def load_nodepool_config(paths: Sequence[str]) -> NodePoolConfig:
+    """Validate ``paths`` (files or directories) like ``fleetwright validate`` and read their NodePools.
+
+    Raises :class:`NodePoolFileError` when validation reports errors or no NodePool is found; other kinds
+    of documents (Deployments next to the NodePools, say) are skipped.
+    """
+    _, warnings, errors = validate(list(paths))
+    if errors:
+        raise NodePoolFileError(errors)
+    config = NodePoolConfig(paths=list(paths), warnings=warnings)
+    for path in manifest_files(list(paths)):
+        for ref, doc in read_documents(path):
+            items = doc.get("items") if doc.get("kind") == "List" else [doc]
+            for item in items if isinstance(items, list) else []:
+                if not isinstance(item, dict) or not is_karpenter_document(item):
+                    continue
+                parsed = parse_karpenter_document(item, ref)
+                config.nodepools += parsed.nodepools
+                config.nodeclasses += parsed.nodeclasses
+                config.documents.append(item)
+    if not config.nodepools:
+        raise NodePoolFileError([f"error: {', '.join(paths)}: no NodePool found; nothing would be scaled"])
+    return config

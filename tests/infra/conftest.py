@@ -1,0 +1,132 @@
+"""One synthesis per test session: the app as ``cdk synth`` builds it, plus a user's app using the construct.
+
+Synthesizing takes 10-15 s and ~600 MB (jsii runs a Node.js process), so every test reads the same cloud
+assembly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# The app synthesizes the package of this checkout (app.py does the same).
+sys.path.insert(0, str(REPO_ROOT / "layers"))
+
+import aws_cdk as cdk  # noqa: E402
+from aws_cdk import assertions  # noqa: E402
+from aws_cdk import aws_lambda as lambda_  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+import app as cdk_app  # noqa: E402
+from infra.autoscaler import FleetwrightAutoscaler  # noqa: E402
+from infra.nodepools import load_nodepool_config  # noqa: E402
+
+CLUSTER = "prod-cluster"
+USER_STACK = "UserApp"
+EXAMPLE_NODECLASS = REPO_ROOT / "examples" / "inflate" / "ec2nodeclass.yaml"
+EXAMPLE_NODEPOOL = REPO_ROOT / "examples" / "inflate" / "nodepool.yaml"
+
+
+@dataclass
+class SynthesizedStack:
+    """A synthesized stack: its template (as JSON and for ``assertions``) and its annotations."""
+
+    name: str
+    raw: dict[str, Any]
+    template: assertions.Template
+    messages: list[tuple[str, str, str]]  # (level, construct path, text)
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        """The template's resources of one type, by logical id."""
+        return {k: r for k, r in self.raw["Resources"].items() if r["Type"] == resource_type}
+
+
+@dataclass
+class Synthesis:
+    outdir: Path
+    fleetwright: SynthesizedStack
+    user: SynthesizedStack
+    user_autoscaler: FleetwrightAutoscaler
+
+
+def _two_roles_dir(base: Path) -> Path:
+    """A NodePool directory whose two EC2NodeClasses name different roles."""
+    nodeclass = EXAMPLE_NODECLASS.read_text(encoding="utf-8")
+    (base / "nodepool.yaml").write_text(EXAMPLE_NODEPOOL.read_text(encoding="utf-8"), encoding="utf-8")
+    (base / "a.yaml").write_text(nodeclass.replace("KarpenterNodeRole-my-cluster", "RoleA"), encoding="utf-8")
+    second = nodeclass.replace("KarpenterNodeRole-my-cluster", "RoleB").replace(
+        "name: default", "name: other"
+    )
+    (base / "b.yaml").write_text(second, encoding="utf-8")
+    return base
+
+
+@pytest.fixture(scope="session")
+def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
+    """The app of ``cdk deploy -c clusterName=prod-cluster``, and a user's stack using the construct."""
+    cwd = Path.cwd()
+    os.chdir(REPO_ROOT)  # nodePoolsFile is relative to the project directory, as with the CDK CLI
+    try:
+        outdir = tmp_path_factory.mktemp("cdk.out")
+        app = cdk.App(outdir=str(outdir), context={"clusterName": CLUSTER})
+        stack = cdk_app.build_app(app)
+        # log_ignores: acknowledged findings are reported as info, so the tests see that the checks ran.
+        cdk.Aspects.of(stack).add(AwsSolutionsChecks(log_ignores=True))
+
+        user_stack = cdk.Stack(app, USER_STACK)
+        user = FleetwrightAutoscaler(
+            user_stack,
+            "Autoscaler",
+            cluster_name="other-cluster",
+            nodepools=load_nodepool_config([str(_two_roles_dir(tmp_path_factory.mktemp("pools")))]),
+        )
+        function = user.add_function(
+            "Provisioner",
+            handler="index.handler",
+            code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+            description="stand-in for a controller function",
+        )
+        user.consume_interruptions(function)
+        assembly = app.synth()
+    finally:
+        os.chdir(cwd)
+
+    def read(name: str) -> SynthesizedStack:
+        artifact = assembly.get_stack_by_name(name)
+        messages = [(str(m.level), m.id, str(m.entry.data)) for m in artifact.messages]
+        return SynthesizedStack(
+            name, artifact.template, assertions.Template.from_json(artifact.template), messages
+        )
+
+    yield Synthesis(outdir, read(stack.stack_name), read(USER_STACK), user)
+
+
+def render(value: Any) -> Any:
+    """A template value with intrinsic functions written as text: ``{"Ref": "X"}`` → ``${X}``,
+    ``Fn::GetAtt`` → ``${X.Attr}``, ``Fn::Join`` joined; lists and dicts rendered item by item."""
+    if isinstance(value, list):
+        return [render(v) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"Ref"}:
+            return "${" + value["Ref"] + "}"
+        if set(value) == {"Fn::GetAtt"}:
+            return "${" + ".".join(value["Fn::GetAtt"]) + "}"
+        if set(value) == {"Fn::Join"}:
+            separator, parts = value["Fn::Join"]
+            return separator.join(str(render(p)) for p in parts)
+        return {k: render(v) for k, v in value.items()}
+    return value
+
+
+def only(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The logical id and body of the single resource in ``resources``."""
+    assert len(resources) == 1, sorted(resources)
+    return next(iter(resources.items()))

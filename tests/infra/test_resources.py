@@ -1,0 +1,190 @@
+"""The deployed infrastructure: what exists and how it is configured."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from infra.nodepools import load_nodepool_config
+from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, only, render
+
+
+def test_stack_holds_the_infrastructure_and_no_functions_yet(synthesis: Synthesis) -> None:
+    counts = {
+        "AWS::Lambda::LayerVersion": 1,
+        "AWS::DynamoDB::Table": 1,
+        "AWS::SQS::Queue": 2,
+        "AWS::SQS::QueuePolicy": 2,
+        "AWS::Events::Rule": 4,
+        "AWS::IAM::Role": 1,
+        "AWS::IAM::InstanceProfile": 1,
+        "AWS::EKS::AccessEntry": 1,
+        "AWS::IAM::ManagedPolicy": 1,
+        "AWS::SSM::Parameter": 1,
+        "AWS::CloudWatch::Dashboard": 1,
+        "AWS::CloudWatch::Alarm": 1,
+        "AWS::Lambda::Function": 0,
+    }
+    for resource_type, count in counts.items():
+        synthesis.fleetwright.template.resource_count_is(resource_type, count)
+    assert len(synthesis.fleetwright.raw["Resources"]) == sum(counts.values())
+
+
+def test_state_table(synthesis: Synthesis) -> None:
+    logical_id, table = only(synthesis.fleetwright.resources("AWS::DynamoDB::Table"))
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert props["AttributeDefinitions"] == [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert props["SSESpecification"] == {"SSEEnabled": True}
+    assert table["DeletionPolicy"] == "Retain", logical_id
+
+
+def _queues(synthesis: Synthesis) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
+    queues = synthesis.fleetwright.resources("AWS::SQS::Queue")
+    main_id = next(k for k, q in queues.items() if "RedrivePolicy" in q["Properties"])
+    dlq_id = next(k for k in queues if k != main_id)
+    return main_id, queues[main_id]["Properties"], dlq_id, queues[dlq_id]["Properties"]
+
+
+def test_interruption_queue_and_dead_letter_queue(synthesis: Synthesis) -> None:
+    _, queue, dlq_id, dlq = _queues(synthesis)
+    assert queue["MessageRetentionPeriod"] == 300
+    assert queue["VisibilityTimeout"] * 3 <= 300  # every attempt fits before the event expires
+    assert queue["SqsManagedSseEnabled"] is True
+    assert render(queue["RedrivePolicy"]) == {
+        "deadLetterTargetArn": "${" + dlq_id + ".Arn}",
+        "maxReceiveCount": 3,
+    }
+    assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
+    assert dlq["SqsManagedSseEnabled"] is True
+
+
+def test_event_rules_send_the_four_event_kinds_to_the_queue(synthesis: Synthesis) -> None:
+    main_id, _, _, _ = _queues(synthesis)
+    rules = synthesis.fleetwright.resources("AWS::Events::Rule").values()
+    patterns = []
+    for rule in rules:
+        props = rule["Properties"]
+        assert props["State"] == "ENABLED"
+        assert render([t["Arn"] for t in props["Targets"]]) == ["${" + main_id + ".Arn}"]
+        patterns.append(props["EventPattern"])
+    by_type = {p["detail-type"][0]: p for p in patterns}
+    assert sorted(by_type) == [
+        "AWS Health Event",
+        "EC2 Instance Rebalance Recommendation",
+        "EC2 Instance State-change Notification",
+        "EC2 Spot Instance Interruption Warning",
+    ]
+    assert by_type["AWS Health Event"] == {
+        "source": ["aws.health"],
+        "detail-type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    }
+    assert by_type["EC2 Instance State-change Notification"]["detail"] == {
+        "state": ["stopping", "stopped", "shutting-down", "terminated"]
+    }
+    for kind in ("EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation"):
+        assert by_type[kind] == {"source": ["aws.ec2"], "detail-type": [kind]}
+
+
+def test_queue_policy_lets_only_the_rules_send_and_requires_tls(synthesis: Synthesis) -> None:
+    main_id, _, _, _ = _queues(synthesis)
+    policies = [
+        p["Properties"]
+        for p in synthesis.fleetwright.resources("AWS::SQS::QueuePolicy").values()
+        if render(p["Properties"]["Queues"]) == ["${" + main_id + "}"]
+    ]
+    assert len(policies) == 1
+    statements = render(policies[0]["PolicyDocument"]["Statement"])
+    rule_arns = sorted("${" + k + ".Arn}" for k in synthesis.fleetwright.resources("AWS::Events::Rule"))
+    sends = [s for s in statements if s["Effect"] == "Allow"]
+    assert all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in sends)
+    assert all(s["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"] for s in sends)
+    assert sorted(s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in sends) == rule_arns
+    denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert [s["Condition"] for s in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+
+
+def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> None:
+    role_id, role = only(synthesis.fleetwright.resources("AWS::IAM::Role"))
+    props = render(role["Properties"])
+    assert props["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+    ]
+    assert sorted(props["ManagedPolicyArns"]) == sorted(
+        f"arn:${{AWS::Partition}}:iam::aws:policy/{name}"
+        for name in (
+            "AmazonEKSWorkerNodePolicy",
+            "AmazonEKS_CNI_Policy",
+            "AmazonEC2ContainerRegistryReadOnly",
+            "AmazonSSMManagedInstanceCore",
+        )
+    )
+    # The example EC2NodeClass names this role, so the stack creates it under that name.
+    assert props["RoleName"] == "KarpenterNodeRole-my-cluster"
+    _, profile = only(synthesis.fleetwright.resources("AWS::IAM::InstanceProfile"))
+    assert render(profile["Properties"]["Roles"]) == ["${" + role_id + "}"]
+    _, entry = only(synthesis.fleetwright.resources("AWS::EKS::AccessEntry"))
+    assert render(entry["Properties"]) == {
+        "ClusterName": CLUSTER,
+        "PrincipalArn": "${" + role_id + ".Arn}",
+        "Type": "EC2_LINUX",
+    }
+
+
+def test_dead_letter_alarm_and_dashboard(synthesis: Synthesis) -> None:
+    _, _, dlq_id, _ = _queues(synthesis)
+    _, alarm = only(synthesis.fleetwright.resources("AWS::CloudWatch::Alarm"))
+    props = render(alarm["Properties"])
+    assert props["Namespace"] == "AWS/SQS"
+    assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert props["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert props["Threshold"] == 1
+    assert props["TreatMissingData"] == "notBreaching"
+    _, dashboard = only(synthesis.fleetwright.resources("AWS::CloudWatch::Dashboard"))
+    assert dashboard["Properties"]["DashboardName"] == f"Fleetwright-{CLUSTER}"
+    body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    titles = [w["properties"].get("title") for w in body["widgets"]]
+    assert {"Interruption queue", "Dead-lettered interruption events", "State table"} <= set(titles)
+
+
+def test_outputs_name_what_an_operator_needs(synthesis: Synthesis) -> None:
+    outputs = synthesis.fleetwright.raw["Outputs"]
+    assert sorted(outputs) == [
+        "ControllerPolicyArn",
+        "InterruptionQueueUrl",
+        "NodeInstanceProfileName",
+        "NodePoolsParameterName",
+        "NodeRoleArn",
+        "NodeRoleName",
+        "StateTableName",
+    ]
+
+
+def test_nodepool_parameter_holds_the_validated_documents(synthesis: Synthesis) -> None:
+    _, parameter = only(synthesis.fleetwright.resources("AWS::SSM::Parameter"))
+    props = parameter["Properties"]
+    assert props["Name"] == f"/fleetwright/{CLUSTER}/nodepools"
+    assert props["Type"] == "String"
+    assert props["Tier"] == "Standard"
+    documents = list(yaml.safe_load_all(props["Value"]))
+    expected = [
+        yaml.safe_load((REPO_ROOT / "examples" / "inflate" / name).read_text(encoding="utf-8"))
+        for name in ("ec2nodeclass.yaml", "nodepool.yaml")
+    ]
+    assert documents == expected  # the Deployment next to them is left out
+    # What the provisioner will read passes `fleetwright validate` again.
+    path = REPO_ROOT / "examples" / "inflate"
+    assert [n.name for n in load_nodepool_config([str(path)]).nodepools] == ["default"]
