@@ -202,41 +202,12 @@ class Simulation:
         reasons: list[str] = []
         for attempt in group.attempts:
             constraints = attempt.constraints + self.topology.inverse_constraints(pod)
-            if constraints:
-                placed, reasons = self._place_constrained(pod, need, group, attempt, constraints)
-            else:
-                placed, reasons = self._place_free(pod, need, group, attempt.option_key, attempt.option)
+            placed, reasons = self._place(pod, need, group, attempt, constraints)
             if placed:
                 return
         self.errors.append(PodError(pod, _explain(reasons)))
 
-    def _place_free(
-        self, pod: Pod, need: vec.Vector, group: PodGroup, option_key: str, option: Requirements
-    ) -> tuple[bool, list[str]]:
-        """Place a pod without topology constraints: first fit over nodes, claims, then a new claim."""
-        resume_key = (group.tolerations_key, option_key, need)
-        node_start, claim_start = self.resume.get(resume_key, (0, 0))
-        for node in self.nodes[node_start:]:
-            if node.accepts(option_key, option, group.tolerations_key, group.tolerations) and node.try_add(
-                pod, need
-            ):
-                self.resume[resume_key] = (node.seq, claim_start)
-                self._record_on_node(pod, node)
-                return True, []
-        for claim in self.open_claims:
-            if claim.seq < claim_start:
-                continue
-            if self._claim_tolerated(claim, group) and self._add_to_claim(claim, pod, need, option):
-                self.resume[resume_key] = (len(self.nodes), claim.seq)
-                return True, []
-        created, reasons = self.new_claim(pod, need, group, option_key, option)
-        if created is None:
-            return False, reasons
-        self.resume[resume_key] = (len(self.nodes), created.seq)
-        self._record_on_claim(pod, created)
-        return True, []
-
-    def _place_constrained(
+    def _place(
         self,
         pod: Pod,
         need: vec.Vector,
@@ -244,7 +215,11 @@ class Simulation:
         attempt: Attempt,
         constraints: tuple[Constraint, ...],
     ) -> tuple[bool, list[str]]:
-        """Place a pod with topology constraints: domains allowed by counts narrow where it may go."""
+        """First fit over existing nodes, then open claims, then a new claim.
+
+        Topology constraints first narrow the domains the pod may use (zones, ...), best first; a claim
+        taking the pod settles on one of them.
+        """
         hosts = host_constraints(constraints)
         allowed: dict[str, list[str]] = {}
         for key, on_key in domain_constraints(constraints).items():
@@ -259,13 +234,17 @@ class Simulation:
                 shown = ", ".join(sorted(universe)) or "none"
                 return False, [f"topology constraints on {key} leave no domain (candidates: {shown})"]
             allowed[key] = values
-        restriction = Requirements.of(Requirement.create(k, "In", v) for k, v in allowed.items())
-        option = attempt.option.intersect(restriction)
-        option_key = _option_key(option)
-        resume_key = (group.tolerations_key, option_key + repr(sorted(allowed.items())), need)
+        if allowed:
+            restriction = Requirements.of(Requirement.create(k, "In", v) for k, v in allowed.items())
+            option = attempt.option.intersect(restriction)
+            option_key = _option_key(option)
+            resume_key = (group.tolerations_key, option_key + repr(sorted(allowed.items())), need)
+        else:
+            option, option_key = attempt.option, attempt.option_key
+            resume_key = (group.tolerations_key, option_key, need)
         node_start, claim_start = self.resume.get(resume_key, (0, 0)) if group.resumable else (0, 0)
-        for node, domains in zip(self.nodes[node_start:], self.node_domains[node_start:], strict=True):
-            if not all(c.allows(domains[HOSTNAME]) for c in hosts):
+        for node in self.nodes[node_start:]:
+            if hosts and not all(c.allows(self.node_domains[node.seq][HOSTNAME]) for c in hosts):
                 continue
             if node.accepts(option_key, option, group.tolerations_key, group.tolerations) and node.try_add(
                 pod, need
@@ -276,21 +255,22 @@ class Simulation:
         for claim in self.open_claims:
             if claim.seq < claim_start or not self._claim_tolerated(claim, group):
                 continue
-            if not all(c.allows(claim.hostname) for c in hosts):
+            if hosts and not all(c.allows(claim.hostname) for c in hosts):
                 continue
-            narrowed = _pick_domains(claim.requirements, allowed)
+            narrowed = _pick_domains(claim.requirements, allowed) if allowed else option
             if narrowed is None:
                 continue
-            if self._add_to_claim(claim, pod, need, option.intersect(narrowed)):
+            if self._add_to_claim(claim, pod, need, option.intersect(narrowed) if allowed else option):
                 self.resume[resume_key] = (len(self.nodes), claim.seq)
                 return True, []
-        if not all(c.allows(NEW_NODE) for c in hosts):
+        if hosts and not all(c.allows(NEW_NODE) for c in hosts):
             refusing = next(c for c in hosts if not c.allows(NEW_NODE))
             return False, [self._topology_reason(refusing, [])]
         reasons: list[str] = []
         for narrowed in _domain_choices(allowed):
             choice = option.intersect(narrowed)
-            created, reasons = self.new_claim(pod, need, group, _option_key(choice), choice)
+            choice_key = _option_key(choice) if allowed else option_key
+            created, reasons = self.new_claim(pod, need, group, choice_key, choice)
             if created is not None:
                 self.resume[resume_key] = (len(self.nodes), created.seq)
                 self._record_on_claim(pod, created)
