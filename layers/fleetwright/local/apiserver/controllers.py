@@ -38,6 +38,13 @@ JsonObject = dict[str, Any]
 
 log = logging.getLogger(__name__)
 
+# Nodes whose pods a kubelet simulator runs (fleetwright.local.kubelet) carry this annotation; the
+# PodLifecycleController leaves them alone.
+SIMULATED_KUBELET_ANNOTATION = "fleetwright.io/simulated-kubelet"
+
+# One pod IP sequence for every pod starter, so no two pods share an address.
+_POD_IPS = itertools.count(1)
+
 
 class SerialReconciler:
     """Runs ``reconcile`` on every notification, never concurrently; a notification that arrives while it
@@ -87,8 +94,17 @@ class Controller:
     def start(self) -> None:
         """Subscribe and reconcile what is already there."""
         if self._subscription is None:
-            self._subscription = self.store.subscribe(self._runner.notify, self.watches)
+            # One reconcile per committed write or transaction, however many objects it changed.
+            self._subscription = self.store.subscribe_batches(self._on_events, self.watches)
             self._runner.notify()
+
+    def _on_events(self, events: list[WatchEvent]) -> None:
+        if any(self.wants(event) for event in events):
+            self._runner.notify()
+
+    def wants(self, event: WatchEvent) -> bool:
+        """Whether ``event`` may call for a reconcile (all events of the watched types, by default)."""
+        return True
 
     def stop(self) -> None:
         """Unsubscribe."""
@@ -193,28 +209,30 @@ class DeploymentController(Controller):
         owned = [p for p in pods if _owned_by(p, rs) and _active(p)]
         desired = int(rs["spec"].get("replicas", 1))
         template = rs["spec"].get("template") or {}
-        for _ in range(desired - len(owned)):
-            pod_meta = copy.deepcopy(template.get("metadata") or {})
-            pod_meta.pop("name", None)
-            pod_meta.update(
-                generateName=f"{rs['metadata']['name']}-",
-                namespace=ns,
-                ownerReferences=[_owner_reference(rs)],
-            )
-            self.store.create(
-                PODS, {"metadata": pod_meta, "spec": copy.deepcopy(template.get("spec") or {})}, ns
-            )
-        if len(owned) > desired:
-            # Remove unbound pods first, then the youngest, like the ReplicaSet controller's ranking.
-            bound = sorted(
-                (p for p in owned if p["spec"].get("nodeName")),
-                key=lambda p: str(p["metadata"]["creationTimestamp"]),
-                reverse=True,
-            )
-            unbound_first = [p for p in owned if not p["spec"].get("nodeName")] + bound
-            for pod in unbound_first[: len(owned) - desired]:
-                with contextlib.suppress(ApiError):
-                    self.store.delete(PODS, ns, pod["metadata"]["name"])
+        # One transaction, so subscribers hear of a scale-up (or down) as one batch.
+        with self.store.transaction():
+            for _ in range(desired - len(owned)):
+                pod_meta = copy.deepcopy(template.get("metadata") or {})
+                pod_meta.pop("name", None)
+                pod_meta.update(
+                    generateName=f"{rs['metadata']['name']}-",
+                    namespace=ns,
+                    ownerReferences=[_owner_reference(rs)],
+                )
+                self.store.create(
+                    PODS, {"metadata": pod_meta, "spec": copy.deepcopy(template.get("spec") or {})}, ns
+                )
+            if len(owned) > desired:
+                # Remove unbound pods first, then the youngest, like the ReplicaSet controller's ranking.
+                bound = sorted(
+                    (p for p in owned if p["spec"].get("nodeName")),
+                    key=lambda p: str(p["metadata"]["creationTimestamp"]),
+                    reverse=True,
+                )
+                unbound_first = [p for p in owned if not p["spec"].get("nodeName")] + bound
+                for pod in unbound_first[: len(owned) - desired]:
+                    with contextlib.suppress(ApiError):
+                        self.store.delete(PODS, ns, pod["metadata"]["name"])
         pods, _ = self.store.list(PODS, ns)
         owned = [p for p in pods if _owned_by(p, rs) and _active(p)]
         ready = sum(1 for p in owned if is_ready(p))
@@ -276,19 +294,24 @@ class PodLifecycleController(Controller):
 
     def __init__(self, store: Store) -> None:
         super().__init__(store)
-        self._ips = itertools.count(1)
+        self._ips = _POD_IPS
+
+    def runs_pods_of(self, node: JsonObject) -> bool:
+        """Whether this controller starts the pods bound to ``node`` (not those of simulated kubelets)."""
+        return SIMULATED_KUBELET_ANNOTATION not in (node["metadata"].get("annotations") or {})
 
     def reconcile(self) -> None:
         """Start every Pending, bound, not-deleting pod whose node exists."""
         nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)[0]}
         pods, _ = self.store.list(PODS)
-        for pod in pods:
-            node = nodes.get(pod["spec"].get("nodeName") or "")
-            if node is None or pod["metadata"].get("deletionTimestamp"):
-                continue
-            if pod.get("status", {}).get("phase", "Pending") != "Pending":
-                continue
-            self._start(pod, node)
+        with self.store.transaction():  # started pods reach subscribers as one batch
+            for pod in pods:
+                node = nodes.get(pod["spec"].get("nodeName") or "")
+                if node is None or pod["metadata"].get("deletionTimestamp") or not self.runs_pods_of(node):
+                    continue
+                if pod.get("status", {}).get("phase", "Pending") != "Pending":
+                    continue
+                self._start(pod, node)
 
     def _start(self, pod: JsonObject, node: JsonObject) -> None:
         now = rfc3339(self.store.clock())

@@ -23,6 +23,7 @@ from fleetwright.local.apiserver.store import GracefulDeletion, Store
 
 if TYPE_CHECKING:
     from fleetwright.cli import Subparsers
+    from fleetwright.local.kubelet import KubeletOptions
 
 DEFAULT_PORT = 6443
 
@@ -32,7 +33,10 @@ class ApiServer:
 
     ``port=0`` picks a free port (read it back from ``.port`` or ``.url`` after ``start()``). ``token``
     makes every request except health checks require ``Authorization: Bearer TOKEN``. The controller flags
-    switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``).
+    switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``);
+    ``daemonset_controller`` (``fleetwright.local.daemonsets``) and ``scheduler``
+    (``fleetwright.local.kube_scheduler``) are off unless asked for, and ``kubelet`` (EC2 client and
+    cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``.
     """
 
     def __init__(
@@ -45,6 +49,9 @@ class ApiServer:
         deployment_controller: bool = True,
         pod_lifecycle: bool = True,
         disruption_controller: bool = True,
+        daemonset_controller: bool = False,
+        scheduler: bool = False,
+        kubelet: KubeletOptions | None = None,
         graceful_deletion: GracefulDeletion = "immediate",
         watch_history: int = 10_000,
         verbose: bool = False,
@@ -61,6 +68,26 @@ class ApiServer:
             self.controllers.append(PodLifecycleController(self.store))
         if disruption_controller:
             self.controllers.append(DisruptionController(self.store))
+        if daemonset_controller:
+            from fleetwright.local.daemonsets import DaemonSetController
+
+            self.controllers.append(DaemonSetController(self.store))
+        if scheduler:
+            from fleetwright.local.kube_scheduler import KubeScheduler
+
+            self.controllers.append(KubeScheduler(self.store))
+        if kubelet is not None:
+            from fleetwright.local.kubelet import KubeletSimulator
+
+            self.controllers.append(
+                KubeletSimulator(
+                    self.store,
+                    kubelet.ec2_client,
+                    kubelet.cluster_name,
+                    ready_delay=kubelet.ready_delay,
+                    poll_interval=kubelet.poll_interval,
+                )
+            )
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -168,6 +195,22 @@ def add_cli(subparsers: Subparsers) -> None:
         help="remove pods deleted with a grace period at once (default) or after the period",
     )
     parser.add_argument("--no-controllers", action="store_true", help="disable the built-in controllers")
+    parser.add_argument("--daemonsets", action="store_true", help="run the DaemonSet controller")
+    parser.add_argument("--scheduler", action="store_true", help="run the scheduler (binds pending pods)")
+    parser.add_argument(
+        "--kubelet-cluster",
+        metavar="NAME",
+        help="simulate kubelets: a Node for each running EC2 instance tagged fleetwright.io/cluster=NAME",
+    )
+    parser.add_argument(
+        "--ec2-endpoint", metavar="URL", help="EC2 endpoint for the kubelets (e.g. moto_server)"
+    )
+    parser.add_argument(
+        "--region", default="us-east-1", help="EC2 region for the kubelets (default us-east-1)"
+    )
+    parser.add_argument(
+        "--ready-delay", type=float, default=2.0, help="seconds from Node registration to Ready (default 2)"
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     parser.set_defaults(handler=run_cli)
 
@@ -176,6 +219,14 @@ def run_cli(args: argparse.Namespace) -> int:
     """Body of ``fleetwright local apiserver``: serve until interrupted."""
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     enabled = not args.no_controllers
+    kubelet = None
+    if args.kubelet_cluster and enabled:
+        import boto3  # type: ignore[import-untyped]
+
+        from fleetwright.local.kubelet import KubeletOptions
+
+        ec2 = boto3.client("ec2", region_name=args.region, endpoint_url=args.ec2_endpoint)
+        kubelet = KubeletOptions(ec2, args.kubelet_cluster, ready_delay=args.ready_delay)
     server = ApiServer(
         args.host,
         args.port,
@@ -183,6 +234,9 @@ def run_cli(args: argparse.Namespace) -> int:
         deployment_controller=enabled,
         pod_lifecycle=enabled,
         disruption_controller=enabled,
+        daemonset_controller=enabled and args.daemonsets,
+        scheduler=enabled and args.scheduler,
+        kubelet=kubelet,
         graceful_deletion=args.graceful_deletion,
         verbose=args.verbose,
     )

@@ -50,8 +50,9 @@ class Subscription:
     """Handle returned by ``Store.subscribe``; ``cancel()`` stops delivery."""
 
     store: Store
-    callback: Callable[[WatchEvent], None]
+    callback: Callable[[WatchEvent], None] | None
     resources: frozenset[str] | None
+    batch_callback: Callable[[list[WatchEvent]], None] | None = None
 
     def cancel(self) -> None:
         """Stop delivering events to the callback."""
@@ -184,6 +185,17 @@ class Store:
             self._subscriptions.append(sub)
         return sub
 
+    def subscribe_batches(
+        self, callback: Callable[[list[WatchEvent]], None], resources: Iterable[ResourceType] | None = None
+    ) -> Subscription:
+        """Like ``subscribe``, but ``callback`` gets the matching events of one committed write (or of one
+        whole ``transaction()``) in a single call, so a level-triggered reconcile runs once per batch."""
+        keys = frozenset(r.key for r in resources) if resources is not None else None
+        sub = Subscription(self, None, keys, callback)
+        with self._lock:
+            self._subscriptions.append(sub)
+        return sub
+
     def _unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             if sub in self._subscriptions:
@@ -194,11 +206,22 @@ class Store:
             subscriptions = list(self._subscriptions)
         for event in events:
             for sub in subscriptions:
-                if sub.resources is None or event.resource.key in sub.resources:
+                if sub.callback is not None and (
+                    sub.resources is None or event.resource.key in sub.resources
+                ):
                     try:
                         sub.callback(event)
                     except Exception:
                         log.exception("subscriber failed on %s %s", event.type, event.resource.key)
+        for sub in subscriptions:
+            if sub.batch_callback is None:
+                continue
+            matching = [e for e in events if sub.resources is None or e.resource.key in sub.resources]
+            if matching:
+                try:
+                    sub.batch_callback(matching)
+                except Exception:
+                    log.exception("subscriber failed on a batch of %d events", len(matching))
 
     def _emit(self, kind: str, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
         event = WatchEvent(kind, rt, copy.deepcopy(obj), copy.deepcopy(old), self._rv)

@@ -1,0 +1,402 @@
+"""A kubelet simulator: a Node for every running EC2 instance of the cluster, read through the EC2 API.
+
+It stands in for the kubelets of the instances Fleetwright launches (against moto, or any EC2 endpoint):
+
+* every ``running`` instance tagged ``fleetwright.io/cluster=<cluster>`` registers a Node named like
+  EKS names them (the instance's private DNS name, e.g. ``ip-10-0-1-23.ec2.internal``), with the labels
+  and taints its user data passes to the kubelet (:mod:`fleetwright.local.userdata`), the well-known
+  labels of its instance type, zone and capacity type, capacity and allocatable from its instance type
+  (and the user data's kubelet settings), and ``spec.providerID = aws:///<zone>/<instance-id>``;
+* the Node reports ``Ready=False`` at registration and ``Ready=True`` once ``ready_delay`` has passed;
+* pods bound to a Ready node start Running (the emulator's PodLifecycleController leaves these nodes
+  alone: they carry the ``fleetwright.io/simulated-kubelet`` annotation);
+* when the instance is shutting down, terminated, stopped or gone, its pods and its Node are deleted.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, from_aws
+from fleetwright.catalog.from_ec2 import instance_type_from_ec2
+from fleetwright.catalog.loader import builtin_catalog, format_quantity, with_kubelet
+from fleetwright.local.apiserver.controllers import SIMULATED_KUBELET_ANNOTATION, PodLifecycleController
+from fleetwright.local.apiserver.errors import ApiError
+from fleetwright.local.apiserver.resources import NODES, PODS
+from fleetwright.local.apiserver.selectors import FieldSelector
+from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
+from fleetwright.local.userdata import AL2, BOTTLEROCKET, NodeBootstrap, parse_user_data
+from fleetwright.model import labels as wk
+from fleetwright.model.instancetype import InstanceType
+
+if TYPE_CHECKING:
+    from fleetwright.local.apiserver.server import ApiServer
+
+JsonObject = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+LIVE_STATES = ("pending", "running")
+LAUNCH_TEMPLATE_ID_TAG = "aws:ec2launchtemplate:id"
+LAUNCH_TEMPLATE_VERSION_TAG = "aws:ec2launchtemplate:version"
+KUBELET_VERSION = "v1.31.0-eks-fleetwright"
+_OS_IMAGES = {AL2: "Amazon Linux 2", BOTTLEROCKET: "Bottlerocket OS 1.26.0 (aws-k8s-1.31)"}
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletOptions:
+    """How ``ApiServer(kubelet=...)`` builds its :class:`KubeletSimulator`."""
+
+    ec2_client: Any
+    cluster_name: str
+    ready_delay: float = 2.0
+    poll_interval: float = 0.5
+
+
+def node_name_for(instance: Mapping[str, Any], region: str) -> str:
+    """The Node name EKS uses: the private DNS name, else ``ip-a-b-c-d`` in the region's domain."""
+    if instance.get("PrivateDnsName"):
+        return str(instance["PrivateDnsName"])
+    domain = "ec2.internal" if region == "us-east-1" else f"{region}.compute.internal"
+    ip = instance.get("PrivateIpAddress")
+    if ip:
+        return f"ip-{str(ip).replace('.', '-')}.{domain}"
+    return f"{instance['InstanceId']}.{domain}"
+
+
+def _instance_id(node: JsonObject) -> str:
+    return str(node.get("spec", {}).get("providerID") or "").rpartition("/")[2]
+
+
+def _is_ready(node: JsonObject) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions") or []
+    )
+
+
+class KubeletSimulator(PodLifecycleController):
+    """Registers, readies, runs and removes the Nodes of a cluster's EC2 instances.
+
+    ``server_or_store``: an ``ApiServer`` or its ``Store``. ``ec2_client``: a boto3 EC2 client (moto in
+    tests). ``clock`` (monotonic seconds) times ``ready_delay``. ``start()`` polls EC2 every
+    ``poll_interval`` seconds on a thread; ``poll_once()`` does one round in the calling thread.
+    """
+
+    watches = (PODS, NODES)
+
+    def __init__(
+        self,
+        server_or_store: ApiServer | Store,
+        ec2_client: Any,
+        cluster_name: str,
+        *,
+        ready_delay: float = 2.0,
+        poll_interval: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        store = server_or_store if isinstance(server_or_store, Store) else server_or_store.store
+        super().__init__(store)
+        self.ec2 = ec2_client
+        self.cluster_name = cluster_name
+        self.ready_delay = ready_delay
+        self.poll_interval = poll_interval
+        self.clock = clock
+        self.region = str(getattr(getattr(ec2_client, "meta", None), "region_name", None) or "us-east-1")
+        self._registered_at: dict[str, float] = {}  # node uid → clock() at registration
+        self._user_data: dict[str, NodeBootstrap] = {}
+        self._types: dict[str, InstanceType | None] = {}
+        self._node_names: frozenset[str] = frozenset()
+        self._poll_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def start(self, *, poll: bool = True) -> None:
+        """Start running the pods bound to Ready nodes as they come, and (with ``poll``) poll EC2 on a
+        background thread; without it, call ``poll_once()`` yourself (tests with a fake clock)."""
+        if self._subscription is not None:
+            return
+        self._stopping.clear()
+        super().start()
+        if not poll:
+            return
+        self._thread = threading.Thread(target=self._loop, name="fleetwright-kubelet", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling and running pods (Nodes stay as they are)."""
+        super().stop()
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.poll_once()
+            except Exception:
+                log.exception("kubelet simulator poll failed")
+            self._stopping.wait(self.poll_interval)
+
+    def wants(self, event: WatchEvent) -> bool:
+        """Nodes, and pods bound to this simulator's nodes: only they can give it pods to start."""
+        return (
+            event.resource.key == NODES.key
+            or event.object.get("spec", {}).get("nodeName") in self._node_names
+        )
+
+    # -- pods -----------------------------------------------------------------------------------------
+
+    def _mine(self, node: JsonObject) -> bool:
+        return (node["metadata"].get("annotations") or {}).get(
+            SIMULATED_KUBELET_ANNOTATION
+        ) == self.cluster_name
+
+    def runs_pods_of(self, node: JsonObject) -> bool:
+        """This simulator starts the pods of its own nodes once they are Ready."""
+        return self._mine(node) and _is_ready(node)
+
+    def reconcile(self) -> None:
+        """Start the Pending pods bound to this simulator's Ready nodes."""
+        nodes = [n for n in self.store.list(NODES)[0] if self._mine(n)]
+        self._node_names = frozenset(n["metadata"]["name"] for n in nodes)
+        with self.store.transaction():  # started pods reach subscribers as one batch
+            for node in nodes:
+                if not _is_ready(node):
+                    continue
+                on_node = FieldSelector((("spec.nodeName", True, node["metadata"]["name"]),))
+                for pod in self.store.list(PODS, fields=on_node)[0]:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        continue
+                    if pod.get("status", {}).get("phase", "Pending") == "Pending":
+                        self._start(pod, node)
+
+    # -- EC2 ------------------------------------------------------------------------------------------
+
+    def poll_once(self) -> None:
+        """Read the cluster's instances once: register new ones, ready those whose delay has passed,
+        remove those that went away."""
+        with self._poll_lock:
+            instances = self._describe()
+            nodes = {_instance_id(n): n for n in self.store.list(NODES)[0] if self._mine(n)}
+            for instance_id, node in nodes.items():
+                state = instances.get(instance_id, {}).get("State", {}).get("Name")
+                if state not in LIVE_STATES:
+                    self._remove(node)
+            taken = {n["metadata"]["name"] for n in self.store.list(NODES)[0]}
+            for instance_id, instance in instances.items():
+                if instance.get("State", {}).get("Name") == "running" and instance_id not in nodes:
+                    self._register(instance, taken)
+            for node in self.store.list(NODES)[0]:
+                if self._mine(node) and not _is_ready(node) and _instance_id(node) in instances:
+                    self._maybe_ready(node)
+        self._runner.notify()
+
+    def _describe(self) -> dict[str, JsonObject]:
+        paginator = self.ec2.get_paginator("describe_instances")
+        found: dict[str, JsonObject] = {}
+        pages = paginator.paginate(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster_name]}])
+        for page in pages:
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    found[str(instance["InstanceId"])] = instance
+        return found
+
+    def _bootstrap(self, instance: Mapping[str, Any]) -> NodeBootstrap:
+        instance_id = str(instance["InstanceId"])
+        cached = self._user_data.get(instance_id)
+        if cached is None:
+            cached = parse_user_data(self._read_user_data(instance))
+            self._user_data[instance_id] = cached
+        return cached
+
+    def _read_user_data(self, instance: Mapping[str, Any]) -> str:
+        """The instance's user data; else its launch template version's (for EC2 fleets that do not
+        copy it onto the instance)."""
+        answer = self.ec2.describe_instance_attribute(InstanceId=instance["InstanceId"], Attribute="userData")
+        encoded = (answer.get("UserData") or {}).get("Value")
+        if not encoded:
+            tags = from_aws(instance.get("Tags"))
+            template = tags.get(LAUNCH_TEMPLATE_ID_TAG)
+            if template:
+                versions = self.ec2.describe_launch_template_versions(
+                    LaunchTemplateId=template, Versions=[tags.get(LAUNCH_TEMPLATE_VERSION_TAG, "$Default")]
+                )["LaunchTemplateVersions"]
+                if versions:
+                    encoded = versions[0].get("LaunchTemplateData", {}).get("UserData")
+        if not encoded:
+            return ""
+        return base64.b64decode(encoded).decode("utf-8", errors="replace")
+
+    def _instance_type(self, name: str) -> InstanceType | None:
+        if name not in self._types:
+            found: InstanceType | None = None
+            with contextlib.suppress(ValueError):
+                found = next((t for t in builtin_catalog(self.region) if t.name == name), None)
+            if found is None:
+                infos = self.ec2.describe_instance_types(InstanceTypes=[name]).get("InstanceTypes", [])
+                with contextlib.suppress(ValueError, KeyError):
+                    found = instance_type_from_ec2(infos[0]) if infos else None
+            self._types[name] = found
+        return self._types[name]
+
+    # -- nodes ----------------------------------------------------------------------------------------
+
+    def node_object(self, instance: Mapping[str, Any]) -> JsonObject:
+        """The Node a kubelet on ``instance`` registers (``Ready=False``)."""
+        bootstrap = self._bootstrap(instance)
+        tags = from_aws(instance.get("Tags"))
+        zone = str(instance.get("Placement", {}).get("AvailabilityZone", ""))
+        type_name = str(instance.get("InstanceType", ""))
+        instance_type = self._instance_type(type_name)
+        name = node_name_for(instance, self.region)
+        arch = "arm64" if instance.get("Architecture") == "arm64" else "amd64"
+        labels: dict[str, str] = {}
+        capacity: dict[str, str] = {}
+        allocatable: dict[str, str] = {}
+        if instance_type is not None:
+            adjusted = with_kubelet([instance_type], bootstrap.kubelet)[0]
+            labels.update(adjusted.labels)
+            arch = adjusted.labels.get(wk.ARCH, arch)
+            capacity = {k: format_quantity(k, v) for k, v in sorted(adjusted.capacity.items())}
+            allocatable = {k: format_quantity(k, v) for k, v in sorted(adjusted.allocatable.items())}
+        labels.update(bootstrap.labels)
+        capacity_type = "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand"
+        labels.setdefault(wk.CAPACITY_TYPE, capacity_type)
+        if tags.get(NODEPOOL_TAG):
+            labels.setdefault(wk.NODEPOOL, tags[NODEPOOL_TAG])
+        labels.update(
+            {
+                wk.INSTANCE_TYPE: type_name,
+                "beta.kubernetes.io/instance-type": type_name,
+                wk.ZONE: zone,
+                wk.REGION: self.region,
+                wk.ARCH: arch,
+                "beta.kubernetes.io/arch": arch,
+                wk.OS: "linux",
+                "beta.kubernetes.io/os": "linux",
+                wk.HOSTNAME: name,
+            }
+        )
+        ip = str(instance.get("PrivateIpAddress") or "")
+        addresses = [{"type": "InternalIP", "address": ip}] if ip else []
+        addresses += [{"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]
+        now = rfc3339(self.store.clock())
+        spec: JsonObject = {"providerID": f"aws:///{zone}/{instance['InstanceId']}"}
+        if bootstrap.taints:
+            spec["taints"] = [
+                {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+                for t in bootstrap.taints
+            ]
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": dict(sorted(labels.items())),
+                "annotations": {SIMULATED_KUBELET_ANNOTATION: self.cluster_name},
+            },
+            "spec": spec,
+            "status": {
+                "capacity": capacity,
+                "allocatable": allocatable,
+                "conditions": [
+                    *(
+                        {
+                            "type": kind,
+                            "status": "False",
+                            "reason": f"KubeletHas{reason}",
+                            "message": message,
+                            "lastHeartbeatTime": now,
+                            "lastTransitionTime": now,
+                        }
+                        for kind, reason, message in (
+                            ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
+                            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+                            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"),
+                        )
+                    ),
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "KubeletNotReady",
+                        "message": "container runtime network not ready: NetworkReady=false",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    },
+                ],
+                "addresses": addresses,
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {
+                    "architecture": arch,
+                    "bootID": f"boot-{instance['InstanceId']}",
+                    "containerRuntimeVersion": "containerd://1.7.22",
+                    "kernelVersion": "6.1.0",
+                    "kubeProxyVersion": KUBELET_VERSION,
+                    "kubeletVersion": KUBELET_VERSION,
+                    "machineID": str(instance["InstanceId"]).replace("-", ""),
+                    "operatingSystem": "linux",
+                    "osImage": _OS_IMAGES.get(bootstrap.family, "Amazon Linux 2023"),
+                    "systemUUID": str(instance["InstanceId"]),
+                },
+            },
+        }
+
+    def _register(self, instance: Mapping[str, Any], taken: set[str]) -> None:
+        node = self.node_object(instance)
+        name = node["metadata"]["name"]
+        if name in taken:
+            log.warning("instance %s: a node named %s exists already", instance["InstanceId"], name)
+            return
+        try:
+            created = self.store.create(NODES, node)
+        except ApiError as err:
+            log.warning("instance %s: cannot register node %s: %s", instance["InstanceId"], name, err.message)
+            return
+        taken.add(name)
+        self._registered_at[created["metadata"]["uid"]] = self.clock()
+        log.info("node %s registered for %s", name, instance["InstanceId"])
+
+    def _maybe_ready(self, node: JsonObject) -> None:
+        uid = node["metadata"]["uid"]
+        since = self._registered_at.setdefault(uid, self.clock())
+        if self.clock() - since < self.ready_delay:
+            return
+        now = rfc3339(self.store.clock())
+
+        def ready(obj: JsonObject) -> JsonObject:
+            for condition in obj.get("status", {}).get("conditions") or []:
+                if condition.get("type") == "Ready":
+                    condition.update(
+                        status="True",
+                        reason="KubeletReady",
+                        message="kubelet is posting ready status",
+                        lastHeartbeatTime=now,
+                        lastTransitionTime=now,
+                    )
+            return obj
+
+        with contextlib.suppress(ApiError):
+            self.store.mutate(NODES, None, node["metadata"]["name"], ready, "status")
+
+    def _remove(self, node: JsonObject) -> None:
+        name = node["metadata"]["name"]
+        on_node = FieldSelector((("spec.nodeName", True, name),))
+        for pod in self.store.list(PODS, fields=on_node)[0]:
+            with contextlib.suppress(ApiError):
+                self.store.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"], grace_period=0)
+        with contextlib.suppress(ApiError):
+            self.store.delete(NODES, None, name)
+        self._registered_at.pop(node["metadata"]["uid"], None)
+        self._user_data.pop(_instance_id(node), None)
+        log.info("node %s removed: its instance is gone", name)

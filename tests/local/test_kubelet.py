@@ -1,0 +1,228 @@
+"""The kubelet simulator against moto: Nodes for the cluster's instances, Ready after a delay, pods run,
+Nodes removed when instances terminate."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fleetwright.aws.cluster import ClusterInfo
+from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG
+from fleetwright.aws.userdata import BootstrapOptions, user_data_for
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.resources import NODES, PODS
+from fleetwright.local.apiserver.store import Store
+from fleetwright.local.kubelet import KubeletOptions, KubeletSimulator
+from fleetwright.model.ec2nodeclass import KubeletConfiguration
+from fleetwright.model.taints import Taint
+from tests.local.helpers import pod, wait_for
+
+REGION = "us-east-1"
+CLUSTER = ClusterInfo(
+    name="demo",
+    endpoint="https://example.eks",
+    ca_bundle="Q0E=",
+    version="1.31",
+    service_cidr="10.100.0.0/16",
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Ec2:
+    client: Any
+    subnet: str
+
+
+@pytest.fixture
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2]:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    with mock_aws():
+        client = boto3.client("ec2", region_name=REGION)
+        vpc = client.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = client.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone="us-east-1b")
+        yield Ec2(client, subnet["Subnet"]["SubnetId"])
+
+
+def launch(
+    ec2: Ec2,
+    user_data: str = "",
+    *,
+    cluster: str = "demo",
+    instance_type: str = "m5.large",
+    tags: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    all_tags = {CLUSTER_TAG: cluster, **(tags or {})}
+    kwargs: dict[str, Any] = {
+        "ImageId": "ami-12c6146b",
+        "MinCount": 1,
+        "MaxCount": 1,
+        "InstanceType": instance_type,
+        "SubnetId": ec2.subnet,
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in all_tags.items()]}
+        ],
+        **extra,
+    }
+    if user_data:
+        kwargs["UserData"] = user_data
+    return dict(ec2.client.run_instances(**kwargs)["Instances"][0])
+
+
+def user_data(family: str = "AL2023", **labels: str) -> str:
+    return user_data_for(
+        family,
+        BootstrapOptions(
+            cluster=CLUSTER,
+            labels={"team": "ml", "karpenter.sh/nodepool": "general", **labels},
+            taints=(Taint("dedicated", "NoSchedule", "ml"),),
+            kubelet=KubeletConfiguration.model_validate({"maxPods": 20}),
+        ),
+    )
+
+
+def simulator(store: Store, ec2: Ec2, clock: FakeClock, **kw: Any) -> KubeletSimulator:
+    sim = KubeletSimulator(store, ec2.client, "demo", ready_delay=2.0, clock=clock, **kw)
+    return sim
+
+
+def ready(node: dict[str, Any]) -> str:
+    return str(next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"))
+
+
+@pytest.mark.parametrize("family", ["AL2023", "AL2", "Bottlerocket"])
+def test_registers_a_node_like_eks(ec2: Ec2, family: str) -> None:
+    store, clock = Store(), FakeClock()
+    instance = launch(ec2, user_data(family, **{"karpenter.sh/capacity-type": "spot"}))
+    launch(ec2, user_data(), cluster="someone-else")
+
+    simulator(store, ec2, clock).poll_once()
+
+    nodes = store.list(NODES)[0]
+    assert len(nodes) == 1
+    node = nodes[0]
+    name = node["metadata"]["name"]
+    assert name == instance["PrivateDnsName"]
+    assert name == f"ip-{instance['PrivateIpAddress'].replace('.', '-')}.ec2.internal"
+    labels = node["metadata"]["labels"]
+    assert labels["team"] == "ml"
+    assert labels["karpenter.sh/nodepool"] == "general"
+    assert labels["karpenter.sh/capacity-type"] == "spot"
+    assert labels["node.kubernetes.io/instance-type"] == "m5.large"
+    assert labels["karpenter.k8s.aws/instance-family"] == "m5"
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert labels["topology.kubernetes.io/region"] == REGION
+    assert labels["kubernetes.io/arch"] == "amd64"
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["kubernetes.io/hostname"] == name
+    assert node["spec"]["taints"] == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    assert node["spec"]["providerID"] == f"aws:///us-east-1b/{instance['InstanceId']}"
+    assert node["status"]["capacity"]["cpu"] == "2"
+    assert node["status"]["capacity"]["memory"] == "8Gi"
+    assert node["status"]["allocatable"]["pods"] == "20"  # maxPods from the user data
+    assert node["status"]["allocatable"]["cpu"] == "1930m"
+    assert {"type": "InternalIP", "address": instance["PrivateIpAddress"]} in node["status"]["addresses"]
+    assert ready(node) == "False"
+
+
+def test_ready_after_delay_then_runs_pods_then_goes_with_the_instance(ec2: Ec2) -> None:
+    store, clock = Store(), FakeClock()
+    instance = launch(ec2, user_data())
+    sim = simulator(store, ec2, clock)
+    sim.start(poll=False)
+    try:
+        sim.poll_once()
+        name = store.list(NODES)[0][0]["metadata"]["name"]
+        store.create(PODS, pod("web", node_name=name))
+
+        clock.now += 1.5
+        sim.poll_once()
+        assert ready(store.get(NODES, None, name)) == "False"
+        assert store.get(PODS, "default", "web")["status"]["phase"] == "Pending"
+
+        clock.now += 1.0
+        sim.poll_once()
+        assert ready(store.get(NODES, None, name)) == "True"
+        web = store.get(PODS, "default", "web")
+        assert web["status"]["phase"] == "Running"
+        assert web["status"]["hostIP"] == instance["PrivateIpAddress"]
+
+        store.create(PODS, pod("late", node_name=name))
+        assert store.get(PODS, "default", "late")["status"]["phase"] == "Running"
+
+        ec2.client.terminate_instances(InstanceIds=[instance["InstanceId"]])
+        sim.poll_once()
+        assert store.list(NODES)[0] == []
+        assert store.list(PODS)[0] == []
+    finally:
+        sim.stop()
+
+
+def test_capacity_type_and_nodepool_from_the_instance(ec2: Ec2) -> None:
+    store = Store()
+    launch(
+        ec2,
+        user_data_for("AL2023", BootstrapOptions(cluster=CLUSTER)),
+        tags={NODEPOOL_TAG: "batch"},
+        InstanceMarketOptions={"MarketType": "spot"},
+        instance_type="m6g.xlarge",
+    )
+    launch(ec2, "", instance_type="c5.large")
+
+    simulator(store, ec2, FakeClock()).poll_once()
+
+    labels = {
+        n["metadata"]["labels"]["node.kubernetes.io/instance-type"]: n["metadata"]["labels"]
+        for n in store.list(NODES)[0]
+    }
+    assert labels["m6g.xlarge"]["karpenter.sh/capacity-type"] == "spot"
+    assert labels["m6g.xlarge"]["karpenter.sh/nodepool"] == "batch"
+    assert labels["m6g.xlarge"]["kubernetes.io/arch"] == "arm64"
+    assert labels["c5.large"]["karpenter.sh/capacity-type"] == "on-demand"
+    assert "karpenter.sh/nodepool" not in labels["c5.large"]
+
+
+def test_user_data_from_the_launch_template_when_the_instance_has_none(ec2: Ec2) -> None:
+    template = ec2.client.create_launch_template(
+        LaunchTemplateName="fleetwright-demo",
+        LaunchTemplateData={"UserData": base64.b64encode(user_data(role="from-template").encode()).decode()},
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    instance = launch(ec2)
+    ec2.client.create_tags(
+        Resources=[instance["InstanceId"]], Tags=[{"Key": "aws:ec2launchtemplate:id", "Value": template}]
+    )
+    store = Store()
+
+    simulator(store, ec2, FakeClock()).poll_once()
+
+    assert store.list(NODES)[0][0]["metadata"]["labels"]["role"] == "from-template"
+
+
+def test_runs_in_the_background_inside_the_apiserver(ec2: Ec2) -> None:
+    options = KubeletOptions(ec2.client, "demo", ready_delay=0.1, poll_interval=0.02)
+    with ApiServer(port=0, kubelet=options) as server:
+        instance = launch(ec2, user_data())
+        node = wait_for(lambda: server.store.list(NODES)[0])[0]
+        name = node["metadata"]["name"]
+        server.store.create(PODS, pod("web", node_name=name))
+        wait_for(lambda: server.store.get(PODS, "default", "web")["status"]["phase"] == "Running")
+        assert ready(server.store.get(NODES, None, name)) == "True"
+
+        ec2.client.terminate_instances(InstanceIds=[instance["InstanceId"]])
+        wait_for(lambda: not server.store.list(NODES)[0])
