@@ -150,6 +150,7 @@ def test_vpc_limits_fill_in_missing_network_data():
         lambda info: info.pop("VCpuInfo"),
         lambda info: info["MemoryInfo"].update(SizeInMiB=0),
         lambda info: info["ProcessorInfo"].update(SupportedArchitectures=["x86_64_mac"]),
+        lambda info: info.update(SupportedVirtualizationTypes=["paravirtual"]),
     ],
 )
 def test_unusable_entries_are_rejected(change):

@@ -207,6 +207,13 @@ def instance_type_from_ec2(
     computed for the default kubelet settings. Raises :class:`UnsupportedInstanceTypeError` for entries
     that cannot be a Linux EKS node.
     """
+    virtualization = info.get("SupportedVirtualizationTypes")
+    if virtualization and "hvm" not in virtualization:
+        # EKS-optimized AMIs are HVM images: they boot on Nitro, Xen (HVM) and bare metal, not on
+        # paravirtual-only Xen types.
+        raise UnsupportedInstanceTypeError(
+            f"{info.get('InstanceType')}: no HVM virtualization (paravirtual only)"
+        )
     capacity, eni_limits = capacity_from_ec2(info, vpc_limits)
     type_labels = labels_from_ec2(info)
     return InstanceType(
