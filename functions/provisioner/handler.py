@@ -1,0 +1,155 @@
+"""Provisioner Lambda: an EventBridge schedule (every minute) invokes it; it watches unschedulable pods
+and launches nodes for them until its deadline (remaining time minus a margin), then hands over to the
+next invocation. See docs/provisioner.md.
+
+Cold start: only Powertools' Logger and Metrics are imported here (~0.2 s). Configuration, boto3, the
+Kubernetes adapter, Powertools idempotency (~0.7 s) and the X-Ray tracer (~0.5 s, only with
+``FLEETWRIGHT_TRACING=true``) load on the first invocation, which also validates the NodePool documents
+and fails with ``fleetwright validate``'s messages when they are wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+
+SERVICE = "fleetwright-provisioner"
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE)
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Fleetwright")
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What the first invocation builds and later (warm) invocations reuse."""
+
+    settings: Any
+    kube: Any
+    cloud: Any
+    state: Any
+    spans: Any
+    idempotent_run: Any
+    idempotency_config: Any
+
+
+# The runtime built by the first invocation (a dict so no ``global`` statement is needed).
+_RUNTIME: dict[str, Runtime] = {}
+
+
+def _read_parameter(region: str) -> Any:
+    def read(name: str) -> str:
+        from fleetwright.aws.clients import clients_for
+
+        answer = clients_for(region).ssm.get_parameter(Name=name, WithDecryption=True)
+        return str(answer["Parameter"]["Value"])
+
+    return read
+
+
+def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
+    """Read and validate the configuration and connect to AWS, the state table and Kubernetes.
+
+    Raises ``fleetwright.provisioning.ConfigError`` with what to fix.
+    """
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+
+    from fleetwright.aws.clients import clients_for
+    from fleetwright.aws.cluster import describe_cluster
+    from fleetwright.aws.provider import AwsProvider
+    from fleetwright.kube import KubeClient, KubeCluster
+    from fleetwright.provisioning import observability as obs
+    from fleetwright.provisioning.config import settings_from_env
+    from fleetwright.state import StateStore
+
+    env = dict(os.environ if environ is None else environ)
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+    settings = settings_from_env(env, read_parameter=_read_parameter(region))
+    for warning in settings.config.warnings:
+        logger.warning(warning)
+    cluster = settings.config.cluster_name
+    clients = clients_for(settings.region)
+    state = StateStore(settings.table_name, cluster, region=settings.region)
+    cloud = AwsProvider(
+        describe_cluster(clients, cluster), settings.region, clients=clients, unavailable=state.unavailable
+    )
+    client = (
+        KubeClient.from_kubeconfig(settings.kubeconfig)
+        if settings.kubeconfig
+        else KubeClient.for_eks(cluster, settings.region, eks_client=clients.eks)
+    )
+    spans: Any = obs.NoSpans()
+    if settings.tracing:
+        from aws_lambda_powertools import Tracer
+
+        spans = obs.TracerSpans(Tracer(service=SERVICE))
+    config = IdempotencyConfig(
+        event_key_jmespath="id", expires_after_seconds=3600, raise_on_no_idempotency_key=False
+    )
+    run = idempotent_function(
+        data_keyword_argument="event",
+        persistence_store=state.idempotency_layer("provisioner"),
+        config=config,
+    )(_run)
+    logger.info(
+        "provisioner configured",
+        extra={
+            "cluster": cluster,
+            "nodePools": [np.name for np in settings.config.nodepools],
+            "sources": settings.sources,
+            "economy": settings.config.economy,
+        },
+    )
+    return Runtime(settings, KubeCluster(client), cloud, state, spans, run, config)
+
+
+def runtime() -> Runtime:
+    """The module-scope runtime (built by the first invocation)."""
+    if "runtime" not in _RUNTIME:
+        _RUNTIME["runtime"] = build_runtime()
+    return _RUNTIME["runtime"]
+
+
+def reset_runtime() -> None:
+    """Forget the runtime (tests, or to re-read the configuration)."""
+    _RUNTIME.clear()
+
+
+def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from fleetwright.provisioning import Provisioner
+    from fleetwright.provisioning import observability as obs
+
+    rt = runtime()
+    config = rt.settings.config
+    remaining = context.get_remaining_time_in_millis() / 1000.0
+    deadline = time.monotonic() + max(0.0, remaining - config.deadline_margin_seconds)
+    provisioner = Provisioner(
+        rt.kube,
+        rt.cloud,
+        rt.state,
+        config,
+        metrics=obs.PowertoolsMetrics(metrics),
+        logger=logger,
+        spans=rt.spans,
+        holder=getattr(context, "aws_request_id", None),
+    )
+    report = provisioner.run_until(deadline)
+    summary = report.summary()
+    logger.info("provisioner finished", extra={"summary": summary})
+    return summary
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The Lambda entry point."""
+    try:
+        rt = runtime()
+    except Exception as error:
+        logger.error("provisioner cannot start", extra={"error": str(error)})
+        raise
+    rt.idempotency_config.register_lambda_context(context)
+    result: dict[str, Any] = rt.idempotent_run(event=event, context=context)
+    return result

@@ -1,0 +1,218 @@
+"""The provisioner's configuration: NodePool/EC2NodeClass documents and options from the environment.
+
+Documents come from a bundled file (or directory) or an SSM parameter, and are checked exactly as
+``fleetwright validate`` checks them, so a bad deployment fails its first invocation with the same lines
+the command prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.nodepool import NodePool
+
+ENV_CLUSTER = "FLEETWRIGHT_CLUSTER_NAME"
+ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
+ENV_NODEPOOLS_FILE = "FLEETWRIGHT_NODEPOOLS_FILE"
+ENV_NODEPOOLS_PARAMETER = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
+ENV_KUBECONFIG = "FLEETWRIGHT_KUBECONFIG"
+ENV_TRACING = "FLEETWRIGHT_TRACING"
+ENV_ECONOMY = "FLEETWRIGHT_ECONOMY_MODE"
+
+# Option → (environment variable, default). Numbers are seconds unless named otherwise.
+NUMERIC_OPTIONS: dict[str, tuple[str, float]] = {
+    "batch_idle_seconds": ("FLEETWRIGHT_BATCH_IDLE_SECONDS", 1.0),
+    "batch_max_seconds": ("FLEETWRIGHT_BATCH_MAX_SECONDS", 10.0),
+    "registration_timeout_seconds": ("FLEETWRIGHT_REGISTRATION_TIMEOUT_SECONDS", 900.0),
+    "deadline_margin_seconds": ("FLEETWRIGHT_DEADLINE_MARGIN_SECONDS", 10.0),
+    "lease_seconds": ("FLEETWRIGHT_LEASE_SECONDS", 30.0),
+    "reconcile_interval_seconds": ("FLEETWRIGHT_RECONCILE_INTERVAL_SECONDS", 5.0),
+    "orphan_grace_seconds": ("FLEETWRIGHT_ORPHAN_GRACE_SECONDS", 30.0),
+    "launch_parallelism": ("FLEETWRIGHT_LAUNCH_PARALLELISM", 8),
+}
+TRUE_VALUES = ("1", "true", "yes", "on")
+FALSE_VALUES = ("", "0", "false", "no", "off")
+
+
+class ConfigError(ValueError):
+    """The provisioner cannot start with this configuration; the message says what to fix."""
+
+
+@dataclass(slots=True)
+class ProvisionerConfig:
+    """What the provisioner provisions and how it paces itself.
+
+    Batching: a batch opens with the first pending pod and closes after ``batch_idle_seconds`` without a
+    new one, or ``batch_max_seconds`` after it opened. Claims whose node has not registered
+    ``registration_timeout_seconds`` after launch are terminated. A claim left ``Launching`` by a run
+    that died is matched to its instance by tag, or failed after ``orphan_grace_seconds``. ``economy``
+    makes each invocation a single pass instead of watching until the deadline.
+    """
+
+    cluster_name: str
+    nodepools: list[NodePool] = field(default_factory=list)
+    nodeclasses: list[EC2NodeClass] = field(default_factory=list)
+    batch_idle_seconds: float = 1.0
+    batch_max_seconds: float = 10.0
+    registration_timeout_seconds: float = 900.0
+    deadline_margin_seconds: float = 10.0
+    lease_seconds: float = 30.0
+    reconcile_interval_seconds: float = 5.0
+    orphan_grace_seconds: float = 30.0
+    launch_parallelism: int = 8
+    economy: bool = False
+    failed_claim_ttl_seconds: float = 3600.0
+    terminated_claim_ttl_seconds: float = 86400.0
+    warnings: list[str] = field(default_factory=list)
+
+    def nodeclass(self, name: str) -> EC2NodeClass | None:
+        """The EC2NodeClass called ``name``."""
+        return next((nc for nc in self.nodeclasses if nc.name == name), None)
+
+
+@dataclass(slots=True)
+class HandlerSettings:
+    """Everything the Lambda handler reads from its environment."""
+
+    config: ProvisionerConfig
+    table_name: str
+    region: str
+    kubeconfig: str | None = None
+    tracing: bool = False
+    sources: list[str] = field(default_factory=list)
+
+
+def load_documents(paths: list[str]) -> tuple[list[NodePool], list[EC2NodeClass], list[str]]:
+    """NodePools, EC2NodeClasses and warnings from YAML files or directories.
+
+    Raises :class:`ConfigError` with the lines ``fleetwright validate`` would print as errors, or when
+    there is no NodePool.
+    """
+    from fleetwright.cli import validate
+    from fleetwright.manifests import load_manifests
+    from fleetwright.model.errors import DocumentError
+
+    _, warnings, errors = validate(paths)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    try:
+        manifests = load_manifests(paths)
+    except DocumentError as error:  # a non-Karpenter document the validator skipped is broken
+        raise ConfigError(error.render()) from None
+    if not manifests.nodepools:
+        raise ConfigError(f"no NodePool found in {', '.join(paths)}")
+    return list(manifests.nodepools), list(manifests.nodeclasses), warnings
+
+
+def parameter_file(name: str, text: str, directory: str | None = None) -> str:
+    """Write an SSM parameter's documents to a file named after the parameter (so validation messages
+    name it) and return the path."""
+    base = Path(directory or tempfile.gettempdir()) / "fleetwright-parameters"
+    base.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip("/")) or "parameter"
+    path = base / f"{safe}.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _number(environ: Mapping[str, str], variable: str, default: float) -> float:
+    raw = environ.get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{variable}: expected a number, got {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise ConfigError(f"{variable}: expected a non-negative number, got {raw!r}")
+    return value
+
+
+def _flag(environ: Mapping[str, str], variable: str) -> bool:
+    raw = environ.get(variable, "").strip().lower()
+    if raw in TRUE_VALUES:
+        return True
+    if raw in FALSE_VALUES:
+        return False
+    raise ConfigError(f"{variable}: expected true or false, got {raw!r}")
+
+
+def options_from_env(environ: Mapping[str, str]) -> dict[str, float | int | bool]:
+    """The numeric and boolean options set in ``environ`` (with their defaults)."""
+    options: dict[str, float | int | bool] = {}
+    for name, (variable, default) in NUMERIC_OPTIONS.items():
+        value = _number(environ, variable, float(default))
+        options[name] = int(value) if isinstance(default, int) else value
+    if int(options["launch_parallelism"]) < 1:
+        raise ConfigError("FLEETWRIGHT_LAUNCH_PARALLELISM: must be at least 1")
+    if float(options["batch_max_seconds"]) < float(options["batch_idle_seconds"]):
+        raise ConfigError(
+            "FLEETWRIGHT_BATCH_MAX_SECONDS must not be shorter than FLEETWRIGHT_BATCH_IDLE_SECONDS"
+        )
+    options["economy"] = _flag(environ, ENV_ECONOMY)
+    return options
+
+
+def settings_from_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    read_parameter: Callable[[str], str] | None = None,
+    base_dir: str | None = None,
+) -> HandlerSettings:
+    """Read and validate the handler's configuration.
+
+    ``read_parameter(name)`` returns an SSM parameter's value (used with ``FLEETWRIGHT_NODEPOOLS_PARAMETER``);
+    relative ``FLEETWRIGHT_NODEPOOLS_FILE`` paths are read from ``base_dir`` (the Lambda task root).
+    Raises :class:`ConfigError`.
+    """
+    env = dict(os.environ if environ is None else environ)
+    missing = [v for v in (ENV_CLUSTER, ENV_TABLE) if not env.get(v, "").strip()]
+    if missing:
+        raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+    if not region:
+        raise ConfigError("missing environment variable AWS_REGION")
+    files = [p.strip() for p in env.get(ENV_NODEPOOLS_FILE, "").split(",") if p.strip()]
+    parameter = env.get(ENV_NODEPOOLS_PARAMETER, "").strip()
+    if files and parameter:
+        raise ConfigError(f"set only one of {ENV_NODEPOOLS_FILE} and {ENV_NODEPOOLS_PARAMETER}")
+    if parameter:
+        if read_parameter is None:
+            raise ConfigError(f"{ENV_NODEPOOLS_PARAMETER} is set but no SSM reader was given")
+        try:
+            text = read_parameter(parameter)
+        except Exception as error:
+            raise ConfigError(
+                f"{ENV_NODEPOOLS_PARAMETER}: cannot read SSM parameter {parameter}: {error}"
+            ) from None
+        paths = [parameter_file(parameter, text)]
+    elif files:
+        root = Path(base_dir or env.get("LAMBDA_TASK_ROOT") or ".")
+        paths = [str(p if Path(p).is_absolute() else root / p) for p in files]
+    else:
+        raise ConfigError(
+            f"set {ENV_NODEPOOLS_FILE} (bundled YAML) or {ENV_NODEPOOLS_PARAMETER} (SSM parameter)"
+        )
+    nodepools, nodeclasses, warnings = load_documents(paths)
+    options = options_from_env(env)
+    config = ProvisionerConfig(
+        cluster_name=env[ENV_CLUSTER].strip(),
+        nodepools=nodepools,
+        nodeclasses=nodeclasses,
+        warnings=warnings,
+        **options,  # type: ignore[arg-type]
+    )
+    return HandlerSettings(
+        config=config,
+        table_name=env[ENV_TABLE].strip(),
+        region=region,
+        kubeconfig=env.get(ENV_KUBECONFIG) or None,
+        tracing=_flag(env, ENV_TRACING),
+        sources=[parameter] if parameter else files,
+    )

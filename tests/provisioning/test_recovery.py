@@ -1,0 +1,127 @@
+"""Kubernetes and AWS errors mid-run leave consistent state, and the next run picks up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from fleetwright.aws.provider import AwsProvider
+from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.kube import KubeClient, KubeCluster
+from fleetwright.kube.config import ClusterConfig
+from fleetwright.provisioning import Provisioner
+from fleetwright.provisioning.observability import REGISTRATION_TIMEOUTS, RecordingMetrics
+from fleetwright.state import ClaimStatus
+from tests.provisioning.conftest import World, make_config
+
+
+class CrashAfterLaunch(AwsProvider):
+    """Launches for real, then fails as if the process died before recording the result."""
+
+    def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
+        super().launch_many(requests)
+        raise TimeoutError("Lambda timed out after CreateFleet")
+
+
+class FailBeforeLaunch(AwsProvider):
+    def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
+        raise ConnectionError("EC2 endpoint unreachable")
+
+
+def _provider(world: World, cls: type[AwsProvider]) -> AwsProvider:
+    return cls(world.aws.cluster, "us-east-1", clients=world.aws.clients, unavailable=world.state.unavailable)
+
+
+def test_a_crash_after_create_fleet_does_not_launch_twice(world: World) -> None:
+    world.pending(2)
+    crashed = world.provisioner(holder="crashed")
+    crashed.cloud = _provider(world, CrashAfterLaunch)
+    report = crashed.run_once()
+    assert report.launched == [] and "TimeoutError" in report.passes[0].error
+    [orphan] = world.state.nodeclaims.list()
+    assert orphan.status == ClaimStatus.LAUNCHING  # recorded before the launch
+    assert len(world.instances()) == 1
+
+    world.wall.advance(60)
+    recovered = world.provisioner(holder="next-run").run_once()
+    assert recovered.reconciles[0].adopted == [orphan.id]
+    assert recovered.launched == []  # the pods wait for the adopted instance
+    adopted = world.state.nodeclaims.get(orphan.id)
+    assert adopted is not None and adopted.status == ClaimStatus.LAUNCHED
+    assert adopted.instance_id == world.instances()[0]["InstanceId"]
+    assert len(world.instances()) == 1
+    assert world.create_fleet_calls() == 1
+
+
+def test_a_launch_that_never_reached_ec2_is_retried_after_the_grace_period(world: World) -> None:
+    world.pending(2)
+    failing = world.provisioner(holder="failing")
+    failing.cloud = _provider(world, FailBeforeLaunch)
+    assert "ConnectionError" in failing.run_once().passes[0].error
+    [orphan] = world.state.nodeclaims.list()
+
+    # Within the grace period the claim still counts as launching: nothing new.
+    world.wall.advance(10)
+    assert world.provisioner().run_once().launched == []
+    # After it, the claim is failed and the pods get a new one.
+    world.wall.advance(30)
+    report = world.provisioner().run_once()
+    assert report.reconciles[0].abandoned == [orphan.id]
+    [claim] = report.launched
+    assert claim.id != orphan.id
+    gone = world.state.nodeclaims.get(orphan.id)
+    assert gone is not None and gone.status == ClaimStatus.FAILED
+    assert len(world.instances()) == 1
+
+
+def test_kubernetes_unreachable_changes_nothing_and_the_next_run_launches(world: World) -> None:
+    world.pending(2)
+    unreachable = KubeCluster(KubeClient(ClusterConfig(server="http://127.0.0.1:9"), sleep=lambda _s: None))
+    broken = Provisioner(unreachable, world.cloud, world.state, make_config(), wall_clock=world.wall)
+    report = broken.run_once()
+    assert report.passes[0].error and report.reconciles[0].error == ""
+    assert world.state.nodeclaims.list() == []
+    assert world.create_fleet_calls() == 0
+    assert len(world.provisioner().run_once().launched) == 1
+
+
+def test_a_dynamodb_error_after_launch_is_settled_by_the_next_run(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.pending(1)
+    store = world.state.nodeclaims
+    original = store.transition
+
+    def broken(*args: Any, **kwargs: Any) -> bool:
+        raise ConnectionError("DynamoDB unreachable")
+
+    monkeypatch.setattr(store, "transition", broken)
+    first = world.provisioner().run_once()
+    assert "ConnectionError" in first.passes[0].error
+    monkeypatch.setattr(store, "transition", original)
+    world.wall.advance(60)
+    second = world.provisioner().run_once()
+    assert len(second.reconciles[0].adopted) == 1
+    assert second.launched == []
+    assert len(world.instances()) == 1
+
+
+def test_a_node_that_never_registers_is_terminated_after_15_minutes(world: World) -> None:
+    world.pending(2)
+    metrics = RecordingMetrics()
+    provisioner = world.provisioner(metrics=metrics)
+    [claim] = provisioner.run_once().launched
+    world.wall.advance(14 * 60)
+    assert provisioner.reconcile().timed_out == []
+    world.wall.advance(61)
+    assert provisioner.reconcile().timed_out == [claim.id]
+    assert world.instances() == []
+    assert [i["InstanceId"] for i in world.instances(("shutting-down", "terminated"))] == [claim.instance_id]
+    terminated = world.state.nodeclaims.get(claim.id)
+    assert terminated is not None and terminated.status == ClaimStatus.TERMINATED
+    assert metrics.total(REGISTRATION_TIMEOUTS, NodePool="default") == 1
+    # The pods are still pending: the next pass launches a replacement.
+    [replacement] = provisioner.run_once().launched
+    assert replacement.id != claim.id
