@@ -16,7 +16,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/fleetwright plan -f examples/inflate/ -o table
+	$(BIN)/fleetwright demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

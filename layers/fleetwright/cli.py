@@ -23,7 +23,7 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler = Callable[[argparse.Namespace], int]
 
 # Modules with an ``add_cli(subparsers)`` function, imported when the parser is built.
-OPTIONAL_COMMANDS = ("fleetwright.local.apiserver.server",)
+OPTIONAL_COMMANDS = ("fleetwright.local.apiserver.server", "fleetwright.local.cli")
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad input: unreadable or invalid manifests, catalogs or arguments

@@ -147,6 +147,13 @@ def test_limits_count_existing_usage() -> None:
     assert "limit cpu=8 reached" in result.errors[0].reason
 
 
+def test_usage_of_resources_without_a_limit_does_not_block() -> None:
+    pool = nodepool("capped", limits={"cpu": "100"}, usage={"cpu": "2", "memory": "8Gi", "pods": "29"})
+    result = run([pod("a", cpu="1")], [pool])
+    assert not result.errors
+    assert len(result.new_claims) == 1
+
+
 def test_daemonset_overhead_is_reserved_on_each_new_node() -> None:
     daemon = pod("ds", cpu="1", memory="1Gi")
     pool = nodepool(requirements=AMD64_ON_DEMAND)

@@ -10,6 +10,7 @@ from moto import mock_aws
 
 from fleetwright.aws.clients import AwsClients
 from fleetwright.state import DynamoTable
+from fleetwright.state.table import create_state_table as create_table
 
 REGION = "us-east-1"
 TABLE = "fleetwright-state"
@@ -29,19 +30,8 @@ def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def create_state_table(client: Any, name: str = TABLE) -> None:
-    """The table as infra/state_table.py defines it: pk/sk strings, on-demand, TTL on expiresAt."""
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    client.update_time_to_live(
-        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
-    )
+    """The table as infra/state_table.py defines it."""
+    create_table(client, name)
 
 
 @pytest.fixture

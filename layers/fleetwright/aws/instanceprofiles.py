@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.tags import CLUSTER_TAG, to_aws
 from fleetwright.aws.ttlcache import TtlCache
 
 _CACHE: TtlCache[str] = TtlCache(ttl=3600.0)
+# Parallel launches of one node class would otherwise race to create the same profile.
+_LOCK = threading.Lock()
 
 
 def instance_profile_name(cluster: str, role: str) -> str:
@@ -29,13 +32,19 @@ def ensure_instance_profile(clients: AwsClients, cluster: str, role: str) -> str
         except Exception as error:
             if error_code(error) != "NoSuchEntity":
                 raise
-            profile = iam.create_instance_profile(
-                InstanceProfileName=name, Tags=to_aws({CLUSTER_TAG: cluster})
-            )["InstanceProfile"]
+            try:
+                profile = iam.create_instance_profile(
+                    InstanceProfileName=name, Tags=to_aws({CLUSTER_TAG: cluster})
+                )["InstanceProfile"]
+            except Exception as created_elsewhere:  # another process won the race: use its profile
+                if error_code(created_elsewhere) != "EntityAlreadyExists":
+                    raise
+                profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
         if not any(r.get("RoleName") == role_name for r in profile.get("Roles", [])):
             for existing in profile.get("Roles", []):
                 iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=existing["RoleName"])
             iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=role_name)
         return name
 
-    return _CACHE.get_or_compute((clients.region, name, role_name), compute)
+    with _LOCK:
+        return _CACHE.get_or_compute((clients.region, name, role_name), compute)

@@ -139,7 +139,11 @@ class PreparedPool:
         limits = self.template.limits
         if limits is None:
             return None
-        return res.subtract(res.subtract(limits, self.template.usage), self.reserved)
+        usage = self.template.usage
+        # Only the resources the NodePool limits count; usage of others (memory, pods, ...) is free.
+        return {
+            name: limit - usage.get(name, 0) - self.reserved.get(name, 0) for name, limit in limits.items()
+        }
 
     def within_limits(self, indices: list[int]) -> list[int]:
         """The instance types whose capacity still fits within the NodePool's limits."""

@@ -208,3 +208,23 @@ class DynamoTable:
                 return False
             raise
         return True
+
+
+def create_state_table(client: Any, name: str) -> None:
+    """Create the table as ``infra/state_table.py`` deploys it (pk/sk strings, on demand, TTL on
+    ``expiresAt``) — for the local sandbox and tests; production tables come from CDK."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
+            {"AttributeName": SORT_KEY, "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )

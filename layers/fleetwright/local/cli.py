@@ -1,0 +1,97 @@
+"""``fleetwright demo`` and ``fleetwright local up``: the sandbox from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+Subparsers = Any
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from fleetwright.local.demo import run_demo
+    from fleetwright.local.sandbox import SandboxOptions
+    from fleetwright.model.errors import DocumentError
+
+    steps = tuple(int(s) for s in args.steps.split(","))
+    try:
+        return run_demo(
+            steps=steps,
+            timeout=args.timeout,
+            options=SandboxOptions(manifests=args.filename or ["examples/inflate"]),
+        )
+    except DocumentError as err:
+        print(err, file=sys.stderr)
+        return 2
+
+
+def _up(args: argparse.Namespace) -> int:
+    from fleetwright.local.sandbox import SandboxOptions, sandbox
+
+    options = SandboxOptions(
+        manifests=args.filename or ["examples/inflate"],
+        moto_port=args.moto_port or -1,
+        apiserver_port=args.port,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with sandbox(options) as box:
+        kubeconfig = box.kubeconfig(
+            Path(args.kubeconfig or tempfile.mkdtemp(prefix="fleetwright-")) / "config"
+        )
+        box.start_provisioner()
+        print(
+            f"""Fleetwright sandbox running (cluster {box.options.cluster_name}). In another shell:
+
+  export KUBECONFIG={kubeconfig}
+  export AWS_ENDPOINT_URL={box.moto_url} AWS_DEFAULT_REGION={box.options.region}
+  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
+  kubectl scale deployment/inflate --replicas=5
+  kubectl get nodes,pods -o wide
+  aws ec2 describe-instances --query 'Reservations[].Instances[].[InstanceId,InstanceType,State.Name]'
+
+Ctrl-C stops everything.""",
+            flush=True,
+        )
+        try:
+            while not stop.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def add_cli(subparsers: Subparsers) -> None:
+    """Register ``fleetwright demo`` and ``fleetwright local up``."""
+    from fleetwright.cli import command_group
+
+    demo = subparsers.add_parser(
+        "demo",
+        help="replay the scale-up walkthrough on a local sandbox (moto + Kubernetes API emulator)",
+        description="Start moto, the Kubernetes API emulator (scheduler, kubelet simulator) and the "
+        "provisioner in this process, scale the example Deployment and print a timeline.",
+    )
+    demo.add_argument("-f", "--filename", action="append", help="manifests (default examples/inflate)")
+    demo.add_argument("--steps", default="5,30", help="replica counts to scale to, in order (default 5,30)")
+    demo.add_argument("--timeout", type=float, default=60.0, help="seconds each step may take (default 60)")
+    demo.set_defaults(handler=_demo)
+
+    local = command_group(
+        subparsers, "local", "local stand-ins for the cloud: Kubernetes API emulator, simulators"
+    )
+    up = local.add_parser(
+        "up",
+        help="run the sandbox (moto server, API emulator, provisioner) until interrupted",
+        description="Start moto as an HTTP server, the Kubernetes API emulator and the provisioner loop, "
+        "print the kubeconfig and environment to use them, and run until Ctrl-C.",
+    )
+    up.add_argument("-f", "--filename", action="append", help="manifests (default examples/inflate)")
+    up.add_argument("--port", type=int, default=6443, help="API server port (default 6443)")
+    up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
+    up.add_argument("--kubeconfig", help="directory for the kubeconfig (default: a new temporary one)")
+    up.set_defaults(handler=_up)

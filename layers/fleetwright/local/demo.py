@@ -1,0 +1,206 @@
+"""``fleetwright demo``: the classic Karpenter walkthrough, on this machine, with no AWS account.
+
+It starts the sandbox (moto, the Kubernetes API emulator with a scheduler and an EC2-driven kubelet,
+Fleetwright's provisioner), scales the example Deployment to 5 and then 30 replicas, and prints a
+timeline (seconds since start: launches with instance type, zone, capacity type and $/h, node
+registration and readiness, running pods) and a final table of nodes. Exit code 0 when every replica
+runs, 1 (with the reason) otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from fleetwright.kube.resources import PODS
+from fleetwright.local.sandbox import SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
+
+DEFAULT_STEPS = (5, 30)
+
+
+@dataclass
+class Timeline:
+    """Watches the sandbox and prints what changed, with the seconds since the demo started."""
+
+    box: Sandbox
+    started: float
+    out: TextIO
+    app: str
+    selector: str
+    instances: set[str] = field(default_factory=set)
+    registered: set[str] = field(default_factory=set)
+    ready: set[str] = field(default_factory=set)
+    running: int = -1
+
+    def say(self, text: str) -> None:
+        """One timeline line."""
+        print(f"{time.monotonic() - self.started:7.1f}s  {text}", file=self.out, flush=True)
+
+    def poll(self) -> None:
+        """Print every launch, registration, readiness and change of running pods since the last poll."""
+        for record in sorted(self.box.state.nodeclaims.list(), key=lambda r: r.created_at):
+            if not record.instance_id or record.instance_id in self.instances:
+                continue
+            self.instances.add(record.instance_id)
+            price = f"${record.expected_price:.4f}/h" if record.expected_price else ""
+            self.say(
+                f"launched {record.instance_id} {record.instance_type} in {record.zone}, "
+                f"{record.capacity_type} {price} for {record.pod_count} pods (claim {record.id})"
+            )
+        for node in self.box.kube.list_nodes():
+            name = node["metadata"]["name"]
+            if name == SYSTEM_NODE:
+                continue
+            if name not in self.registered:
+                self.registered.add(name)
+                self.say(f"node {name} registered ({node['spec'].get('providerID', '')})")
+            conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+            if conditions.get("Ready") == "True" and name not in self.ready:
+                self.ready.add(name)
+                self.say(f"node {name} Ready")
+        running = self.running_pods()
+        if running != self.running:
+            self.running = running
+            self.say(f"{running} {self.app} pods Running")
+
+    def running_pods(self) -> int:
+        """Replicas of the demo Deployment in phase Running."""
+        pods = self.box.client.list(PODS, "default", label_selector=self.selector).items
+        return sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+
+    def wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Poll until ``done`` or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.poll()
+            if done():
+                return True
+            time.sleep(0.2)
+        self.poll()
+        return done()
+
+
+def node_table(box: Sandbox) -> list[list[str]]:
+    """One row per node Fleetwright launched: name, type, zone, capacity type, pods, $/h."""
+    records = {r.instance_id: r for r in box.state.nodeclaims.list() if r.instance_id}
+    pods = box.client.list(PODS).items
+    per_node: dict[str, int] = {}
+    for pod in pods:
+        node = pod.get("spec", {}).get("nodeName")
+        if node:
+            per_node[node] = per_node.get(node, 0) + 1
+    rows = []
+    for node in box.kube.list_nodes():
+        name = node["metadata"]["name"]
+        provider = node["spec"].get("providerID", "")
+        record = records.get(provider.rsplit("/", 1)[-1])
+        if record is None:
+            continue
+        rows.append(
+            [
+                name,
+                record.instance_type,
+                record.zone,
+                record.capacity_type,
+                str(per_node.get(name, 0)),
+                f"{record.expected_price or 0:.4f}",
+            ]
+        )
+    return sorted(rows)
+
+
+def _print_table(rows: list[list[str]], out: TextIO) -> None:
+    header = ["NODE", "TYPE", "ZONE", "CAPACITY", "PODS", "$/HOUR"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out)
+    total = sum(float(r[5]) for r in rows)
+    print(f"{len(rows)} nodes launched, ${total:.4f}/hour (${total * 730:.2f}/month)", file=out)
+
+
+def _why_not(box: Sandbox, selector: str) -> str:
+    pending = [
+        p
+        for p in box.client.list(PODS, "default", label_selector=selector).items
+        if p.get("status", {}).get("phase") != "Running"
+    ]
+    reasons = {
+        c.get("message", "")
+        for p in pending
+        for c in p.get("status", {}).get("conditions", [])
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    }
+    text = f"{len(pending)} pods not running"
+    if reasons:
+        text += "; scheduler says: " + "; ".join(sorted(reasons))[:500]
+    if box.errors:
+        text += "; provisioner errors: " + "; ".join(box.errors[-3:])
+    return text
+
+
+def run_demo(
+    out: TextIO = sys.stdout,
+    *,
+    steps: Sequence[int] = DEFAULT_STEPS,
+    timeout: float = 60.0,
+    options: SandboxOptions | None = None,
+) -> int:
+    """Replay the walkthrough; 0 when every step's replicas run within ``timeout`` seconds each."""
+    started = time.monotonic()
+    _log_warnings_to(out, started)
+    print("starting moto, the Kubernetes API emulator and the provisioner ...", file=out, flush=True)
+    with sandbox(options) as box:
+        app, selector = _demo_app(box)
+        timeline = Timeline(box, started, out, app, selector)
+        box.provisioner.warm_up()  # what a warm Lambda has: instance types, prices and AMIs cached
+        timeline.say(f"sandbox ready: cluster {box.options.cluster_name}, API server {box.server.url}")
+        box.start_provisioner()
+        for replicas in steps:
+            timeline.say(f"kubectl scale deployment/{app} --replicas={replicas}")
+            box.scale(app, replicas)
+            if not timeline.wait(lambda r=replicas: timeline.running_pods() >= r, timeout):  # type: ignore[misc]
+                timeline.say(f"FAILED: {_why_not(box, selector)}")
+                return 1
+        timeline.say(f"all {steps[-1]} replicas Running")
+        print(file=out)
+        _print_table(node_table(box), out)
+        if box.errors:
+            print(f"provisioner errors: {'; '.join(box.errors)}", file=out)
+            return 1
+    return 0
+
+
+class _TimelineLog(logging.Handler):
+    """Shows the provisioner's warnings (unschedulable pods, launch errors) as timeline lines."""
+
+    def __init__(self, out: TextIO, started: float) -> None:
+        super().__init__(logging.WARNING)
+        self.out = out
+        self.started = started
+
+    def emit(self, record: logging.LogRecord) -> None:
+        detail = getattr(record, "reason", "") or getattr(record, "error", "")
+        text = f"{record.getMessage()}: {detail}" if detail else record.getMessage()
+        print(f"{time.monotonic() - self.started:7.1f}s  provisioner: {text}", file=self.out, flush=True)
+
+
+def _log_warnings_to(out: TextIO, started: float) -> None:
+    logger = logging.getLogger("fleetwright")
+    logger.handlers = [h for h in logger.handlers if not isinstance(h, _TimelineLog)]
+    logger.addHandler(_TimelineLog(out, started))
+    logger.propagate = False
+
+
+def _demo_app(box: Sandbox) -> tuple[str, str]:
+    """The Deployment the demo scales (the manifests' first, in namespace default) and its selector."""
+    deployments = box.client.request("GET", "/apis/apps/v1/namespaces/default/deployments")
+    items: list[dict[str, Any]] = deployments.get("items", []) if isinstance(deployments, dict) else []
+    if not items:
+        raise SystemExit("the manifests hold no Deployment in namespace default to scale")
+    first = items[0]
+    labels = first["spec"]["selector"].get("matchLabels") or {}
+    return str(first["metadata"]["name"]), ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -1,0 +1,369 @@
+"""A whole EKS cluster and AWS account on one machine: moto, the Kubernetes API emulator (with its
+scheduler, DaemonSet controller and EC2-driven kubelet simulator) and Fleetwright's provisioner.
+
+``fleetwright demo`` replays the scale-up walkthrough in it; ``fleetwright local up`` leaves it running
+for kubectl and boto3. Nothing outside ``fleetwright.local`` imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetwright.aws.amis import alias_parameters
+from fleetwright.aws.clients import AwsClients
+from fleetwright.aws.cluster import ClusterInfo, describe_cluster
+from fleetwright.aws.provider import AwsProvider
+from fleetwright.aws.ttlcache import clear_all_caches
+from fleetwright.catalog.loader import ondemand_prices
+from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
+from fleetwright.kube.errors import KubeApiError
+from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
+from fleetwright.local.apiserver.server import ApiServer
+from fleetwright.local.aws_fakes import SpotMarket, seed_ssm_parameter
+from fleetwright.local.kubelet import KubeletOptions
+from fleetwright.manifests import load_manifests
+from fleetwright.provisioning import Provisioner, ProvisionerConfig
+from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.state import StateStore
+from fleetwright.state.table import create_state_table
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+SPOT_DISCOUNT = 0.35  # the sandbox's spot prices: on-demand × this, a little different per zone
+SYSTEM_NODE = "ip-10-0-0-10.ec2.internal"
+STATE_TABLE = "fleetwright-state"
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+K8S_VERSION = "1.31"
+
+
+@dataclass
+class SandboxOptions:
+    """What the sandbox runs: the cluster's name, the NodePool/EC2NodeClass/workload manifests and how
+    fast simulated nodes boot. ``moto_port`` 0 keeps AWS in-process; otherwise moto serves HTTP there
+    (for boto3 and the AWS CLI outside this process)."""
+
+    cluster_name: str = ""
+    region: str = "us-east-1"
+    manifests: Sequence[str] = ("examples/inflate",)
+    ready_delay: float = 1.0
+    moto_port: int = 0
+    apiserver_port: int = 0
+    provisioner_window: float = 5.0  # seconds each simulated Lambda invocation runs
+
+
+@dataclass
+class Sandbox:
+    """The running pieces. Use :func:`sandbox`."""
+
+    options: SandboxOptions
+    server: ApiServer
+    clients: AwsClients
+    cluster: ClusterInfo
+    kube: KubeCluster
+    client: KubeClient
+    state: StateStore
+    provisioner: Provisioner
+    metrics: RecordingMetrics
+    moto_url: str = ""
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start_provisioner(self) -> None:
+        """Run the provisioner like its schedule would: back-to-back invocations of a few seconds."""
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                report = self.provisioner.run_until(time.monotonic() + self.options.provisioner_window)
+                if report.error:
+                    self.errors.append(report.error)
+
+        self._thread = threading.Thread(target=loop, name="provisioner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the provisioner loop (it finishes its current invocation)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.options.provisioner_window + 5)
+
+    def scale(self, deployment: str, replicas: int, namespace: str = "default") -> None:
+        """``kubectl scale deployment``."""
+        self.client.patch(DEPLOYMENTS, deployment, {"spec": {"replicas": replicas}}, namespace)
+
+    def instances(self) -> list[dict[str, Any]]:
+        """This cluster's EC2 instances (any state)."""
+        pages = self.clients.ec2.describe_instances(
+            Filters=[{"Name": "tag:fleetwright.io/cluster", "Values": [self.cluster.name]}]
+        )["Reservations"]
+        return [i for r in pages for i in r["Instances"]]
+
+    def kubeconfig(self, path: Path) -> Path:
+        """Write a kubeconfig for the emulator (kubectl --kubeconfig PATH)."""
+        self.server.write_kubeconfig(path)
+        return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _aws(stack: ExitStack, options: SandboxOptions) -> str:
+    """Start moto (in-process, or an HTTP server) and return its URL ('' in-process)."""
+    stack.enter_context(_environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": options.region}))
+    if options.moto_port:
+        from moto.server import ThreadedMotoServer
+
+        port = options.moto_port if options.moto_port > 0 else _free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        stack.callback(server.stop)
+        url = f"http://127.0.0.1:{port}"
+        stack.enter_context(_environment({"AWS_ENDPOINT_URL": url}))
+        return url
+    from moto import mock_aws
+
+    stack.enter_context(mock_aws())
+    return ""
+
+
+def _seed_aws(clients: AwsClients, cluster: str, node_roles: set[str]) -> None:
+    """A VPC with discovery-tagged subnets in three zones and a security group, the node role, the EKS
+    cluster, AL2023 EKS AMIs published under their public SSM names, and the state table."""
+    ec2 = clients.ec2
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    tags = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
+    subnets = [
+        ec2.create_subnet(
+            VpcId=vpc,
+            CidrBlock=f"10.0.{16 * i}.0/20",
+            AvailabilityZone=f"us-east-1{zone}",
+            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
+        )["Subnet"]["SubnetId"]
+        for i, zone in enumerate("abc")
+    ]
+    ec2.create_security_group(
+        GroupName=f"{cluster}-nodes",
+        Description="nodes",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+    )
+    iam = clients.iam
+    trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}'  # noqa: E501
+    for role in sorted(node_roles | {f"{cluster}-cluster"}):
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust)
+    clients.eks.create_cluster(
+        name=cluster,
+        version=K8S_VERSION,
+        roleArn=f"arn:aws:iam::123456789012:role/{cluster}-cluster",
+        resourcesVpcConfig={"subnetIds": subnets},
+    )
+    for parameter, arch, variant in alias_parameters("al2023@latest", K8S_VERSION):
+        image = ec2.register_image(
+            Name=f"amazon-eks-node-al2023-{arch}-{variant}-{K8S_VERSION}-v20261101",
+            Architecture="x86_64" if arch == "amd64" else "arm64",
+            RootDeviceName="/dev/xvda",
+        )["ImageId"]
+        seed_ssm_parameter(parameter, image, clients.region)
+    create_state_table(clients.client("dynamodb"), STATE_TABLE)
+
+
+def _spot_market(clients: AwsClients) -> SpotMarket:
+    prices = ondemand_prices(clients.region)
+    zones = clients.ec2.describe_instance_type_offerings(LocationType="availability-zone")
+    offered: dict[str, set[str]] = {}
+    for item in zones["InstanceTypeOfferings"]:
+        offered.setdefault(item["InstanceType"], set()).add(item["Location"])
+
+    def price(name: str, zone: str) -> float:
+        return round(prices.get(name, 1.0) * SPOT_DISCOUNT * (1 + 0.02 * (ord(zone[-1]) - ord("a"))), 6)
+
+    return SpotMarket({k: frozenset(v) for k, v in offered.items() if k in prices}, price)
+
+
+def _seed_kubernetes(client: KubeClient, workloads: Sequence[dict[str, Any]]) -> None:
+    """One system node (tainted for critical add-ons, as EKS system node groups often are), CoreDNS on
+    it, a kube-proxy DaemonSet, and the manifests' workloads scaled to 0."""
+    client.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": SYSTEM_NODE,
+                "labels": {
+                    "kubernetes.io/hostname": SYSTEM_NODE,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "node.kubernetes.io/instance-type": "m5.large",
+                    "topology.kubernetes.io/zone": "us-east-1a",
+                    "eks.amazonaws.com/nodegroup": "system",
+                },
+            },
+            "spec": {
+                "providerID": "aws:///us-east-1a/i-0system000000000",
+                "taints": [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}],
+            },
+            "status": {
+                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                "allocatable": {"cpu": "1930m", "memory": "7068Mi", "pods": "29"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    )
+    critical = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    pause = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+    client.create(
+        DEPLOYMENTS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "coredns", "namespace": "kube-system"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                "template": {
+                    "metadata": {"labels": {"k8s-app": "kube-dns"}},
+                    "spec": {
+                        "tolerations": critical,
+                        "nodeSelector": {"eks.amazonaws.com/nodegroup": "system"},
+                        "containers": [
+                            {
+                                "name": "coredns",
+                                "image": pause,
+                                "resources": {"requests": {"cpu": "100m", "memory": "70Mi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        "kube-system",
+    )
+    client.create(
+        DAEMON_SETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                "template": {
+                    "metadata": {"labels": {"k8s-app": "kube-proxy"}},
+                    "spec": {
+                        "tolerations": [{"operator": "Exists"}],
+                        "containers": [
+                            {
+                                "name": "kube-proxy",
+                                "image": pause,
+                                "resources": {"requests": {"cpu": "100m", "memory": "50Mi"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+        "kube-system",
+    )
+    for workload in workloads:
+        namespace = workload["metadata"].get("namespace") or "default"
+        try:
+            client.get(NAMESPACES, namespace)
+        except KubeApiError as missing:
+            if not missing.not_found:
+                raise
+            client.create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+        body = {**workload, "spec": {**workload["spec"], "replicas": 0}}
+        client.create(DEPLOYMENTS, body, namespace)
+
+
+def _deployments(paths: Sequence[str]) -> list[dict[str, Any]]:
+    import yaml
+
+    from fleetwright.manifests import manifest_files
+
+    found = []
+    for path in manifest_files(paths):
+        for doc in yaml.safe_load_all(Path(path).read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "Deployment":
+                found.append(doc)
+    return found
+
+
+@contextmanager
+def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
+    """Start everything; stop everything on exit. Raises DocumentError for bad manifests."""
+    options = options or SandboxOptions()
+    manifests = load_manifests(list(options.manifests))
+    if not options.cluster_name:
+        options.cluster_name = _discovery_name(manifests.nodeclasses) or "my-cluster"
+    with ExitStack() as stack:
+        moto_url = _aws(stack, options)
+        clear_all_caches()
+        stack.callback(clear_all_caches)
+        clients = AwsClients(options.region)
+        roles = {nc.spec.role for nc in manifests.nodeclasses if nc.spec.role}
+        _seed_aws(clients, options.cluster_name, roles)
+        _spot_market(clients).install(clients.ec2)
+        cluster = describe_cluster(clients, options.cluster_name)
+        server = ApiServer(
+            port=options.apiserver_port,
+            scheduler=True,
+            daemonset_controller=True,
+            kubelet=KubeletOptions(clients.ec2, options.cluster_name, ready_delay=options.ready_delay),
+        ).start()
+        stack.callback(server.stop)
+        client = KubeClient(ClusterConfig(server=server.url))
+        _seed_kubernetes(client, _deployments(options.manifests))
+        kube = KubeCluster(client)
+        state = StateStore(STATE_TABLE, options.cluster_name, client=clients.client("dynamodb"))
+        cloud = AwsProvider(cluster, options.region, clients=clients, unavailable=state.unavailable)
+        metrics = RecordingMetrics()
+        config = ProvisionerConfig(
+            cluster_name=options.cluster_name,
+            nodepools=list(manifests.nodepools),
+            nodeclasses=list(manifests.nodeclasses),
+        )
+        provisioner = Provisioner(kube, cloud, state, config, metrics=metrics)
+        box = Sandbox(options, server, clients, cluster, kube, client, state, provisioner, metrics, moto_url)
+        stack.callback(box.stop)
+        yield box
+
+
+def _discovery_name(nodeclasses: Sequence[Any]) -> str:
+    """The cluster name the EC2NodeClasses' ``karpenter.sh/discovery`` selector tags expect."""
+    for nc in nodeclasses:
+        for term in nc.spec.subnet_selector_terms:
+            value = (term.tags or {}).get("karpenter.sh/discovery")
+            if value:
+                return str(value)
+    return ""

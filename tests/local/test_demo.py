@@ -1,0 +1,92 @@
+"""`fleetwright demo` and `fleetwright local up`: the whole scale-up loop on the local sandbox."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fleetwright.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_demo_launches_a_node_and_runs_every_replica(capsys) -> None:  # type: ignore[no-untyped-def]
+    code = main(["demo", "--steps", "5,12", "--timeout", "60"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"launched i-\w+ m5\.large in us-east-1\w, on-demand \$0\.0960/h for 5 pods", out)
+    assert "5 inflate pods Running" in out
+    assert "12 inflate pods Running" in out
+    assert "all 12 replicas Running" in out
+    table = out.split("all 12 replicas Running", 1)[1]
+    assert "NODE" in table and "m5.large" in table
+    assert re.search(r"\d+ nodes launched, \$\d+\.\d{4}/hour", table)
+
+
+def test_demo_fails_with_the_reason_when_pods_cannot_run(tmp_path: Path) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for name in ("ec2nodeclass.yaml", "deployment.yaml"):
+        (manifests / name).write_text((ROOT / "examples/inflate" / name).read_text())
+    nodepool = (ROOT / "examples/inflate/nodepool.yaml").read_text().replace('cpu: "100"', 'cpu: "1"')
+    (manifests / "nodepool.yaml").write_text(nodepool)
+    from fleetwright.local.demo import run_demo
+    from fleetwright.local.sandbox import SandboxOptions
+
+    out = io.StringIO()
+    code = run_demo(out, steps=(3,), timeout=8, options=SandboxOptions(manifests=[str(manifests)]))
+    assert code == 1
+    text = out.getvalue()
+    assert "provisioner: pods cannot be scheduled: NodePool default: limit cpu=1 reached" in text
+    assert "FAILED: 3 pods not running" in text
+
+
+def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
+    kubectl = ROOT / ".tools/bin/kubectl"
+    assert kubectl.exists(), "run .ci/install-kubectl first"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetwright.cli",
+            "local",
+            "up",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            lines.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+        text = "".join(lines)
+        assert f"export KUBECONFIG={tmp_path}/config" in text, text
+        nodes = subprocess.run(
+            [str(kubectl), "--kubeconfig", str(tmp_path / "config"), "get", "nodes"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert "ip-10-0-0-10.ec2.internal" in nodes.stdout, nodes.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
