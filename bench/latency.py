@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.aws.fakes (the moto stand-ins for spot prices and AMI parameters)
+
 
 from scheduling import machine  # noqa: E402  (bench/scheduling.py)
 
@@ -56,7 +56,7 @@ def _seed_aws(clients: Any) -> Any:
     """A VPC with tagged subnets and security group, EKS AMIs, the state table; returns the ClusterInfo."""
     from fleetwright.aws.amis import alias_parameters
     from fleetwright.aws.cluster import ClusterInfo
-    from tests.aws.fakes import seed_ssm_parameter
+    from fleetwright.local.aws_fakes import seed_ssm_parameter
 
     ec2 = clients.ec2
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]

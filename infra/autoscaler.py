@@ -16,6 +16,8 @@ The Lambda functions (provisioner, interruption handler, termination workflow, d
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -34,6 +36,7 @@ from infra.node_role import NodeRole
 from infra.nodepool_parameter import NodePoolParameter
 from infra.nodepools import NodePoolConfig
 from infra.state_table import StateTable
+from infra.termination_workflow import TerminationWorkflow
 
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 DEFAULT_TIMEOUT = Duration.minutes(1)
@@ -45,6 +48,18 @@ ENV_QUEUE_URL = "FLEETWRIGHT_INTERRUPTION_QUEUE_URL"
 ENV_NODE_ROLE = "FLEETWRIGHT_NODE_ROLE_NAME"
 ENV_INSTANCE_PROFILE = "FLEETWRIGHT_NODE_INSTANCE_PROFILE"
 ENV_NODEPOOLS_PARAMETER = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
+ENV_STATE_MACHINE = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
+ENV_REPLACE_ON_REBALANCE = "FLEETWRIGHT_REPLACE_ON_REBALANCE"
+FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionHandling:
+    """What :meth:`FleetwrightAutoscaler.add_interruption_handling` adds."""
+
+    handler: lambda_.Function  # consumes the interruption queue
+    steps: lambda_.Function  # serves the termination workflow's steps
+    workflow: TerminationWorkflow
 
 
 class FleetwrightAutoscaler(Construct):
@@ -202,3 +217,29 @@ class FleetwrightAutoscaler(Construct):
                 self.interruption.queue, batch_size=batch_size, report_batch_item_failures=True
             )
         )
+
+    def add_interruption_handling(self, *, replace_on_rebalance: bool = False) -> InterruptionHandling:
+        """The interruption handler (consuming the queue), the termination workflow and its step function,
+        and the workflow's failure alarm (docs/termination.md)."""
+        steps = self.add_function(
+            "TerminationSteps",
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "termination")),
+            description="Fleetwright termination workflow steps (cordon, drain, terminate, clean up)",
+        )
+        workflow = TerminationWorkflow(self, "TerminationWorkflow", step_function=steps)
+        self.dashboard.add_alarm(workflow.failure_alarm)
+        handler = self.add_function(
+            "InterruptionHandler",
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "interruption")),
+            description="Fleetwright interruption handler (Spot warnings, rebalance, state changes, Health)",
+            environment={
+                ENV_STATE_MACHINE: workflow.state_machine.state_machine_arn,
+                ENV_REPLACE_ON_REBALANCE: "true" if replace_on_rebalance else "false",
+            },
+        )
+        workflow.state_machine.grant_start_execution(handler)
+        workflow.state_machine.grant_execution(handler, "states:DescribeExecution")
+        self.consume_interruptions(handler)
+        return InterruptionHandling(handler, steps, workflow)

@@ -37,7 +37,7 @@ PIP_PYTHON_VERSION = "3.12"  # must match RUNTIME
 EXCLUDED_REQUIREMENTS = frozenset({"boto3", "botocore", "s3transfer", "jmespath"})
 # Parts of the package no Lambda function imports: the command line, the local API emulator, the offline
 # planner and manifest loader (the functions read the cluster, not files) and the catalog generator.
-EXCLUDED_PATHS = ("local", "cli.py", "plan.py", "manifests.py", "catalog/generate.py")
+EXCLUDED_PATHS = ("local", "cli.py", "plan.py", "catalog/generate.py")
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".mypy_cache")
 
 

@@ -1,7 +1,7 @@
 """The NodePool file, checked when the app is synthesized.
 
-The check is the one ``fleetwright validate`` runs (:func:`fleetwright.cli.validate`), so a bad file stops
-``cdk synth`` with exactly the lines the command prints.
+The check is the one ``fleetwright validate`` runs (:func:`fleetwright.validation.validate`), so a bad
+file stops ``cdk synth`` with exactly the lines the command prints.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwright.cli import validate
 from fleetwright.manifests import manifest_files, read_documents
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.karpenter import is_karpenter_document, parse_karpenter_document
 from fleetwright.model.nodepool import NodePool
+from fleetwright.validation import validate
 
 
 class NodePoolFileError(ValueError):

@@ -48,7 +48,6 @@ def test_layer_leaves_out_offline_tools_and_runtime_provided_sdk(synthesis: Synt
         "fleetwright/local",
         "fleetwright/cli.py",
         "fleetwright/plan.py",
-        "fleetwright/manifests.py",
         "fleetwright/catalog/generate.py",
         "boto3",
         "botocore",
@@ -56,6 +55,9 @@ def test_layer_leaves_out_offline_tools_and_runtime_provided_sdk(synthesis: Synt
     ):
         assert not (python / absent).exists(), absent
     assert not list(python.rglob("__pycache__"))
+    # what the functions' cold start needs to read and validate NodePool documents is there
+    for present in ("fleetwright/manifests.py", "fleetwright/validation.py", "fleetwright/provisioning"):
+        assert (python / present).exists(), present
 
 
 def test_layer_fits_lambda_limits(synthesis: Synthesis) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.cli import validate
 from fleetwright.provisioning import ConfigError, settings_from_env
+from fleetwright.validation import validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inflate"
 

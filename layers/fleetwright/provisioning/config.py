@@ -94,9 +94,9 @@ def load_documents(paths: list[str]) -> tuple[list[NodePool], list[EC2NodeClass]
     Raises :class:`ConfigError` with the lines ``fleetwright validate`` would print as errors, or when
     there is no NodePool.
     """
-    from fleetwright.cli import validate
     from fleetwright.manifests import load_manifests
     from fleetwright.model.errors import DocumentError
+    from fleetwright.validation import validate
 
     _, warnings, errors = validate(paths)
     if errors:

@@ -1,0 +1,129 @@
+"""The whole interruption chain in one process, for the local demo: an AWS-shaped event goes through the
+same :class:`InterruptionController` the Lambda uses (unavailable offerings, replacement launch, workflow
+start), and the termination workflow then runs in-process (:class:`InProcessWorkflow`) against the same
+Kubernetes API and EC2 endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fleetwright.interruption import samples
+from fleetwright.interruption.controller import InterruptionController, InterruptionSettings, Outcome
+from fleetwright.interruption.events import parse_message
+from fleetwright.interruption.replacement import ReplacementLauncher
+from fleetwright.interruption.workflow import StartResult
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.state.store import StateStore
+from fleetwright.termination.claims import StoreClaimBook
+from fleetwright.termination.inprocess import InProcessWorkflow, LocalExecution
+from fleetwright.termination.request import TerminationRequest
+from fleetwright.termination.steps import TerminationSteps
+
+REASONS = ("spot-interruption", "rebalance", "scheduled-change", "stopped", "terminated")
+
+
+class DeferredWorkflows:
+    """A :class:`WorkflowStarter` that queues executions and runs them when asked, so the controller
+    finishes (launching replacements) before the drain starts, as with Step Functions."""
+
+    def __init__(self, runner: InProcessWorkflow) -> None:
+        self.runner = runner
+        self.queued: dict[str, dict[str, Any]] = {}
+
+    def already_started(self, name: str) -> bool:
+        """True when an execution by that name was queued or has run."""
+        return name in self.queued or name in self.runner.executions
+
+    def start(self, name: str, request: TerminationRequest) -> StartResult:
+        """Queue the execution (``started=False`` when the name is taken)."""
+        if self.already_started(name):
+            return StartResult(False, name)
+        self.queued[name] = json.loads(json.dumps(request.to_json()))
+        return StartResult(True, name)
+
+    def run_queued(self) -> list[LocalExecution]:
+        """Run every queued execution to its end."""
+        done = []
+        while self.queued:
+            name, request = next(iter(self.queued.items()))
+            del self.queued[name]
+            done.append(self.runner.run(name, request))
+        return done
+
+
+@dataclass(slots=True)
+class ChainReport:
+    """The event that was sent, what the controller did, and the workflow executions that ran."""
+
+    event: dict[str, Any]
+    outcomes: list[Outcome] = field(default_factory=list)
+    executions: list[LocalExecution] = field(default_factory=list)
+
+
+def demo_event(instance_id: str, reason: str, region: str, now: datetime) -> dict[str, Any]:
+    """The AWS-shaped event for ``reason`` (one of :data:`REASONS`)."""
+    if reason == "spot-interruption":
+        return samples.spot_interruption(instance_id, region, now)
+    if reason == "rebalance":
+        return samples.rebalance_recommendation(instance_id, region, now)
+    if reason == "scheduled-change":
+        return samples.scheduled_change(instance_id, region, now + timedelta(minutes=15), now)
+    if reason in ("stopped", "terminated"):
+        return samples.state_change(instance_id, reason, region, now)
+    raise ValueError(f"unknown interruption reason {reason!r} (one of: {', '.join(REASONS)})")
+
+
+def run_interruption(
+    instance_id: str,
+    reason: str,
+    *,
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    config: ProvisionerConfig | None,
+    region: str = "us-east-1",
+    settings: InterruptionSettings | None = None,
+    metrics: MetricsSink | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ChainReport:
+    """Send an interruption event for ``instance_id`` through the whole chain, in this process.
+
+    ``cloud`` is an ``AwsProvider`` (or anything with its ``describe``/``terminate``/``instance_types``/
+    ``launch_many``/``unavailable``); ``config`` gives the NodePools for replacements (None: no replacement).
+    ``settings`` default to 1 s drain and poll intervals (the demo is watched by a person).
+    """
+    settings = settings or InterruptionSettings(drain_interval_seconds=1, poll_seconds=1)
+    now = datetime.fromtimestamp(clock(), tz=UTC)
+    event = demo_event(instance_id, reason, region, now)
+    claims = StoreClaimBook(state.nodeclaims, clock=clock)
+    steps = TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock)
+    workflows = DeferredWorkflows(InProcessWorkflow(steps, sleep=sleep))
+    replacements = (
+        ReplacementLauncher(kube, cloud, state.nodeclaims, config, clock=clock)
+        if config is not None
+        else None
+    )
+    controller = InterruptionController(
+        kube=kube,
+        cloud=cloud,
+        unavailable=cloud.unavailable,
+        workflow=workflows,
+        claims=claims,
+        replacements=replacements,
+        settings=settings,
+        metrics=metrics,
+        clock=clock,
+    )
+    report = ChainReport(event)
+    report.outcomes = controller.handle(parse_message(json.dumps(event)))
+    report.executions = workflows.run_queued()
+    return report

@@ -1,0 +1,303 @@
+"""The termination workflow's steps. Each takes the workflow state and returns it with its section updated;
+``infra/termination_workflow.py`` strings them together (Choice, Wait, Retry, Catch) and
+``functions/termination/handler.py`` runs them in Lambda.
+
+| step | does | writes |
+| --- | --- | --- |
+| ``cordon`` | validates the input, cordons + taints + labels the node | ``request`` |
+| ``await_replacement`` | checks whether the replacement claims' nodes are Ready | ``replacement.ready`` |
+| ``drain`` | one drain pass (:mod:`fleetwright.termination.drain`) | ``drain.done`` |
+| ``terminate`` | TerminateInstances after the ownership check | ``instance`` |
+| ``check_instance`` | is the instance shutting down or gone? | ``instance.gone`` |
+| ``delete_node`` | deletes the Node (only if it is still this instance's) | ``node`` |
+| ``finalize_claim`` | marks the NodeClaim terminated | ``claim`` |
+| ``record_failure`` | Warning event on the Node and a ``TerminationFailures`` metric | ``failure`` |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from fleetwright.aws.instances import NotOwnedError
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
+from fleetwright.termination.claims import ClaimBook
+from fleetwright.termination.drain import drain_pass
+from fleetwright.termination.errors import (
+    InstanceNotOwnedError,
+    InvalidRequestError,
+    TerminationTimeoutError,
+)
+from fleetwright.termination.request import TerminationRequest, epoch_to_iso
+
+State = dict[str, Any]
+GONE_STATES = frozenset({"shutting-down", "terminated"})
+
+# Metric names (namespace set by the handler).
+NODES_TERMINATED = "NodesTerminated"
+TERMINATION_FAILURES = "TerminationFailures"
+PODS_EVICTED = "PodsEvicted"
+PODS_DELETED_AT_DEADLINE = "PodsDeletedAtDeadline"
+EVICTIONS_BLOCKED = "EvictionsBlocked"
+FAILURE_EVENT_REASON = "TerminationFailed"
+
+
+class Instances(Protocol):
+    """What the steps need of the cloud provider (``fleetwright.aws.provider.AwsProvider``)."""
+
+    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
+        """This cluster's instances among ``instance_ids`` (objects with ``state``)."""
+        ...
+
+    def terminate(self, instance_ids: Iterable[str]) -> Any:
+        """Terminate this cluster's instances; raises NotOwnedError for one that is not ours."""
+        ...
+
+
+def request_of(state: Mapping[str, Any]) -> TerminationRequest:
+    """The validated request in ``state`` (the first step sees the flat input, later ones ``request``)."""
+    nested = state.get("request")
+    raw = nested if isinstance(nested, Mapping) else state
+    try:
+        return TerminationRequest.model_validate(raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors(include_url=False)
+        )
+        raise InvalidRequestError(f"invalid termination request: {problems}") from None
+
+
+def failure_message(error: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(error name, message)`` from a Catch's ``{"Error", "Cause"}`` (a Lambda's cause is the JSON of
+    ``errorType``/``errorMessage``)."""
+    if not error:
+        return "Unknown", "no error recorded"
+    name = str(error.get("Error") or "Unknown")
+    cause = str(error.get("Cause") or "")
+    try:
+        parsed = json.loads(cause)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("errorMessage"):
+        cause = str(parsed["errorMessage"])
+    return name, cause
+
+
+class TerminationSteps:
+    """The steps, bound to a cluster (``kube``), the cloud (``cloud``) and the claim records (``claims``).
+
+    ``clock`` gives epoch seconds (deadlines are wall-clock times).
+    """
+
+    def __init__(
+        self,
+        kube: KubeCluster,
+        cloud: Instances,
+        claims: ClaimBook | None,
+        *,
+        metrics: MetricsSink | None = None,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | Any = None,
+    ) -> None:
+        self.kube = kube
+        self.cloud = cloud
+        self.claims = claims
+        self.metrics = metrics or NullMetrics()
+        self.clock = clock
+        self.log = logger or logging.getLogger("fleetwright.termination")
+        self._steps: dict[str, Callable[[State], State]] = {
+            "cordon": self.cordon,
+            "await_replacement": self.await_replacement,
+            "drain": self.drain,
+            "terminate": self.terminate,
+            "check_instance": self.check_instance,
+            "delete_node": self.delete_node,
+            "finalize_claim": self.finalize_claim,
+            "record_failure": self.record_failure,
+        }
+
+    @property
+    def names(self) -> list[str]:
+        """The step names the workflow may ask for."""
+        return list(self._steps)
+
+    def run(self, step: str, state: State) -> State:
+        """Run ``step`` on ``state``; raises InvalidRequestError for an unknown step."""
+        handler = self._steps.get(step)
+        if handler is None:
+            raise InvalidRequestError(f"unknown step {step!r} (known: {', '.join(self._steps)})")
+        return handler(dict(state))
+
+    # -- steps ---------------------------------------------------------------------------------------------
+
+    def cordon(self, state: State) -> State:
+        """Validate the input and mark the node disrupted (cordon, taint, exclude from load balancers)."""
+        request = request_of(state)
+        if request.node:
+            marked = self.kube.mark_disrupted(request.node)
+            self.log.info(
+                "node cordoned" if marked is not None else "node not found; nothing to cordon",
+                extra={"node": request.node, "instanceId": request.instance_id, "reason": request.reason},
+            )
+        return {"request": request.to_json()}
+
+    def await_replacement(self, state: State) -> State:
+        """``replacement.ready`` once every replacement claim's node is Ready, or once the deadline is
+        closer than the drain reserve (the drain must start anyway)."""
+        request = request_of(state)
+        now = self.clock()
+        pending = self._unready_replacements(request.replacement_claims)
+        out_of_time = now >= request.deadline_epoch - request.drain_reserve_seconds
+        state["replacement"] = {
+            "ready": not pending or out_of_time or not request.wait_for_replacement,
+            "pending": pending,
+            "gaveUp": bool(pending) and out_of_time,
+        }
+        return state
+
+    def drain(self, state: State) -> State:
+        """One drain pass; ``drain.done`` when the node holds no pod that must go."""
+        request = request_of(state)
+        previous = state.get("drain") or {}
+        result = drain_pass(self.kube, request.node, now=self.clock(), deadline=request.deadline_epoch)
+        if result.evicted:
+            self.metrics.add(PODS_EVICTED, len(result.evicted), COUNT)
+        if result.deleted:
+            self.metrics.add(PODS_DELETED_AT_DEADLINE, len(result.deleted), COUNT)
+        if result.blocked:
+            self.metrics.add(EVICTIONS_BLOCKED, len(result.blocked), COUNT)
+        self.log.info(
+            "drain pass",
+            extra={"node": request.node, **result.to_json(), "pass": int(previous.get("passes", 0)) + 1},
+        )
+        state["drain"] = {**result.to_json(), "passes": int(previous.get("passes", 0)) + 1}
+        return state
+
+    def terminate(self, state: State) -> State:
+        """TerminateInstances, after checking the instance carries this cluster's tag."""
+        request = request_of(state)
+        try:
+            result = self.cloud.terminate([request.instance_id])
+        except NotOwnedError as error:
+            raise InstanceNotOwnedError(str(error)) from None
+        already_gone = request.instance_id in list(getattr(result, "already_gone", []))
+        self.log.info(
+            "instance terminated", extra={"instanceId": request.instance_id, "alreadyGone": already_gone}
+        )
+        state["instance"] = {
+            "terminateRequestedAt": epoch_to_iso(self.clock()),
+            "terminateRequestedAtEpoch": self.clock(),
+            "alreadyGone": already_gone,
+            "gone": already_gone,
+        }
+        return state
+
+    def check_instance(self, state: State) -> State:
+        """``instance.gone`` once the instance is shutting down, terminated or unknown; raises
+        TerminationTimeoutError when that takes longer than ``terminateTimeoutSeconds``."""
+        request = request_of(state)
+        instance = dict(state.get("instance") or {})
+        found = self.cloud.describe([request.instance_id]).get(request.instance_id)
+        current = str(getattr(found, "state", "")) if found is not None else "gone"
+        gone = found is None or current in GONE_STATES
+        requested = float(instance.get("terminateRequestedAtEpoch") or self.clock())
+        if not gone and self.clock() - requested > request.terminate_timeout_seconds:
+            raise TerminationTimeoutError(
+                f"instance {request.instance_id} is still {current} {self.clock() - requested:.0f} s after "
+                "TerminateInstances"
+            )
+        instance.update({"gone": gone, "state": current})
+        state["instance"] = instance
+        return state
+
+    def delete_node(self, state: State) -> State:
+        """Delete the Node, unless it now belongs to another instance (a name reused)."""
+        request = request_of(state)
+        deleted = False
+        if request.node:
+            node = self.kube.get_node(request.node)
+            if node is not None:
+                owner = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
+                if owner and owner != request.instance_id:
+                    self.log.warning(
+                        "node belongs to another instance; left alone",
+                        extra={
+                            "node": request.node,
+                            "instanceId": request.instance_id,
+                            "nodeInstance": owner,
+                        },
+                    )
+                else:
+                    uid = (node.get("metadata") or {}).get("uid")
+                    deleted = self.kube.delete_node(request.node, uid=uid)
+        state["node"] = {"deleted": deleted}
+        return state
+
+    def finalize_claim(self, state: State) -> State:
+        """Mark the NodeClaim terminated; count the node as terminated."""
+        request = request_of(state)
+        finalized = False
+        if request.claim_id and self.claims is not None:
+            finalized = self.claims.finalize(request.claim_id, f"terminated: {request.reason}")
+        self.metrics.add(NODES_TERMINATED, 1, COUNT, {"Reason": request.reason})
+        self.log.info(
+            "node terminated",
+            extra={
+                "node": request.node,
+                "instanceId": request.instance_id,
+                "claim": request.claim_id,
+                "claimFinalized": finalized,
+                "reason": request.reason,
+            },
+        )
+        state["claim"] = {"finalized": finalized}
+        return state
+
+    def record_failure(self, state: State) -> State:
+        """The failure path: say why on the Node (a Warning event) and in the ``TerminationFailures``
+        metric. Never raises for a missing node or an unreadable request."""
+        error, cause = failure_message(state.get("error"))
+        nested = state.get("request")
+        raw: Mapping[str, Any] = nested if isinstance(nested, Mapping) else state
+        node = str(raw.get("node") or "")
+        instance_id = str(raw.get("instanceId") or "")
+        message = f"Termination of instance {instance_id or '?'} failed: {error}: {cause}"[:1000]
+        self.metrics.add(TERMINATION_FAILURES, 1, COUNT)
+        event_recorded = False
+        if node:
+            obj = self.kube.get_node(node)
+            if obj is not None:
+                obj.setdefault("kind", "Node")
+                obj.setdefault("apiVersion", "v1")
+                self.kube.create_event(obj, FAILURE_EVENT_REASON, message, type="Warning")
+                event_recorded = True
+        self.log.error(
+            "termination failed",
+            extra={"node": node, "instanceId": instance_id, "error": error, "cause": cause},
+        )
+        state["failure"] = {"error": error, "cause": cause, "eventRecorded": event_recorded}
+        return state
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def _unready_replacements(self, claim_ids: list[str]) -> list[str]:
+        """Replacement claims whose node is not Ready yet (a claim that failed or vanished counts as done:
+        waiting for it would only burn the notice)."""
+        if not claim_ids or self.claims is None:
+            return []
+        active = self.claims.active_instances(claim_ids)
+        nodes = nodes_by_instance(self.kube.list_nodes()) if active else {}
+        pending = []
+        for claim_id, instance_id in active.items():
+            node: Mapping[str, Any] = (nodes.get(instance_id) if instance_id else None) or {}
+            conditions = (node.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+                pending.append(claim_id)
+        return sorted(pending)

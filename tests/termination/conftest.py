@@ -1,0 +1,284 @@
+"""The termination workflow as it ships: the state machine definition synthesized by CDK from
+``infra/termination_workflow.py`` runs on moto's Step Functions interpreter; its Lambda tasks are dispatched
+in-process to ``functions/termination/handler.py``, which works against the Kubernetes API emulator and
+moto's EC2 and DynamoDB."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from fleetwright.aws.tags import ownership_tags, to_aws
+from fleetwright.kube.resources import PODS
+from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.termination.claims import StoreClaimBook
+from fleetwright.termination.steps import TerminationSteps
+from tests.kube.objects import pod_object
+from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
+    World,
+    amis,
+    apiserver,
+    aws,
+    client,
+    cluster,
+    fake_credentials,
+    listing,
+    world,
+)
+from tests.state.conftest import FakeClock
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+STEP_FUNCTION_NAME = "fleetwright-termination"
+STEP_FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{STEP_FUNCTION_NAME}"
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """Import a handler file (``functions/*/handler.py`` are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def resolve(value: Any) -> Any:
+    """A template value with ``Fn::Join`` and pseudo-parameter ``Ref`` resolved for the test account."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(resolve(p)) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}[value["Ref"]]
+    raise AssertionError(f"unresolvable template value {value!r}")
+
+
+@pytest.fixture(scope="session")
+def workflow_definition(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The state machine definition, synthesized once per session from the shipped construct."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    sys.path.insert(0, str(REPO_ROOT))
+    import aws_cdk as cdk
+    from aws_cdk import aws_lambda as lambda_
+
+    from infra.termination_workflow import TerminationWorkflow
+
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("workflow.out")))
+    stack = cdk.Stack(app, "WorkflowUnderTest", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    steps = lambda_.Function.from_function_arn(stack, "Steps", STEP_FUNCTION_ARN)
+    TerminationWorkflow(stack, "Termination", step_function=steps)
+    template = app.synth().get_stack_by_name("WorkflowUnderTest").template
+    machines = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    assert len(machines) == 1
+    return dict(json.loads(resolve(machines[0]["Properties"]["DefinitionString"])))
+
+
+class FakeContext:
+    """The parts of a Lambda context Powertools reads."""
+
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.memory_limit_in_mb = 512
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.aws_request_id = "00000000-0000-4000-8000-000000000000"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+Hook = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class Harness:
+    """Everything a workflow test touches: the world (moto, emulator, state), the state machine in moto,
+    the step handler's metrics, and a record of every step invocation (name, input, output or error)."""
+
+    world: World
+    sfn: Any
+    machine_arn: str
+    metrics: RecordingMetrics
+    clock: FakeClock
+    steps: TerminationSteps
+    handler: ModuleType
+    calls: list[tuple[str, dict[str, Any], Any]] = field(default_factory=list)
+    before_step: list[Hook] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- the cluster -------------------------------------------------------------------------------------
+
+    def launch_instance(
+        self, *, owned: bool = True, claim: str = "default-abcd1234", zone_subnet: str = "a-small"
+    ) -> dict[str, Any]:
+        """An instance in moto (tagged as this cluster's unless ``owned`` is False)."""
+        tags = ownership_tags("demo", nodepool="default", nodeclaim=claim) if owned else {"Name": "stranger"}
+        image = next(iter(self.world.amis.ids.values()))
+        reservation = self.world.aws.clients.ec2.run_instances(
+            ImageId=image,
+            InstanceType="m5.large",
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=self.world.aws.subnets[zone_subnet],
+            TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
+        )
+        return dict(reservation["Instances"][0])
+
+    def node_for(self, instance: dict[str, Any], name: str) -> str:
+        """Register a Ready Node for ``instance`` (as its kubelet would)."""
+        zone = instance["Placement"]["AvailabilityZone"]
+        self.world.register_node(f"aws:///{zone}/{instance['InstanceId']}", name, ready=True)
+        return name
+
+    def pod(self, name: str, node: str, **extra: Any) -> dict[str, Any]:
+        """A pod bound to ``node`` (the emulator makes it Running and Ready). ``extra``: ``labels``,
+        ``annotations``, ``priority_class``, ``owner`` ((kind, name))."""
+        body = pod_object(name, node=node, labels=extra.get("labels"))
+        if extra.get("annotations"):
+            body["metadata"]["annotations"] = extra["annotations"]
+        if extra.get("priority_class"):
+            body["spec"]["priorityClassName"] = extra["priority_class"]
+        if extra.get("owner"):
+            kind, owner = extra["owner"]
+            body["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": kind,
+                    "name": owner,
+                    "uid": f"uid-{owner}",
+                    "controller": True,
+                }
+            ]
+        return dict(self.world.client.create(PODS, body))
+
+    def pods_on(self, node: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in self.world.kube.list_pods_on_node(node))
+
+    def instance_state(self, instance_id: str) -> str:
+        answer = self.world.aws.clients.ec2.describe_instances(InstanceIds=[instance_id])
+        return str(answer["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+    # -- the workflow ------------------------------------------------------------------------------------
+
+    def request(
+        self, instance: dict[str, Any], node: str, *, seconds_to_deadline: float = 120, **extra: Any
+    ) -> dict[str, Any]:
+        """A workflow input with 0 s waits and a deadline on the harness clock."""
+        deadline = datetime.fromtimestamp(self.clock() + seconds_to_deadline, tz=UTC)
+        request = {
+            "node": node,
+            "instanceId": instance["InstanceId"],
+            "claimId": "default-abcd1234",
+            "reason": "SpotInterruption",
+            "deadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "drainIntervalSeconds": 0,
+            "pollSeconds": 0,
+        }
+        request.update(extra)
+        return request
+
+    def start(self, request: dict[str, Any], name: str = "run") -> str:
+        answer = self.sfn.start_execution(
+            stateMachineArn=self.machine_arn, name=name, input=json.dumps(request)
+        )
+        return str(answer["executionArn"])
+
+    def wait(self, execution_arn: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Wait until the execution ends; its description (``status``, ``output``, ``error``, ``cause``)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            description = dict(self.sfn.describe_execution(executionArn=execution_arn))
+            if description["status"] != "RUNNING":
+                return description
+            time.sleep(0.05)
+        raise AssertionError(f"execution still running after {timeout} s; steps: {self.step_names()}")
+
+    def run(self, request: dict[str, Any], name: str = "run") -> dict[str, Any]:
+        return self.wait(self.start(request, name))
+
+    def step_names(self) -> list[str]:
+        with self.lock:
+            return [name for name, _, _ in self.calls]
+
+    def outputs(self, step: str) -> list[Any]:
+        with self.lock:
+            return [out for name, _, out in self.calls if name == step]
+
+    def invoke(self, payload: dict[str, Any]) -> tuple[bool, Any]:
+        """Run the step handler as Lambda would; (ok, result or error payload)."""
+        step = str(payload.get("step"))
+        try:
+            for hook in list(self.before_step):
+                hook(step, payload)
+            result = self.handler.handler(payload, FakeContext(STEP_FUNCTION_NAME))
+        except Exception as error:
+            failure = {"errorType": type(error).__name__, "errorMessage": str(error)}
+            with self.lock:
+                self.calls.append((step, payload, failure))
+            return False, failure
+        with self.lock:
+            self.calls.append((step, payload, result))
+        return True, result
+
+
+@pytest.fixture
+def harness(
+    world: World,  # noqa: F811
+    workflow_definition: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Harness]:
+    """The synthesized state machine in moto, its Lambda tasks served by the step handler in this process."""
+    handler = load_module(
+        "termination_handler_under_test", REPO_ROOT / "functions" / "termination" / "handler.py"
+    )
+    metrics = RecordingMetrics()
+    steps = TerminationSteps(
+        world.kube,
+        world.cloud,
+        StoreClaimBook(world.state.nodeclaims, clock=world.wall),
+        metrics=metrics,
+        clock=world.wall,
+    )
+    handler.set_steps(steps)
+    with mock_aws(config=MOTO_CONFIG):
+        sfn = world.aws.clients.client("stepfunctions")
+        machine = sfn.create_state_machine(
+            name="fleetwright-termination",
+            definition=json.dumps(workflow_definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/fleetwright-termination",
+        )
+        harness = Harness(world, sfn, machine["stateMachineArn"], metrics, world.wall, steps, handler)
+
+        def dispatch(
+            self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
+            assert function_name.rsplit(":", 1)[-1] == STEP_FUNCTION_NAME, function_name
+            ok, result = harness.invoke(json.loads(body))
+            if not ok:
+                response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(result).encode()
+
+        monkeypatch.setattr(LambdaSimpleBackend, "invoke", dispatch)
+        yield harness
+        # Let executions a test left running finish while moto and the emulator are still up.
+        for execution in sfn.list_executions(stateMachineArn=harness.machine_arn)["executions"]:
+            if execution["status"] == "RUNNING":
+                harness.wait(execution["executionArn"])
+    handler.reset_steps()
