@@ -90,3 +90,18 @@ def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+
+
+def test_demo_interrupt_replaces_the_spot_node_and_moves_the_pods(capsys) -> None:  # type: ignore[no-untyped-def]
+    code = main(["demo", "--interrupt", "--steps", "5", "--timeout", "60"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    warned = re.search(r"EC2 Spot Instance Interruption Warning for (i-\w+) \((\S+),", out)
+    assert warned, out
+    instance, node = warned.groups()
+    after = out[warned.end() :]
+    replacement = re.search(r"launched (i-\w+) \S+ in \S+, spot", after)
+    assert replacement and replacement.group(1) != instance
+    assert "termination workflow SUCCEEDED: cordon → drain → terminate" in after
+    assert f"node {node} gone; all 5 replicas Running elsewhere" in after
+    assert node not in out.split("NODE", 1)[1]  # the final table lists only the replacement

@@ -19,11 +19,13 @@ def _demo(args: argparse.Namespace) -> int:
     from fleetwright.model.errors import DocumentError
 
     steps = tuple(int(s) for s in args.steps.split(","))
+    default = ["examples/inflate-spot"] if args.interrupt else ["examples/inflate"]
     try:
         return run_demo(
             steps=steps,
             timeout=args.timeout,
-            options=SandboxOptions(manifests=args.filename or ["examples/inflate"]),
+            options=SandboxOptions(manifests=args.filename or default),
+            interrupt=args.interrupt,
         )
     except DocumentError as err:
         print(err, file=sys.stderr)
@@ -79,6 +81,11 @@ def add_cli(subparsers: Subparsers) -> None:
     demo.add_argument("-f", "--filename", action="append", help="manifests (default examples/inflate)")
     demo.add_argument("--steps", default="5,30", help="replica counts to scale to, in order (default 5,30)")
     demo.add_argument("--timeout", type=float, default=60.0, help="seconds each step may take (default 60)")
+    demo.add_argument(
+        "--interrupt",
+        action="store_true",
+        help="then send a spot interruption to the busiest node (default manifests: examples/inflate-spot)",
+    )
     demo.set_defaults(handler=_demo)
 
     local = command_group(

@@ -148,8 +148,14 @@ def run_demo(
     steps: Sequence[int] = DEFAULT_STEPS,
     timeout: float = 60.0,
     options: SandboxOptions | None = None,
+    interrupt: bool = False,
 ) -> int:
-    """Replay the walkthrough; 0 when every step's replicas run within ``timeout`` seconds each."""
+    """Replay the walkthrough; 0 when every step's replicas run within ``timeout`` seconds each.
+
+    With ``interrupt``, a spot interruption warning then hits the busiest node Fleetwright launched: the
+    replacement is launched, the node drained through the termination workflow's steps and terminated,
+    and the demo succeeds when every replica runs again elsewhere.
+    """
     started = time.monotonic()
     _log_warnings_to(out, started)
     print("starting moto, the Kubernetes API emulator and the provisioner ...", file=out, flush=True)
@@ -166,12 +172,60 @@ def run_demo(
                 timeline.say(f"FAILED: {_why_not(box, selector)}")
                 return 1
         timeline.say(f"all {steps[-1]} replicas Running")
+        if interrupt and not _interrupt(box, timeline, steps[-1], timeout):
+            return 1
         print(file=out)
         _print_table(node_table(box), out)
         if box.errors:
             print(f"provisioner errors: {'; '.join(box.errors)}", file=out)
             return 1
     return 0
+
+
+def _interrupt(box: Sandbox, timeline: Timeline, replicas: int, timeout: float) -> bool:
+    """Send a spot interruption for the node running most pods; True when the workload recovers."""
+    import threading
+
+    from fleetwright.interruption.inprocess import run_interruption
+
+    rows = node_table(box)
+    if not rows:
+        timeline.say("FAILED: no node to interrupt")
+        return False
+    busiest = max(rows, key=lambda row: int(row[4]))
+    node = box.kube.get_node(busiest[0]) or {}
+    instance_id = str(node.get("spec", {}).get("providerID", "")).rsplit("/", 1)[-1]
+    timeline.say(f"EC2 Spot Instance Interruption Warning for {instance_id} ({busiest[0]}, {busiest[1]})")
+    reports: list[Any] = []
+    chain = threading.Thread(
+        target=lambda: reports.append(
+            run_interruption(
+                instance_id,
+                "spot-interruption",
+                kube=box.kube,
+                cloud=box.provisioner.cloud,
+                state=box.state,
+                config=box.provisioner.config,
+                region=box.options.region,
+            )
+        ),
+        name="interruption",
+        daemon=True,
+    )
+    chain.start()
+
+    def recovered() -> bool:
+        gone = box.kube.get_node(busiest[0]) is None
+        return gone and not chain.is_alive() and timeline.running_pods() >= replicas
+
+    if not timeline.wait(recovered, timeout):
+        timeline.say(f"FAILED: after the interruption: {_why_not(box, timeline.selector)}")
+        return False
+    for report in reports:
+        for execution in report.executions:
+            timeline.say(f"termination workflow {execution.status}: {' → '.join(execution.history)}")
+    timeline.say(f"node {busiest[0]} gone; all {replicas} replicas Running elsewhere")
+    return True
 
 
 class _TimelineLog(logging.Handler):

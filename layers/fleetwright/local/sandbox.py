@@ -115,6 +115,26 @@ class Sandbox:
         return path
 
 
+class _Serialized:
+    """A boto3 client whose calls run one at a time: moto's DynamoDB backend is not thread-safe (the
+    provisioner, the interruption chain and the demo's timeline read and write it concurrently)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return call
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -345,7 +365,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
         client = KubeClient(ClusterConfig(server=server.url))
         _seed_kubernetes(client, _deployments(options.manifests))
         kube = KubeCluster(client)
-        state = StateStore(STATE_TABLE, options.cluster_name, client=clients.client("dynamodb"))
+        state = StateStore(STATE_TABLE, options.cluster_name, client=_Serialized(clients.client("dynamodb")))
         cloud = AwsProvider(cluster, options.region, clients=clients, unavailable=state.unavailable)
         metrics = RecordingMetrics()
         config = ProvisionerConfig(
