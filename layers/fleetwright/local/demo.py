@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -143,7 +144,7 @@ def _why_not(box: Sandbox, selector: str) -> str:
 
 
 def run_demo(
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     *,
     steps: Sequence[int] = DEFAULT_STEPS,
     timeout: float = 60.0,
@@ -156,8 +157,20 @@ def run_demo(
     replacement is launched, the node drained through the termination workflow's steps and terminated,
     and the demo succeeds when every replica runs again elsewhere.
     """
+    out = out or sys.stdout  # resolved per call: sys.stdout may be replaced (tests, redirection)
     started = time.monotonic()
-    _log_warnings_to(out, started)
+    with _warnings_on_timeline(out, started):
+        return _run(out, started, steps, timeout, options, interrupt)
+
+
+def _run(
+    out: TextIO,
+    started: float,
+    steps: Sequence[int],
+    timeout: float,
+    options: SandboxOptions | None,
+    interrupt: bool,
+) -> int:
     print("starting moto, the Kubernetes API emulator and the provisioner ...", file=out, flush=True)
     with sandbox(options) as box:
         app, selector = _demo_app(box)
@@ -237,16 +250,27 @@ class _TimelineLog(logging.Handler):
         self.started = started
 
     def emit(self, record: logging.LogRecord) -> None:
-        detail = getattr(record, "reason", "") or getattr(record, "error", "")
-        text = f"{record.getMessage()}: {detail}" if detail else record.getMessage()
-        print(f"{time.monotonic() - self.started:7.1f}s  provisioner: {text}", file=self.out, flush=True)
+        try:
+            detail = getattr(record, "reason", "") or getattr(record, "error", "")
+            text = f"{record.getMessage()}: {detail}" if detail else record.getMessage()
+            print(f"{time.monotonic() - self.started:7.1f}s  provisioner: {text}", file=self.out, flush=True)
+        except Exception:  # a log line must never break the code that logs it
+            self.handleError(record)
 
 
-def _log_warnings_to(out: TextIO, started: float) -> None:
+@contextmanager
+def _warnings_on_timeline(out: TextIO, started: float) -> Iterator[None]:
+    """Route Fleetwright's warnings to the timeline for the demo's duration."""
     logger = logging.getLogger("fleetwright")
-    logger.handlers = [h for h in logger.handlers if not isinstance(h, _TimelineLog)]
-    logger.addHandler(_TimelineLog(out, started))
+    handler = _TimelineLog(out, started)
+    propagate = logger.propagate
+    logger.addHandler(handler)
     logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def _demo_app(box: Sandbox) -> tuple[str, str]:
