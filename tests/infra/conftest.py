@@ -1,4 +1,5 @@
-"""One synthesis per test session: the app as ``cdk synth`` builds it, plus a user's app using the construct.
+"""One synthesis per test session: the app as ``cdk synth`` builds it, plus a user's app using the construct
+without its built-in functions.
 
 Synthesizing takes 10-15 s and ~600 MB (jsii runs a Node.js process), so every test reads the same cloud
 assembly.
@@ -53,6 +54,7 @@ class SynthesizedStack:
 class Synthesis:
     outdir: Path
     fleetwright: SynthesizedStack
+    autoscaler: FleetwrightAutoscaler  # the one in ``fleetwright``
     user: SynthesizedStack
     user_autoscaler: FleetwrightAutoscaler
 
@@ -87,6 +89,7 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
             "Autoscaler",
             cluster_name="other-cluster",
             nodepools=load_nodepool_config([str(_two_roles_dir(tmp_path_factory.mktemp("pools")))]),
+            with_functions=False,
         )
         function = user.add_function(
             "Provisioner",
@@ -106,7 +109,7 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
             name, artifact.template, assertions.Template.from_json(artifact.template), messages
         )
 
-    yield Synthesis(outdir, read(stack.stack_name), read(USER_STACK), user)
+    yield Synthesis(outdir, read(stack.stack_name), stack.autoscaler, read(USER_STACK), user)
 
 
 def render(value: Any) -> Any:
@@ -130,3 +133,25 @@ def only(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """The logical id and body of the single resource in ``resources``."""
     assert len(resources) == 1, sorted(resources)
     return next(iter(resources.items()))
+
+
+def logical_id(reference: str) -> str:
+    """``X`` from a rendered reference ``${X}`` or ``${X.Attr}``."""
+    return reference.removeprefix("${").removesuffix("}").split(".")[0]
+
+
+def function_by_description(stack: SynthesizedStack, start: str) -> tuple[str, dict[str, Any]]:
+    """The one Lambda function whose description starts with ``start``."""
+    functions = stack.resources("AWS::Lambda::Function")
+    return only({k: f for k, f in functions.items() if f["Properties"]["Description"].startswith(start)})
+
+
+def node_role(stack: SynthesizedStack) -> tuple[str, dict[str, Any]]:
+    """The role EC2 assumes (the nodes' role)."""
+    return only(
+        {
+            k: r
+            for k, r in stack.resources("AWS::IAM::Role").items()
+            if "ec2.amazonaws.com" in str(r["Properties"]["AssumeRolePolicyDocument"])
+        }
+    )

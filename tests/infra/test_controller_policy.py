@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import CLUSTER, Synthesis, only, render
+from tests.infra.conftest import CLUSTER, Synthesis, node_role, only, render
 
 P, R, A = "${AWS::Partition}", "${AWS::Region}", "${AWS::AccountId}"
 EC2 = f"arn:{P}:ec2:{R}"
@@ -33,7 +33,7 @@ def _statements(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
 def _ids(synthesis: Synthesis) -> dict[str, str]:
     stack = synthesis.fleetwright
     return {
-        "role": only(stack.resources("AWS::IAM::Role"))[0],
+        "role": node_role(stack)[0],
         "queue": next(
             k for k, r in stack.resources("AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]
         ),

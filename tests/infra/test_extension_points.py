@@ -69,7 +69,9 @@ def test_added_function_has_an_error_alarm_and_a_dashboard_row(synthesis: Synthe
     assert errors[0]["Dimensions"] == [{"Name": "FunctionName", "Value": "${" + function_id + "}"}]
     assert len(synthesis.user_autoscaler.dashboard.alarms) == 2  # the dead-letter alarm and this one
     _, dashboard = only(synthesis.user.resources("AWS::CloudWatch::Dashboard"))
-    assert "Provisioner: invocations and errors" in render(dashboard["Properties"]["DashboardBody"])
+    assert "Provisioner: invocations, errors and throttles" in render(
+        dashboard["Properties"]["DashboardBody"]
+    )
 
 
 def test_ec2nodeclasses_naming_other_roles_are_warned_about(synthesis: Synthesis) -> None:

@@ -1,53 +1,16 @@
-"""``FleetwrightAutoscaler.add_interruption_handling``: the two functions, the workflow and their wiring."""
+"""``FleetwrightAutoscaler.add_interruption_handling`` (called by the construct): the two functions, the
+workflow and their wiring, in the stack ``cdk synth`` builds."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
-import aws_cdk as cdk
-import pytest
-
-from infra.autoscaler import FleetwrightAutoscaler, InterruptionHandling
-from infra.nodepools import load_nodepool_config
-from tests.infra.conftest import REPO_ROOT, SynthesizedStack, only, render
-
-STACK = "WithInterruptionHandling"
+from tests.infra.conftest import REPO_ROOT, Synthesis, function_by_description, only, render
 
 
-@pytest.fixture(scope="module")
-def synthesized(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[SynthesizedStack, InterruptionHandling]]:
-    from aws_cdk import assertions
-
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("interruption.out")))
-    stack = cdk.Stack(app, STACK)
-    autoscaler = FleetwrightAutoscaler(
-        stack,
-        "Autoscaler",
-        cluster_name="prod-cluster",
-        nodepools=load_nodepool_config([str(REPO_ROOT / "examples" / "inflate")]),
-    )
-    parts = autoscaler.add_interruption_handling()
-    artifact = app.synth().get_stack_by_name(STACK)
-    template = artifact.template
-    yield SynthesizedStack(STACK, template, assertions.Template.from_json(template), []), parts
-
-
-def _function(stack: SynthesizedStack, description_start: str) -> tuple[str, dict[str, Any]]:
-    functions = stack.resources("AWS::Lambda::Function")
-    return only(
-        {k: f for k, f in functions.items() if f["Properties"]["Description"].startswith(description_start)}
-    )
-
-
-def test_interruption_handler_consumes_the_queue_and_may_start_the_workflow(
-    synthesized: tuple[SynthesizedStack, InterruptionHandling],
-) -> None:
-    stack, _ = synthesized
-    handler_id, handler = _function(stack, "Fleetwright interruption handler")
+def test_interruption_handler_consumes_the_queue_and_may_start_the_workflow(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    handler_id, handler = function_by_description(stack, "Fleetwright interruption handler")
     machine_id, _ = only(stack.resources("AWS::StepFunctions::StateMachine"))
     env = render(handler["Properties"]["Environment"]["Variables"])
     assert env["FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"] == "${" + machine_id + "}"
@@ -65,11 +28,9 @@ def test_interruption_handler_consumes_the_queue_and_may_start_the_workflow(
     assert len(statements) == 1 and statements[0]["Resource"] == "${" + machine_id + "}"
 
 
-def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(
-    synthesized: tuple[SynthesizedStack, InterruptionHandling],
-) -> None:
-    stack, _ = synthesized
-    steps_id, steps = _function(stack, "Fleetwright termination workflow steps")
+def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    steps_id, steps = function_by_description(stack, "Fleetwright termination workflow steps")
     assert steps["Properties"]["Handler"] == "handler.handler"
     _, machine = only(stack.resources("AWS::StepFunctions::StateMachine"))
     definition = json.loads(render(machine["Properties"]["DefinitionString"]))
@@ -93,10 +54,9 @@ def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(
     assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
 
 
-def test_failures_raise_an_alarm_through_the_dashboard(
-    synthesized: tuple[SynthesizedStack, InterruptionHandling],
-) -> None:
-    stack, parts = synthesized
+def test_failures_raise_an_alarm_through_the_dashboard(synthesis: Synthesis) -> None:
+    stack, parts = synthesis.fleetwright, synthesis.autoscaler.interruption_handling
+    assert parts is not None
     alarms = [render(a["Properties"]) for a in stack.resources("AWS::CloudWatch::Alarm").values()]
     [failure] = [a for a in alarms if a.get("MetricName") == "TerminationFailures"]
     assert failure["Namespace"] == "Fleetwright"
@@ -105,4 +65,4 @@ def test_failures_raise_an_alarm_through_the_dashboard(
     # The step handler publishes the metric with that dimension (Powertools' service).
     handler_source = (REPO_ROOT / "functions" / "termination" / "handler.py").read_text()
     assert 'SERVICE = "fleetwright-termination"' in handler_source
-    assert parts.workflow.failure_alarm in parts.handler.node.scope.dashboard.alarms  # type: ignore[union-attr]
+    assert parts.workflow.failure_alarm in synthesis.autoscaler.dashboard.alarms

@@ -8,24 +8,34 @@ from typing import Any
 import yaml
 
 from infra.nodepools import load_nodepool_config
-from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, only, render
+from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
+
+FUNCTIONS = 3  # provisioner, interruption handler, termination steps
 
 
-def test_stack_holds_the_infrastructure_and_no_functions_yet(synthesis: Synthesis) -> None:
+def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
     counts = {
         "AWS::Lambda::LayerVersion": 1,
         "AWS::DynamoDB::Table": 1,
         "AWS::SQS::Queue": 2,
         "AWS::SQS::QueuePolicy": 2,
-        "AWS::Events::Rule": 4,
-        "AWS::IAM::Role": 1,
+        "AWS::Events::Rule": 4 + 1,  # the interruption rules and the provisioner's schedule
+        "AWS::IAM::Role": 1 + FUNCTIONS + 1,  # nodes, one per function, the state machine
+        "AWS::IAM::Policy": FUNCTIONS + 1,  # each role's own grants (logs, workflow, queue)
         "AWS::IAM::InstanceProfile": 1,
-        "AWS::EKS::AccessEntry": 1,
+        "AWS::EKS::AccessEntry": 1 + FUNCTIONS,  # nodes, one per function role
         "AWS::IAM::ManagedPolicy": 1,
         "AWS::SSM::Parameter": 1,
         "AWS::CloudWatch::Dashboard": 1,
-        "AWS::CloudWatch::Alarm": 1,
-        "AWS::Lambda::Function": 0,
+        # dead letters, workflow failures, provisioner and interruption handler errors, failing
+        # provisioning passes, registration timeouts
+        "AWS::CloudWatch::Alarm": 6,
+        "AWS::Lambda::Function": FUNCTIONS,
+        "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
+        "AWS::Lambda::EventInvokeConfig": 1,  # the provisioner's: no retries of a scheduled run
+        "AWS::Lambda::Permission": 1,  # the schedule may invoke the provisioner
+        "AWS::Lambda::EventSourceMapping": 1,  # the queue feeds the interruption handler
+        "AWS::StepFunctions::StateMachine": 1,
     }
     for resource_type, count in counts.items():
         synthesis.fleetwright.template.resource_count_is(resource_type, count)
@@ -70,9 +80,15 @@ def test_interruption_queue_and_dead_letter_queue(synthesis: Synthesis) -> None:
     assert dlq["SqsManagedSseEnabled"] is True
 
 
+def _interruption_rules(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
+    """The event rules (those with an event pattern; the provisioner's schedule has none)."""
+    rules = synthesis.fleetwright.resources("AWS::Events::Rule")
+    return {k: r for k, r in rules.items() if "EventPattern" in r["Properties"]}
+
+
 def test_event_rules_send_the_four_event_kinds_to_the_queue(synthesis: Synthesis) -> None:
     main_id, _, _, _ = _queues(synthesis)
-    rules = synthesis.fleetwright.resources("AWS::Events::Rule").values()
+    rules = _interruption_rules(synthesis).values()
     patterns = []
     for rule in rules:
         props = rule["Properties"]
@@ -107,7 +123,7 @@ def test_queue_policy_lets_only_the_rules_send_and_requires_tls(synthesis: Synth
     ]
     assert len(policies) == 1
     statements = render(policies[0]["PolicyDocument"]["Statement"])
-    rule_arns = sorted("${" + k + ".Arn}" for k in synthesis.fleetwright.resources("AWS::Events::Rule"))
+    rule_arns = sorted("${" + k + ".Arn}" for k in _interruption_rules(synthesis))
     sends = [s for s in statements if s["Effect"] == "Allow"]
     assert all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in sends)
     assert all(s["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"] for s in sends)
@@ -117,7 +133,7 @@ def test_queue_policy_lets_only_the_rules_send_and_requires_tls(synthesis: Synth
 
 
 def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> None:
-    role_id, role = only(synthesis.fleetwright.resources("AWS::IAM::Role"))
+    role_id, role = node_role(synthesis.fleetwright)
     props = render(role["Properties"])
     assert props["AssumeRolePolicyDocument"]["Statement"] == [
         {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
@@ -135,7 +151,13 @@ def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> No
     assert props["RoleName"] == "KarpenterNodeRole-my-cluster"
     _, profile = only(synthesis.fleetwright.resources("AWS::IAM::InstanceProfile"))
     assert render(profile["Properties"]["Roles"]) == ["${" + role_id + "}"]
-    _, entry = only(synthesis.fleetwright.resources("AWS::EKS::AccessEntry"))
+    _, entry = only(
+        {
+            k: e
+            for k, e in synthesis.fleetwright.resources("AWS::EKS::AccessEntry").items()
+            if e["Properties"]["Type"] == "EC2_LINUX"
+        }
+    )
     assert render(entry["Properties"]) == {
         "ClusterName": CLUSTER,
         "PrincipalArn": "${" + role_id + ".Arn}",
@@ -145,9 +167,10 @@ def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> No
 
 def test_dead_letter_alarm_and_dashboard(synthesis: Synthesis) -> None:
     _, _, dlq_id, _ = _queues(synthesis)
-    _, alarm = only(synthesis.fleetwright.resources("AWS::CloudWatch::Alarm"))
-    props = render(alarm["Properties"])
-    assert props["Namespace"] == "AWS/SQS"
+    alarms = [
+        render(a["Properties"]) for a in synthesis.fleetwright.resources("AWS::CloudWatch::Alarm").values()
+    ]
+    [props] = [a for a in alarms if a.get("Namespace") == "AWS/SQS"]
     assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert props["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
@@ -164,13 +187,20 @@ def test_outputs_name_what_an_operator_needs(synthesis: Synthesis) -> None:
     outputs = synthesis.fleetwright.raw["Outputs"]
     assert sorted(outputs) == [
         "ControllerPolicyArn",
+        "DashboardName",
+        "InterruptionHandlerLogGroup",
         "InterruptionQueueUrl",
         "NodeInstanceProfileName",
         "NodePoolsParameterName",
         "NodeRoleArn",
         "NodeRoleName",
+        "ProvisionerLogGroup",
         "StateTableName",
+        "TerminationStateMachineArn",
+        "TerminationStepsLogGroup",
     ]
+    dashboard_id, _ = only(synthesis.fleetwright.resources("AWS::CloudWatch::Dashboard"))
+    assert render(outputs["DashboardName"]["Value"]) == "${" + dashboard_id + "}"
 
 
 def test_nodepool_parameter_holds_the_validated_documents(synthesis: Synthesis) -> None:

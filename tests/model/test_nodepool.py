@@ -283,3 +283,33 @@ spec:
   disruption: {consolidationPolicy: WhenUnderutilized}
 """
         )
+
+
+PACKING_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: batch
+  annotations:
+    fleetwright.io/packing: {value}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements: []
+"""
+
+
+def test_packing_annotation_chooses_the_strategy() -> None:
+    assert minimal().packing() == "FewerNodes"
+    pool = parse_text(PACKING_POOL.format(value="LowestCost")).nodepools[0]
+    assert pool.packing() == "LowestCost"
+
+
+def test_unknown_packing_strategy_is_rejected_with_the_choices() -> None:
+    with pytest.raises(DocumentError) as caught:
+        parse_text(PACKING_POOL.format(value="Cheapest"))
+    assert str(caught.value) == (
+        "inline.yaml: document 0 (NodePool batch): metadata: annotation fleetwright.io/packing must be one "
+        "of FewerNodes, LowestCost, got 'Cheapest'"
+    )

@@ -282,3 +282,16 @@ def test_min_values_keeps_enough_instance_families() -> None:
     big = [*types[:2], itype("r5.large", "2", "2Gi", price=0.12)]
     failed = run([pod("b", cpu="1", memory="4Gi")], [pool], big)
     assert "minValues 3 but only 2 value(s) fit" in failed.errors[0].reason
+
+
+def test_packing_strategy_trades_node_count_for_cost() -> None:
+    types = [itype("s.large", "2", "8Gi", price=0.10), itype("m.2xlarge", "8", "32Gi", price=0.50)]
+    pods = [pod(f"p{i}", cpu="1") for i in range(6)]
+    on_demand = req(CAPACITY_TYPE, "In", "on-demand")
+    fewer = run(pods, [nodepool(requirements=on_demand)], types)
+    assert types_of(fewer) == ["m.2xlarge"]
+    cheapest = nodepool(requirements=on_demand)
+    cheapest.packing = "LowestCost"
+    lowest = run(pods, [cheapest], types)
+    assert types_of(lowest) == ["s.large"] * 3
+    assert lowest.hourly_cost < fewer.hourly_cost

@@ -1,0 +1,205 @@
+"""The controller functions the stack deploys: code, runtime, schedule, environment, permissions, and their
+access to Kubernetes."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.infra.conftest import (
+    CLUSTER,
+    REPO_ROOT,
+    Synthesis,
+    SynthesizedStack,
+    function_by_description,
+    logical_id,
+    only,
+    render,
+)
+
+# (description prefix, directory under functions/)
+FUNCTIONS = {
+    "provisioner": "Fleetwright provisioner",
+    "interruption": "Fleetwright interruption handler",
+    "termination": "Fleetwright termination workflow steps",
+}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _role_statements(stack: SynthesizedStack, role_id: str) -> list[dict[str, Any]]:
+    """The statements of the inline policies attached to ``role_id``."""
+    return [
+        statement
+        for policy in stack.resources("AWS::IAM::Policy").values()
+        if "${" + role_id + "}" in render(policy["Properties"]["Roles"])
+        for statement in render(policy["Properties"]["PolicyDocument"]["Statement"])
+    ]
+
+
+def _function_role(function: dict[str, Any]) -> str:
+    return logical_id(render(function["Properties"]["Role"]))
+
+
+@pytest.mark.parametrize("directory", sorted(FUNCTIONS))
+def test_function_runs_its_handler_on_arm64_python_312_with_the_layer(
+    synthesis: Synthesis, directory: str
+) -> None:
+    stack = synthesis.fleetwright
+    _, function = function_by_description(stack, FUNCTIONS[directory])
+    props = function["Properties"]
+    layer_id, _ = only(stack.resources("AWS::Lambda::LayerVersion"))
+    assert props["Architectures"] == ["arm64"]
+    assert props["Runtime"] == "python3.12"
+    assert render(props["Layers"]) == ["${" + layer_id + "}"]
+    assert props["Handler"] == "handler.handler"
+    asset = synthesis.outdir / f"asset.{props['Code']['S3Key'].removesuffix('.zip')}"
+    source = REPO_ROOT / "functions" / directory / "handler.py"
+    assert (asset / "handler.py").read_text() == source.read_text()
+
+
+@pytest.mark.parametrize("directory", sorted(FUNCTIONS))
+def test_function_metrics_carry_the_handlers_service_name(synthesis: Synthesis, directory: str) -> None:
+    # The dashboard and alarms select metrics by this dimension, so it must be the handler's own name.
+    _, function = function_by_description(synthesis.fleetwright, FUNCTIONS[directory])
+    env = function["Properties"]["Environment"]["Variables"]
+    source = (REPO_ROOT / "functions" / directory / "handler.py").read_text()
+    service = re.search(r'^SERVICE = "([^"]+)"$', source, re.M)
+    assert service is not None
+    assert env["POWERTOOLS_SERVICE_NAME"] == service.group(1)
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Fleetwright"
+
+
+def test_provisioner_runs_every_minute_one_at_a_time(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    function_id, function = function_by_description(stack, FUNCTIONS["provisioner"])
+    props = function["Properties"]
+    assert props["Timeout"] == 60
+    assert props["ReservedConcurrentExecutions"] == 1
+    [rule] = [
+        r["Properties"]
+        for r in stack.resources("AWS::Events::Rule").values()
+        if "ScheduleExpression" in r["Properties"]
+    ]
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+    assert render([t["Arn"] for t in rule["Targets"]]) == ["${" + function_id + ".Arn}"]
+    _, permission = only(stack.resources("AWS::Lambda::Permission"))
+    assert render(permission["Properties"]["FunctionName"]) == "${" + function_id + ".Arn}"
+    assert permission["Properties"]["Principal"] == "events.amazonaws.com"
+    # A run that could not start in time is not retried: the next minute's run replaces it.
+    _, invoke_config = only(stack.resources("AWS::Lambda::EventInvokeConfig"))
+    assert render(invoke_config["Properties"]["FunctionName"]) == "${" + function_id + "}"
+    assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
+    assert invoke_config["Properties"]["MaximumEventAgeInSeconds"] == 60
+
+
+def test_provisioner_reads_the_nodepools_parameter_and_the_state_table(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    _, function = function_by_description(stack, FUNCTIONS["provisioner"])
+    env = render(function["Properties"]["Environment"]["Variables"])
+    parameter_id, _ = only(stack.resources("AWS::SSM::Parameter"))
+    table_id, _ = only(stack.resources("AWS::DynamoDB::Table"))
+    assert env["FLEETWRIGHT_CLUSTER_NAME"] == CLUSTER
+    assert env["FLEETWRIGHT_NODEPOOLS_PARAMETER"] == "${" + parameter_id + "}"
+    assert env["FLEETWRIGHT_STATE_TABLE"] == "${" + table_id + "}"
+    assert "FLEETWRIGHT_NODEPOOLS_FILE" not in env  # the provisioner refuses both sources at once
+
+
+def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_logs(
+    synthesis: Synthesis,
+) -> None:
+    stack = synthesis.fleetwright
+    policy_id, _ = only(stack.resources("AWS::IAM::ManagedPolicy"))
+    for description in FUNCTIONS.values():
+        _, function = function_by_description(stack, description)
+        role_id = _function_role(function)
+        role = stack.raw["Resources"][role_id]["Properties"]
+        assert render(role["ManagedPolicyArns"]) == ["${" + policy_id + "}"]
+        log_group = logical_id(render(function["Properties"]["LoggingConfig"]["LogGroup"]))
+        logs = [s for s in _role_statements(stack, role_id) if "logs:" in json.dumps(s["Action"])]
+        assert logs == [
+            {
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Effect": "Allow",
+                "Resource": "${" + log_group + ".Arn}",
+            }
+        ]
+
+
+def test_only_the_interruption_handler_starts_workflows_and_reads_the_queue(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    machine_id, _ = only(stack.resources("AWS::StepFunctions::StateMachine"))
+    queue_id = next(
+        k for k, q in stack.resources("AWS::SQS::Queue").items() if "RedrivePolicy" in q["Properties"]
+    )
+    grants: dict[str, dict[str, list[str]]] = {}
+    for directory, description in FUNCTIONS.items():
+        _, function = function_by_description(stack, description)
+        extra = [s for s in _role_statements(stack, _function_role(function)) if "logs:" not in json.dumps(s)]
+        grants[directory] = {a: _as_list(s["Resource"]) for s in extra for a in _as_list(s["Action"])}
+    assert grants["provisioner"] == {}
+    assert grants["termination"] == {}
+    handler = grants["interruption"]
+    assert handler.pop("states:StartExecution") == ["${" + machine_id + "}"]
+    [executions] = handler.pop("states:DescribeExecution")
+    assert executions.endswith(":*") and ":execution:" in executions and machine_id in executions
+    assert set(handler) == {
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueUrl",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    }
+    assert all(resources == ["${" + queue_id + ".Arn}"] for resources in handler.values())
+
+
+def test_state_machine_invokes_only_the_step_function(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    steps_id, _ = function_by_description(stack, FUNCTIONS["termination"])
+    _, machine = only(stack.resources("AWS::StepFunctions::StateMachine"))
+    statements = _role_statements(stack, logical_id(render(machine["Properties"]["RoleArn"])))
+    [invoke] = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert invoke["Resource"] == ["${" + steps_id + ".Arn}", "${" + steps_id + ".Arn}:*"]
+    # the rest is log delivery and X-Ray, which have no resource-level permissions
+    others = {a.split(":")[0] for s in statements if s is not invoke for a in _as_list(s["Action"])}
+    assert others == {"logs", "xray"}
+
+
+def _rbac_documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_function_roles_join_the_group_the_rbac_manifest_binds(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    manifest = _rbac_documents((REPO_ROOT / "docs" / "rbac.yaml").read_text())
+    # The manifest to apply is the one docs/kubernetes.md explains.
+    explained = re.search(
+        r"## RBAC.*?```yaml\n(.*?)```", (REPO_ROOT / "docs" / "kubernetes.md").read_text(), re.S
+    )
+    assert explained is not None
+    assert manifest == _rbac_documents(explained.group(1))
+    [binding] = [d for d in manifest if d["kind"] == "ClusterRoleBinding"]
+    [role] = [d for d in manifest if d["kind"] == "ClusterRole"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    groups = [s["name"] for s in binding["subjects"] if s["kind"] == "Group"]
+    assert len(groups) == 1
+
+    entries = {
+        render(e["Properties"]["PrincipalArn"]): e["Properties"]
+        for e in stack.resources("AWS::EKS::AccessEntry").values()
+        if e["Properties"]["Type"] == "STANDARD"
+    }
+    function_roles = {
+        "${" + _function_role(function_by_description(stack, d)[1]) + ".Arn}" for d in FUNCTIONS.values()
+    }
+    assert set(entries) == function_roles
+    for entry in entries.values():
+        assert entry["ClusterName"] == CLUSTER
+        assert entry["KubernetesGroups"] == groups
+        assert "AccessPolicies" not in entry  # permissions come from the ClusterRole alone

@@ -1,0 +1,139 @@
+"""The dashboard shows every metric the functions publish, and the alarms watch what needs a person."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, function_by_description, only, render
+
+
+def _documented_metrics() -> set[str]:
+    """The metric names docs/provisioner.md (first column of its metrics table) and docs/termination.md
+    (its metrics section) promise."""
+    provisioner = (REPO_ROOT / "docs" / "provisioner.md").read_text()
+    table = provisioner.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    names = {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
+    termination = (REPO_ROOT / "docs" / "termination.md").read_text()
+    section = termination.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    body = section.split("(Powertools EMF).", 1)[1]  # after "Namespace `Fleetwright`"
+    return names | set(re.findall(r"`([A-Z][A-Za-z]+)(?:\{\w+\})?`", body))
+
+
+def _dashboard(synthesis: Synthesis) -> dict[str, Any]:
+    _, dashboard = only(synthesis.fleetwright.resources("AWS::CloudWatch::Dashboard"))
+    return dict(json.loads(render(dashboard["Properties"]["DashboardBody"])))
+
+
+def _metric_names(widget: dict[str, Any]) -> set[str]:
+    """Metric names a widget shows: plain metrics and those named in Metrics Insights queries."""
+    names: set[str] = set()
+    for line in widget["properties"].get("metrics", []):
+        options = line[-1] if isinstance(line[-1], dict) else {}
+        if "expression" in options:
+            names |= set(re.findall(r"SELECT [A-Z]+\((\w+)\)", options["expression"]))
+        else:
+            names.add(line[1])
+    return names
+
+
+def test_every_documented_metric_is_on_the_dashboard(synthesis: Synthesis) -> None:
+    documented = _documented_metrics()
+    assert {"PendingPods", "NodeClaimsLaunched", "InterruptionEvents", "TerminationFailures"} <= documented
+    shown = set().union(
+        *(_metric_names(w) for w in _dashboard(synthesis)["widgets"] if w["type"] == "metric")
+    )
+    # The failure alarm's widget shows TerminationFailures; alarm widgets carry no metric list.
+    alarm_metrics = {
+        render(a["Properties"]).get("MetricName")
+        for a in synthesis.fleetwright.resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert documented - shown - alarm_metrics == set()
+
+
+def test_dashboard_sections_and_function_rows(synthesis: Synthesis) -> None:
+    widgets = _dashboard(synthesis)["widgets"]
+    texts = [w["properties"]["markdown"] for w in widgets if w["type"] == "text"]
+    assert texts == [
+        f"# Fleetwright — cluster `{CLUSTER}`",
+        "## Provisioning",
+        "## Interruptions and node terminations",
+    ]
+    titles = {w["properties"].get("title") for w in widgets}
+    for name in ("Provisioner", "InterruptionHandler", "TerminationSteps"):
+        assert f"{name}: invocations, errors and throttles" in titles
+        assert f"{name}: duration" in titles
+    assert {"Dead-lettered interruption events", "Termination workflows (executions)"} <= titles
+
+
+def test_launches_are_broken_down_by_instance_type_and_capacity_type(synthesis: Synthesis) -> None:
+    queries = {
+        w["properties"]["title"]: [
+            line[-1]["expression"]
+            for line in w["properties"].get("metrics", [])
+            if isinstance(line[-1], dict) and "expression" in line[-1]
+        ]
+        for w in _dashboard(synthesis)["widgets"]
+        if w["type"] == "metric"
+    }
+    service = "WHERE service = 'fleetwright-provisioner'"
+    assert queries["Nodes launched by instance type"] == [
+        f"SELECT SUM(NodeClaimsLaunched) FROM Fleetwright {service} GROUP BY InstanceType"
+    ]
+    assert queries["Nodes launched by capacity type"] == [
+        f"SELECT SUM(NodeClaimsLaunched) FROM Fleetwright {service} GROUP BY CapacityType"
+    ]
+    by_code, capacity = queries["Launch errors by EC2 error code; insufficient capacity"]
+    assert by_code.endswith("GROUP BY ErrorCode")
+    assert "ErrorCode IN (" in capacity and "'InsufficientInstanceCapacity'" in capacity
+
+
+def test_workflow_graph_uses_step_functions_metrics(synthesis: Synthesis) -> None:
+    machine_id, _ = only(synthesis.fleetwright.resources("AWS::StepFunctions::StateMachine"))
+    [widget] = [
+        w
+        for w in _dashboard(synthesis)["widgets"]
+        if w["properties"].get("title") == "Termination workflows (executions)"
+    ]
+    plain = [line for line in widget["properties"]["metrics"] if line[0] == "AWS/States"]
+    assert [line[1] for line in plain] == [
+        "ExecutionsStarted",
+        "ExecutionsSucceeded",
+        "ExecutionsFailed",
+        "ExecutionsTimedOut",
+    ]
+    assert all(line[2:4] == ["StateMachineArn", "${" + machine_id + "}"] for line in plain)
+
+
+def _alarms(synthesis: Synthesis) -> list[dict[str, Any]]:
+    return [
+        render(a["Properties"]) for a in synthesis.fleetwright.resources("AWS::CloudWatch::Alarm").values()
+    ]
+
+
+def test_alarms(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    alarms = _alarms(synthesis)
+    by_metric = {a.get("MetricName") or a["Metrics"][0]["Expression"]: a for a in alarms}
+    provisioner_id, _ = function_by_description(stack, "Fleetwright provisioner")
+    handler_id, _ = function_by_description(stack, "Fleetwright interruption handler")
+    lambda_errors = sorted(a["Dimensions"][0]["Value"] for a in alarms if a.get("Namespace") == "AWS/Lambda")
+    # The step function's errors are the workflow's to retry or to report: no alarm of their own.
+    assert lambda_errors == sorted(["${" + provisioner_id + "}", "${" + handler_id + "}"])
+    assert "ApproximateNumberOfMessagesVisible" in by_metric  # dead letters
+    assert "TerminationFailures" in by_metric
+
+    failing = by_metric["ProvisioningErrors"]
+    assert failing["Dimensions"] == [{"Name": "service", "Value": "fleetwright-provisioner"}]
+    assert (failing["EvaluationPeriods"], failing["DatapointsToAlarm"], failing["Period"]) == (3, 3, 60)
+
+    [timeouts] = [a for a in alarms if "RegistrationTimeouts" in json.dumps(a.get("Metrics", ""))]
+    # One alarm for every NodePool, present and future: a Metrics Insights query needs no dimension list.
+    assert timeouts["Metrics"][0]["Expression"] == (
+        "SELECT SUM(RegistrationTimeouts) FROM Fleetwright WHERE service = 'fleetwright-provisioner'"
+    )
+    assert timeouts["Threshold"] == 1
+    assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 6
