@@ -25,7 +25,14 @@ def build_app(app: cdk.App) -> FleetwrightStack:
     settings = settings_from_context(
         {
             key: app.node.try_get_context(key)
-            for key in ("clusterName", "nodePoolsFile", "nodeRoleName", "alarmTopicArn", "stackName")
+            for key in (
+                "clusterName",
+                "nodePoolsFile",
+                "nodeRoleName",
+                "alarmTopicArn",
+                "stackName",
+                "provisionerReservedConcurrency",
+            )
         }
     )
     nodepools = load_nodepool_config(settings.nodepool_paths)
@@ -40,6 +47,7 @@ def build_app(app: cdk.App) -> FleetwrightStack:
         nodepools=nodepools,
         node_role_name=settings.node_role_name,
         alarm_topic_arn=settings.alarm_topic_arn,
+        provisioner_reserved_concurrency=settings.provisioner_reserved_concurrency,
     )
     return stack
 

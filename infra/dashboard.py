@@ -1,7 +1,10 @@
 """The CloudWatch dashboard and the alarms that tell an operator Fleetwright needs attention.
 
-Only the pieces that exist are shown so far (interruption queue, dead-letter queue, state table); the
-functions add their own widgets through :meth:`FleetwrightDashboard.add_function_widgets`.
+The dashboard opens with the interruption queue, its dead-letter queue and the state table; the
+autoscaler then adds a section per controller (:meth:`FleetwrightDashboard.add_section`): the provisioner's
+metrics (:meth:`add_provisioning_widgets`), the interruption handler's and the termination workflow's
+(:meth:`add_interruption_widgets`, :meth:`add_workflow_widgets`), each followed by its functions' Lambda
+rows (:meth:`add_function_widgets`). Metric names and queries are in :mod:`infra.controller_metrics`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+
+from infra import controller_metrics as cm
 
 PERIOD = Duration.minutes(1)
 WIDGET_WIDTH = 12
+# Launches, errors and costs are rare events: five-minute sums read better than one-minute spikes.
+EVENT_PERIOD = Duration.minutes(5)
 
 
 class FleetwrightDashboard(Construct):
@@ -98,11 +106,11 @@ class FleetwrightDashboard(Construct):
         return alarm
 
     def add_function_widgets(self, function: lambda_.IFunction, title: str | None = None) -> None:
-        """A row for one function: invocations and errors, duration, throttles."""
+        """A row for one function: invocations, errors and throttles; duration (p50, p99)."""
         name = title or function.node.id
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title=f"{name}: invocations and errors",
+                title=f"{name}: invocations, errors and throttles",
                 left=[function.metric_invocations(period=PERIOD), function.metric_errors(period=PERIOD)],
                 right=[function.metric_throttles(period=PERIOD)],
                 width=WIDGET_WIDTH,
@@ -114,5 +122,179 @@ class FleetwrightDashboard(Construct):
                     function.metric_duration(period=PERIOD, statistic="p99"),
                 ],
                 width=WIDGET_WIDTH,
+            ),
+        )
+
+    def add_section(self, title: str) -> None:
+        """A full-width heading; the widgets added next belong to it."""
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(markdown=f"## {title}", width=2 * WIDGET_WIDTH, height=1)
+        )
+
+    def add_provisioning_widgets(self) -> None:
+        """What the provisioner publishes: pending pods, launches by instance type and capacity type,
+        launch and capacity errors, nodes registered, the hourly cost launched."""
+        service = cm.PROVISIONER_SERVICE
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Pending pods; batch size",
+                left=[
+                    cm.metric(cm.PENDING_PODS, service, statistic="Maximum"),
+                    cm.metric(cm.UNSCHEDULABLE_PODS, service, statistic="Maximum"),
+                    cm.metric(cm.BATCH_SIZE, service, statistic="Maximum"),
+                ],
+                right=[cm.metric(cm.SCHEDULING_DURATION, service, statistic="p99")],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.GraphWidget(
+                title="Nodes launched by instance type",
+                left=[cm.insights(cm.CLAIMS_LAUNCHED, service, group_by="InstanceType", period=EVENT_PERIOD)],
+                stacked=True,
+                width=WIDGET_WIDTH,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Nodes launched by capacity type",
+                left=[cm.insights(cm.CLAIMS_LAUNCHED, service, group_by="CapacityType", period=EVENT_PERIOD)],
+                stacked=True,
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.GraphWidget(
+                title="Launch errors by EC2 error code; insufficient capacity",
+                left=[cm.insights(cm.LAUNCH_ERRORS, service, group_by="ErrorCode", period=EVENT_PERIOD)],
+                right=[
+                    cm.insights(
+                        cm.LAUNCH_ERRORS,
+                        service,
+                        where=cm.capacity_errors_condition(),
+                        period=EVENT_PERIOD,
+                        label="Insufficient capacity (all codes)",
+                    )
+                ],
+                width=WIDGET_WIDTH,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Nodes registered and initialized; registration timeouts",
+                left=[
+                    cm.insights(cm.NODES_REGISTERED, service, period=EVENT_PERIOD),
+                    cm.insights(cm.NODES_INITIALIZED, service, period=EVENT_PERIOD),
+                ],
+                right=[cm.insights(cm.REGISTRATION_TIMEOUTS, service, period=EVENT_PERIOD)],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.GraphWidget(
+                title="Hourly cost launched ($/h) by NodePool",
+                left=[
+                    cm.insights(cm.HOURLY_COST_LAUNCHED, service, group_by="NodePool", period=EVENT_PERIOD)
+                ],
+                stacked=True,
+                width=WIDGET_WIDTH,
+            ),
+        )
+
+    def add_provisioning_alarms(self) -> list[cloudwatch.Alarm]:
+        """Alarms on passes that keep failing and on nodes that never register, and a row showing them."""
+        failing = cloudwatch.Alarm(
+            self,
+            "ProvisioningFailing",
+            alarm_description="Provisioning passes failed in three consecutive minutes (Kubernetes or AWS "
+            "errors): pending pods get no nodes. The provisioner's log says why.",
+            metric=cm.metric(cm.PROVISIONING_ERRORS, cm.PROVISIONER_SERVICE),
+            threshold=1,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        timeouts = cloudwatch.Alarm(
+            self,
+            "RegistrationTimeouts",
+            alarm_description="A launched instance never became a node and was terminated: check the node "
+            "role's access entry, the subnets' routes and the security groups (docs/deploy.md).",
+            metric=cm.insights(cm.REGISTRATION_TIMEOUTS, cm.PROVISIONER_SERVICE, period=EVENT_PERIOD),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmWidget(title="Failed provisioning passes", alarm=failing, width=WIDGET_WIDTH),
+            cloudwatch.AlarmWidget(title="Registration timeouts", alarm=timeouts, width=WIDGET_WIDTH),
+        )
+        return [self.add_alarm(failing), self.add_alarm(timeouts)]
+
+    def add_interruption_widgets(self) -> None:
+        """What the interruption handler publishes: events by kind, rejected and duplicate messages,
+        ignored events, nodes cleaned up, replacements."""
+        service = cm.INTERRUPTION_SERVICE
+        third = 2 * WIDGET_WIDTH // 3
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Interruption events by kind; rejected, duplicates",
+                left=[cm.insights(cm.INTERRUPTION_EVENTS, service, group_by="Kind", period=EVENT_PERIOD)],
+                right=[
+                    cm.metric(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
+                    cm.metric(cm.DUPLICATE_EVENTS, service, period=EVENT_PERIOD),
+                    cm.metric(cm.REBALANCE_RECOMMENDATIONS, service, period=EVENT_PERIOD),
+                ],
+                stacked=True,
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Ignored events by reason; nodes cleaned up",
+                left=[
+                    cm.insights(
+                        cm.INTERRUPTION_EVENTS_IGNORED, service, group_by="Reason", period=EVENT_PERIOD
+                    )
+                ],
+                right=[cm.insights(cm.NODES_CLEANED_UP, service, period=EVENT_PERIOD)],
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Replacement nodes",
+                left=[
+                    cm.metric(cm.REPLACEMENT_CLAIMS, service, period=EVENT_PERIOD),
+                    cm.metric(cm.REPLACEMENT_ERRORS, service, period=EVENT_PERIOD),
+                ],
+                width=third,
+            ),
+        )
+
+    def add_workflow_widgets(self, state_machine: sfn.IStateMachine, failure_alarm: cloudwatch.Alarm) -> None:
+        """The termination workflow: executions started, succeeded, failed, timed out (Step Functions'
+        own metrics), why they were started, what the steps did, and the failure alarm."""
+        steps = cm.TERMINATION_SERVICE
+        third = 2 * WIDGET_WIDTH // 3
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Termination workflows (executions)",
+                left=[
+                    state_machine.metric_started(period=EVENT_PERIOD),
+                    state_machine.metric_succeeded(period=EVENT_PERIOD),
+                    state_machine.metric_failed(period=EVENT_PERIOD),
+                    state_machine.metric_timed_out(period=EVENT_PERIOD),
+                ],
+                right=[
+                    cm.insights(
+                        cm.WORKFLOWS_STARTED, cm.INTERRUPTION_SERVICE, group_by="Reason", period=EVENT_PERIOD
+                    )
+                ],
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Nodes terminated by reason; pods evicted",
+                left=[cm.insights(cm.NODES_TERMINATED, steps, group_by="Reason", period=EVENT_PERIOD)],
+                right=[
+                    cm.metric(cm.PODS_EVICTED, steps, period=EVENT_PERIOD),
+                    cm.metric(cm.EVICTIONS_BLOCKED, steps, period=EVENT_PERIOD),
+                    cm.metric(cm.PODS_DELETED_AT_DEADLINE, steps, period=EVENT_PERIOD),
+                ],
+                width=third,
+            ),
+            cloudwatch.AlarmWidget(
+                title=f"Failed terminations ({cm.TERMINATION_FAILURES})", alarm=failure_alarm, width=third
             ),
         )

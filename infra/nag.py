@@ -6,7 +6,13 @@ template metadata, and ``Aspects.of(app).add(AwsSolutionsChecks())`` works with 
 
 from __future__ import annotations
 
-from cdk_nag import NagPackSuppression, NagSuppressions
+from typing import cast
+
+from aws_cdk import CfnResource, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
+from constructs import IConstruct
 
 from infra.autoscaler import FleetwrightAutoscaler
 from infra.controller_policy import (
@@ -19,6 +25,20 @@ from infra.node_role import NODE_MANAGED_POLICIES
 
 # How cdk-nag spells the EC2 ARN prefix of the controller policy's resources.
 _EC2 = "arn:<AWS::Partition>:ec2:<AWS::Region>"
+# Execution ARNs are formatted with the stack's region and account: tokens, or literal values when the
+# app is synthesized for an environment (the CDK CLI sets one).
+_EXECUTIONS = r"/^Resource::arn:<AWS::Partition>:states:.+:execution:.+:\*$/g"
+
+
+def _default_policy(role: iam.IRole | None) -> IConstruct | None:
+    """The policy CDK's grants add to ``role`` (where their findings are), if any."""
+    return None if role is None else role.node.try_find_child("DefaultPolicy")
+
+
+def _logical_id(construct: IConstruct) -> str:
+    """The logical id of an L2 construct's CloudFormation resource, as cdk-nag prints it in findings."""
+    resource = cast(CfnResource, construct.node.default_child)
+    return str(Stack.of(construct).resolve(resource.logical_id))
 
 
 def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
@@ -74,6 +94,61 @@ def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
                     "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/"
                     f"{instance_profile_prefix(autoscaler.cluster_name)}*"
                 ],
+            ),
+        ],
+    )
+    _acknowledge_functions(autoscaler)
+
+
+def _acknowledge_functions(autoscaler: FleetwrightAutoscaler) -> None:
+    """The controller functions' runtime, and the wildcards of the termination workflow's permissions."""
+    functions = [f for f in autoscaler.functions if isinstance(f, lambda_.Function)]
+    if functions:
+        NagSuppressions.add_resource_suppressions(
+            functions,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-L1",
+                    reason="Python 3.12 on purpose: the shared layer's native wheels (pydantic-core, PyYAML) "
+                    "are built for CPython 3.12 on arm64 (infra/layer.py), and the functions and the layer "
+                    "must move to a newer runtime together. Lambda supports Python 3.12.",
+                )
+            ],
+        )
+    for function in autoscaler.termination_starters:
+        policy = _default_policy(function.role)
+        if policy is None:
+            continue
+        NagSuppressions.add_resource_suppressions(
+            policy,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="states:DescribeExecution on the executions of the termination state machine only "
+                    "(execution:<state machine>:*): execution names are made at run time from the instance "
+                    "and the reason, and the handler looks one up to detect duplicate events.",
+                    applies_to=[RegexAppliesTo(regex=_EXECUTIONS)],
+                )
+            ],
+        )
+    handling = autoscaler.interruption_handling
+    machine_policy = None if handling is None else _default_policy(handling.workflow.state_machine.role)
+    if handling is None or machine_policy is None:
+        return
+    NagSuppressions.add_resource_suppressions(
+        machine_policy,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="Step Functions' LambdaInvoke task may call the step function's versions and "
+                "aliases (<function ARN>:*); that one function and nothing else.",
+                applies_to=[f"Resource::<{_logical_id(handling.steps)}.Arn>:*"],
+            ),
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="Execution logging (CloudWatch Logs delivery APIs) and X-Ray tracing of the state "
+                "machine: these actions do not support resource-level permissions.",
+                applies_to=["Resource::*"],
             ),
         ],
     )

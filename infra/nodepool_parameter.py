@@ -7,6 +7,9 @@ functions use without rebuilding their code.
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import yaml
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
@@ -22,9 +25,45 @@ def parameter_name(cluster_name: str) -> str:
     return f"/fleetwright/{cluster_name}/nodepools"
 
 
+# What the API server adds to an object (``kubectl get -o yaml`` of a live NodePool has all of it); none of
+# it means anything to the functions, and it would eat into the parameter's 4 KB.
+SERVER_SET_METADATA = (
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "finalizers",
+)
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def deployable_document(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` without ``status`` and server-set metadata (the annotation ``kubectl apply`` keeps
+    included)."""
+    kept = {key: value for key, value in document.items() if key != "status"}
+    metadata = document.get("metadata")
+    if isinstance(metadata, dict):
+        kept["metadata"] = {k: v for k, v in metadata.items() if k not in SERVER_SET_METADATA}
+        annotations = metadata.get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            rest = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+            if rest:
+                kept["metadata"]["annotations"] = rest
+            else:
+                del kept["metadata"]["annotations"]
+    return kept
+
+
 def nodepools_yaml(config: NodePoolConfig) -> str:
-    """The Karpenter documents of ``config`` as one multi-document YAML text."""
-    return yaml.safe_dump_all(config.documents, sort_keys=False)
+    """The Karpenter documents of ``config`` (see :func:`deployable_document`) as one multi-document YAML
+    text."""
+    return yaml.safe_dump_all([deployable_document(d) for d in config.documents], sort_keys=False)
+
+
+def nodepools_digest(config: NodePoolConfig) -> str:
+    """A short SHA-256 of :func:`nodepools_yaml`: it changes exactly when the parameter's text does."""
+    return hashlib.sha256(nodepools_yaml(config).encode()).hexdigest()[:16]
 
 
 class NodePoolParameter(ssm.StringParameter):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_NODEPOOLS = "examples/inflate"
+DEFAULT_PROVISIONER_CONCURRENCY = 1
 
 
 class SettingsError(ValueError):
@@ -15,13 +16,15 @@ class SettingsError(ValueError):
 @dataclass(frozen=True, slots=True)
 class AppSettings:
     """``clusterName`` (required), ``nodePoolsFile`` (files/directories, comma-separated), and the options
-    ``nodeRoleName``, ``alarmTopicArn`` and ``stackName`` (default ``Fleetwright-<clusterName>``)."""
+    ``nodeRoleName``, ``alarmTopicArn``, ``stackName`` (default ``Fleetwright-<clusterName>``) and
+    ``provisionerReservedConcurrency`` (default 1; ``none`` for unreserved)."""
 
     cluster_name: str
     nodepool_paths: tuple[str, ...]
     node_role_name: str | None = None
     alarm_topic_arn: str | None = None
     stack_name: str = ""
+    provisioner_reserved_concurrency: int | None = DEFAULT_PROVISIONER_CONCURRENCY
 
 
 def _text(context: dict[str, Any], key: str) -> str | None:
@@ -31,6 +34,20 @@ def _text(context: dict[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise SettingsError(f"context {key!r} must be a string, got {value!r}")
     return value.strip()
+
+
+def _concurrency(context: dict[str, Any]) -> int | None:
+    value = context.get("provisionerReservedConcurrency")
+    if value is None or value == "":
+        return DEFAULT_PROVISIONER_CONCURRENCY
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise SettingsError(
+            f"context 'provisionerReservedConcurrency' must be a positive number or 'none', got {value!r}"
+        )
+    return int(text)
 
 
 def settings_from_context(context: dict[str, Any]) -> AppSettings:
@@ -51,4 +68,5 @@ def settings_from_context(context: dict[str, Any]) -> AppSettings:
         node_role_name=_text(context, "nodeRoleName"),
         alarm_topic_arn=_text(context, "alarmTopicArn"),
         stack_name=_text(context, "stackName") or f"Fleetwright-{cluster}",
+        provisioner_reserved_concurrency=_concurrency(context),
     )

@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.autoscaler import FleetwrightAutoscaler
+from infra.autoscaler import PROVISIONER_RESERVED_CONCURRENCY, FleetwrightAutoscaler
 from infra.nag import acknowledge_findings
 from infra.nodepools import NodePoolConfig
 
@@ -25,6 +25,7 @@ class FleetwrightStack(Stack):
         nodepools: NodePoolConfig,
         node_role_name: str | None = None,
         alarm_topic_arn: str | None = None,
+        provisioner_reserved_concurrency: int | None = PROVISIONER_RESERVED_CONCURRENCY,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"Fleetwright node autoscaler for EKS cluster {cluster_name}")
@@ -37,10 +38,11 @@ class FleetwrightStack(Stack):
             nodepools=nodepools,
             node_role_name=node_role_name,
             alarm_topic=topic,
+            provisioner_reserved_concurrency=provisioner_reserved_concurrency,
         )
         acknowledge_findings(self.autoscaler)
         a = self.autoscaler
-        for name, value, description in (
+        outputs: list[tuple[str, str, str]] = [
             ("NodeRoleName", a.node_role.role.role_name, "IAM role for EC2NodeClass spec.role"),
             ("NodeRoleArn", a.node_role.role.role_arn, "IAM role of the nodes (has an EKS access entry)"),
             (
@@ -56,5 +58,22 @@ class FleetwrightStack(Stack):
                 "SSM parameter with the NodePools",
             ),
             ("ControllerPolicyArn", a.controller_policy.managed_policy_arn, "Policy of the controller"),
-        ):
+            ("DashboardName", a.dashboard.dashboard.dashboard_name, "CloudWatch dashboard"),
+        ]
+        if a.interruption_handling is not None:
+            outputs.append(
+                (
+                    "TerminationStateMachineArn",
+                    a.interruption_handling.workflow.state_machine.state_machine_arn,
+                    "Step Functions state machine that drains and terminates nodes",
+                )
+            )
+        for function in a.functions:
+            log_group = getattr(function, "log_group", None)
+            if log_group is not None:
+                name = function.node.id
+                outputs.append(
+                    (f"{name}LogGroup", log_group.log_group_name, f"Log group of the {name} function")
+                )
+        for name, value, description in outputs:
             CfnOutput(self, name, value=value, description=description)

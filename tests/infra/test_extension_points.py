@@ -38,6 +38,7 @@ def test_added_function_knows_where_everything_is(synthesis: Synthesis) -> None:
         "FLEETWRIGHT_NODE_ROLE_NAME",
         "FLEETWRIGHT_NODE_INSTANCE_PROFILE",
         "FLEETWRIGHT_NODEPOOLS_PARAMETER",
+        "FLEETWRIGHT_NODEPOOLS_DIGEST",
     }
 
 

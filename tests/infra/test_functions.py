@@ -3,6 +3,7 @@ access to Kubernetes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -109,6 +110,18 @@ def test_provisioner_reads_the_nodepools_parameter_and_the_state_table(synthesis
     assert env["FLEETWRIGHT_NODEPOOLS_PARAMETER"] == "${" + parameter_id + "}"
     assert env["FLEETWRIGHT_STATE_TABLE"] == "${" + table_id + "}"
     assert "FLEETWRIGHT_NODEPOOLS_FILE" not in env  # the provisioner refuses both sources at once
+
+
+@pytest.mark.parametrize("directory", sorted(FUNCTIONS))
+def test_a_nodepool_change_changes_every_functions_configuration(
+    synthesis: Synthesis, directory: str
+) -> None:
+    # Functions read the NodePools once per environment; a new digest makes Lambda start fresh ones.
+    stack = synthesis.fleetwright
+    _, parameter = only(stack.resources("AWS::SSM::Parameter"))
+    _, function = function_by_description(stack, FUNCTIONS[directory])
+    digest = function["Properties"]["Environment"]["Variables"]["FLEETWRIGHT_NODEPOOLS_DIGEST"]
+    assert digest == hashlib.sha256(parameter["Properties"]["Value"].encode()).hexdigest()[:16]
 
 
 def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_logs(

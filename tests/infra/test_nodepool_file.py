@@ -6,9 +6,11 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
+import yaml
 
 import app as cdk_app
 from fleetwright.cli import main as fleetwright_cli
+from infra.nodepool_parameter import nodepools_yaml
 from infra.nodepools import NodePoolFileError, load_nodepool_config
 from tests.infra.conftest import EXAMPLE_NODECLASS, EXAMPLE_NODEPOOL, REPO_ROOT
 
@@ -78,3 +80,65 @@ def test_cluster_name_is_required(
 ) -> None:
     assert _run_app(monkeypatch, tmp_path, {}) == 2
     assert "clusterName" in capsys.readouterr().err
+
+
+KUBECTL_EXPORT = """\
+apiVersion: v1
+kind: List
+metadata: {resourceVersion: ""}
+items:
+- apiVersion: karpenter.sh/v1
+  kind: NodePool
+  metadata:
+    name: default
+    annotations:
+      kubectl.kubernetes.io/last-applied-configuration: '{"apiVersion": "karpenter.sh/v1"}'
+      fleetwright.io/packing: LowestCost
+    creationTimestamp: "2026-01-01T00:00:00Z"
+    generation: 3
+    resourceVersion: "1234"
+    uid: 0b7e0a0e-0000-4000-8000-000000000000
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+        requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  status:
+    conditions: [{type: Ready, status: "True", reason: Ready, message: "",
+                  lastTransitionTime: "2026-01-01T00:00:00Z"}]
+    resources: {cpu: "4", nodes: "1"}
+- apiVersion: karpenter.k8s.aws/v1
+  kind: EC2NodeClass
+  metadata:
+    name: default
+    finalizers: [karpenter.k8s.aws/termination]
+    resourceVersion: "99"
+  spec:
+    amiSelectorTerms: [{alias: al2023@latest}]
+    role: FleetwrightNodeRole-prod
+    subnetSelectorTerms: [{tags: {karpenter.sh/discovery: prod}}]
+    securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: prod}}]
+  status:
+    instanceProfile: prod_123
+"""
+
+
+def test_kubectl_export_of_karpenter_objects_deploys_without_their_server_state(tmp_path: Path) -> None:
+    # Migrating from Karpenter: `kubectl get nodepools,ec2nodeclasses -o yaml` is a deployable file.
+    (tmp_path / "karpenter.yaml").write_text(KUBECTL_EXPORT, encoding="utf-8")
+    config = load_nodepool_config([str(tmp_path)])
+    text = nodepools_yaml(config)
+    for server_set in ("status", "resourceVersion", "uid", "creationTimestamp", "finalizers", "last-applied"):
+        assert server_set not in text, server_set
+    documents = list(yaml.safe_load_all(text))
+    assert documents[0]["metadata"] == {
+        "name": "default",
+        "annotations": {"fleetwright.io/packing": "LowestCost"},
+    }
+    assert [d["spec"] for d in documents] == [d["spec"] for d in yaml.safe_load(KUBECTL_EXPORT)["items"]]
+    # what the functions read back is the same configuration
+    (tmp_path / "karpenter.yaml").write_text(text, encoding="utf-8")
+    again = load_nodepool_config([str(tmp_path)])
+    assert [n.spec for n in again.nodepools] == [n.spec for n in config.nodepools]
+    assert [n.spec for n in again.nodeclasses] == [n.spec for n in config.nodeclasses]

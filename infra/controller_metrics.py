@@ -1,0 +1,103 @@
+"""The CloudWatch metrics the controller functions publish, as the dashboard and the alarms read them.
+
+The functions write EMF through Powertools in namespace ``Fleetwright``. Each function's environment sets
+``POWERTOOLS_SERVICE_NAME`` to its handler's ``SERVICE``, so every data point carries a ``service``
+dimension next to its own (``NodePool``, ``InstanceType``, ``Kind``...). Metrics with their own dimensions
+are read with CloudWatch Metrics Insights queries (``SELECT ... GROUP BY``), which need no list of
+dimension values: a NodePool or instance type that appears later is graphed without a redeploy.
+
+The metric names come from the layer (``fleetwright.provisioning.observability``,
+``fleetwright.interruption.controller``, ``fleetwright.termination.steps``), so a renamed metric cannot
+leave an empty graph behind.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from fleetwright.aws.fleet import UNAVAILABLE_OFFERING_CODES
+from fleetwright.interruption import controller as interruption
+from fleetwright.provisioning import observability as provisioning
+from fleetwright.termination import steps as termination
+
+NAMESPACE = "Fleetwright"
+# Powertools service names: the SERVICE constant of each handler in functions/.
+PROVISIONER_SERVICE = "fleetwright-provisioner"
+INTERRUPTION_SERVICE = "fleetwright-interruption"
+TERMINATION_SERVICE = "fleetwright-termination"
+
+# Metric names, re-exported for the dashboard and the tests.
+PENDING_PODS = provisioning.PENDING_PODS
+BATCH_SIZE = provisioning.BATCH_SIZE
+UNSCHEDULABLE_PODS = provisioning.UNSCHEDULABLE_PODS
+CLAIMS_LAUNCHED = provisioning.CLAIMS_LAUNCHED
+LAUNCH_ERRORS = provisioning.LAUNCH_ERRORS
+HOURLY_COST_LAUNCHED = provisioning.HOURLY_COST_LAUNCHED
+NODES_REGISTERED = provisioning.NODES_REGISTERED
+NODES_INITIALIZED = provisioning.NODES_INITIALIZED
+REGISTRATION_TIMEOUTS = provisioning.REGISTRATION_TIMEOUTS
+PROVISIONING_ERRORS = provisioning.PASS_ERRORS
+SCHEDULING_DURATION = provisioning.SCHEDULING_DURATION
+INTERRUPTION_EVENTS = interruption.EVENTS_RECEIVED
+INTERRUPTION_EVENTS_IGNORED = interruption.EVENTS_IGNORED
+DUPLICATE_EVENTS = interruption.DUPLICATE_EVENTS
+REBALANCE_RECOMMENDATIONS = interruption.REBALANCE_RECOMMENDATIONS
+NODES_CLEANED_UP = interruption.NODES_CLEANED_UP
+# Counted by functions/interruption/handler.py itself (REJECTED there).
+MESSAGES_REJECTED = "InterruptionMessagesRejected"
+WORKFLOWS_STARTED = interruption.WORKFLOWS_STARTED
+REPLACEMENT_CLAIMS = interruption.REPLACEMENT_CLAIMS
+REPLACEMENT_ERRORS = interruption.REPLACEMENT_ERRORS
+NODES_TERMINATED = termination.NODES_TERMINATED
+PODS_EVICTED = termination.PODS_EVICTED
+EVICTIONS_BLOCKED = termination.EVICTIONS_BLOCKED
+PODS_DELETED_AT_DEADLINE = termination.PODS_DELETED_AT_DEADLINE
+TERMINATION_FAILURES = termination.TERMINATION_FAILURES
+
+MINUTE = Duration.minutes(1)
+FIVE_MINUTES = Duration.minutes(5)
+
+# EC2 error codes that mean "no capacity for this offering now" (the provider falls back on them).
+CAPACITY_ERROR_CODES = tuple(sorted(UNAVAILABLE_OFFERING_CODES))
+
+
+def metric(
+    name: str, service: str, *, statistic: str = "Sum", period: Duration = MINUTE
+) -> cloudwatch.Metric:
+    """A metric published without dimensions of its own (only ``service``)."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": service},
+        statistic=statistic,
+        period=period,
+    )
+
+
+def insights(
+    name: str,
+    service: str,
+    *,
+    group_by: str | None = None,
+    where: str = "",
+    function: str = "SUM",
+    period: Duration = FIVE_MINUTES,
+    label: str | None = None,
+) -> cloudwatch.MathExpression:
+    """A Metrics Insights query over every series of ``name`` from ``service``, one line per
+    ``group_by`` value (or one line in all); ``where`` adds a condition (``ErrorCode IN (...)``)."""
+    query = f"SELECT {function}({name}) FROM {NAMESPACE} WHERE service = '{service}'"
+    if where:
+        query += f" AND {where}"
+    if group_by:
+        query += f" GROUP BY {group_by}"
+    # An empty label lets CloudWatch name each line by its GROUP BY value.
+    return cloudwatch.MathExpression(
+        expression=query, period=period, label=label if label is not None else ("" if group_by else name)
+    )
+
+
+def capacity_errors_condition() -> str:
+    """The Metrics Insights condition selecting launch errors that are capacity errors."""
+    return "ErrorCode IN (" + ", ".join(f"'{code}'" for code in CAPACITY_ERROR_CODES) + ")"
