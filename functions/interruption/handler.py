@@ -56,6 +56,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     from fleetwright.kube import KubeClient, KubeCluster
     from fleetwright.provisioning.config import ENV_CLUSTER, ENV_KUBECONFIG, ENV_TABLE, settings_from_env
     from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.provisioning.provisioner import Provisioner
     from fleetwright.state import StateStore
     from fleetwright.termination.claims import StoreClaimBook
 
@@ -78,7 +79,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     kube = KubeCluster(client)
     try:
         config = settings_from_env(env, read_parameter=_read_parameter(clients)).config
-        replacements = ReplacementLauncher(kube, cloud, state.nodeclaims, config, logger=logger)
+        replacements = ReplacementLauncher(Provisioner(kube, cloud, state, config, logger=logger))
     except Exception as error:
         logger.error("no NodePool configuration; replacements disabled", extra={"error": str(error)})
         replacements = None

@@ -21,6 +21,7 @@ from fleetwright.interruption.workflow import StartResult
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state.store import StateStore
 from fleetwright.termination.claims import StoreClaimBook
 from fleetwright.termination.inprocess import InProcessWorkflow, LocalExecution
@@ -108,7 +109,7 @@ def run_interruption(
     steps = TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock)
     workflows = DeferredWorkflows(InProcessWorkflow(steps, sleep=sleep))
     replacements = (
-        ReplacementLauncher(kube, cloud, state.nodeclaims, config, clock=clock)
+        ReplacementLauncher(Provisioner(kube, cloud, state, config, wall_clock=clock, metrics=metrics))
         if config is not None
         else None
     )

@@ -25,6 +25,7 @@ from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
+from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.provisioning import observability as obs
 from fleetwright.provisioning.batcher import Batcher
@@ -235,20 +236,33 @@ class Provisioner:
             self.log.warning("object ignored", extra={"error": problem.render()})
         report.pending = len(snapshot.pending_pods)
         self.metrics.add(obs.PENDING_PODS, report.pending)
-        if not snapshot.pending_pods:
-            return
+        if snapshot.pending_pods:
+            self._schedule_and_launch(snapshot, list(snapshot.pending_pods), list(snapshot.nodes), report)
+
+    def launch_for(self, pods: Sequence[Pod], snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> PassReport:
+        """Schedule ``pods`` against ``nodes`` (and the claims in flight) and launch what the scheduler opens,
+        recording claims exactly as a provisioning pass does. The interruption handler uses it for the pods
+        of a node about to go (``nodes`` then leaves that node out). Errors are raised."""
+        report = PassReport(pending=len(pods))
+        if pods:
+            self._schedule_and_launch(snapshot, list(pods), list(nodes), report)
+        return report
+
+    def _schedule_and_launch(
+        self, snapshot: ClusterSnapshot, pods: list[Pod], cluster_nodes: list[Node], report: PassReport
+    ) -> None:
         records = self.state.nodeclaims.list()
         catalog, accepted = self.catalogs()
         by_name = {t.name: t for t in catalog}
-        nodes = list(snapshot.nodes) + self._in_flight_nodes(records, snapshot.nodes, by_name)
+        nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
         templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes)
         inp = SchedulingInput(
-            pods=list(snapshot.pending_pods),
+            pods=pods,
             nodepools=templates,
             instance_types=catalog,
             nodes=nodes,
             daemonsets=list(snapshot.daemonsets),
-            volumes=self._volumes(snapshot),
+            volumes=self._volumes(pods),
         )
         started = time.perf_counter()
         with self.spans.span("schedule"):
@@ -298,8 +312,8 @@ class Provisioner:
             if r.in_flight and not (r.instance_id and r.instance_id in registered)
         ]
 
-    def _volumes(self, snapshot: ClusterSnapshot) -> dict[str, Any]:
-        if not any(p.volume_claims for p in snapshot.pending_pods):
+    def _volumes(self, pods: Sequence[Pod]) -> dict[str, Any]:
+        if not any(p.volume_claims for p in pods):
             return {}
         return dict(
             volume_requirements(self.kube.list_pvcs(), self.kube.list_pvs(), self.kube.list_storage_classes())
