@@ -51,7 +51,7 @@ def test_overlapping_invocations_launch_once(world: World) -> None:
     def invoke(name: str) -> None:
         provisioner = world.provisioner(config, holder=name, sleep=time.sleep)
         start.wait()
-        reports.append(provisioner.run_until(time.monotonic() + 2.0))
+        reports.append(provisioner.run_until(time.monotonic() + 5.0))
 
     threads = [threading.Thread(target=invoke, args=(n,)) for n in ("a", "b")]
     for thread in threads:
