@@ -14,10 +14,9 @@ from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION, NODEPOOL
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
-from fleetwright.model.pod import Pod
+from fleetwright.model.pod import Pod, is_node_bound
 
 EMPTY = "Empty"
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -33,11 +32,6 @@ class EmptyCandidate:
 def is_terminal(pod: Pod) -> bool:
     """True for pods that have finished (they no longer occupy the node)."""
     return pod.phase in TERMINAL_PHASES
-
-
-def is_node_bound(pod: Pod) -> bool:
-    """True for pods that live and die with their node: DaemonSet pods and mirror (static) pods."""
-    return (pod.owner is not None and pod.owner[0] == "DaemonSet") or MIRROR_POD_ANNOTATION in pod.annotations
 
 
 def is_empty(node: Node) -> bool:

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field, replace
 
 from fleetwright.kube.snapshot import read_snapshot
 from fleetwright.model.node import Node
-from fleetwright.model.pod import Pod
+from fleetwright.model.pod import Pod, is_node_bound
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.provisioning.registration import instance_id_of
 
 log = logging.getLogger(__name__)
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 FAILED_CLAIM_TTL_SECONDS = 3600.0
 
 
@@ -43,11 +42,7 @@ class ReplacementResult:
 
 def pods_to_replace(node: Node) -> list[Pod]:
     """The node's pods as pending pods: DaemonSet and mirror pods stay behind (they follow nodes)."""
-    return [
-        replace(p, node_name=None, phase="Pending")
-        for p in node.pods
-        if not (p.owner and p.owner[0] == "DaemonSet") and MIRROR_ANNOTATION not in p.annotations
-    ]
+    return [replace(p, node_name=None, phase="Pending") for p in node.pods if not is_node_bound(p)]
 
 
 class ReplacementLauncher:

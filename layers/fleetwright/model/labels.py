@@ -86,3 +86,4 @@ ALLOWED_RESTRICTED_LABELS = frozenset(
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"  # static pods the kubelet mirrors into the API

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleetwright.model.labels import MIRROR_POD_ANNOTATION
 from fleetwright.model.requirements import Requirements
 from fleetwright.model.resources import ResourceList
 from fleetwright.model.taints import Toleration
@@ -113,3 +114,8 @@ class Pod:
         if not self.required_affinity:
             return (self.node_selector,)
         return tuple(self.node_selector.intersect(term) for term in self.required_affinity)
+
+
+def is_node_bound(pod: Pod) -> bool:
+    """True for pods that live and die with their node: DaemonSet pods and mirror (static) pods."""
+    return (pod.owner is not None and pod.owner[0] == "DaemonSet") or MIRROR_POD_ANNOTATION in pod.annotations

@@ -23,12 +23,12 @@ from typing import Any
 
 from fleetwright.kube.cluster import EvictionOutcome, KubeCluster
 from fleetwright.kube.errors import KubeApiError
+from fleetwright.model.labels import MIRROR_POD_ANNOTATION
 from fleetwright.termination.errors import is_transient
 
 log = logging.getLogger(__name__)
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -47,7 +47,7 @@ def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
 
 def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
     """A static pod's API mirror (the kubelet owns it; it cannot be evicted)."""
-    return MIRROR_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
+    return MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def is_finished(pod: Mapping[str, Any]) -> bool:
