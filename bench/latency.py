@@ -54,9 +54,9 @@ class Figure:
 
 def _seed_aws(clients: Any) -> Any:
     """A VPC with tagged subnets and security group, EKS AMIs, the state table; returns the ClusterInfo."""
-    from fleetwright.aws.amis import alias_parameters
     from fleetwright.aws.cluster import ClusterInfo
-    from fleetwright.local.aws_fakes import seed_ssm_parameter
+    from fleetwright.local.aws_fakes import seed_eks_amis
+    from fleetwright.state.table import create_state_table
 
     ec2 = clients.ec2
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -75,23 +75,8 @@ def _seed_aws(clients: Any) -> Any:
         TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
     )
     version = "1.31"
-    for parameter, arch, variant in alias_parameters("al2023@latest", version):
-        image = ec2.register_image(
-            Name=f"amazon-eks-node-al2023-{arch}-{variant}-{version}-v20261101",
-            Architecture="x86_64" if arch == "amd64" else "arm64",
-            RootDeviceName="/dev/xvda",
-        )["ImageId"]
-        seed_ssm_parameter(parameter, image)
-    dynamodb = clients.client("dynamodb")
-    dynamodb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    seed_eks_amis(ec2, version)
+    create_state_table(clients.client("dynamodb"), TABLE)
     return ClusterInfo(
         name=CLUSTER,
         endpoint="https://EXAMPLE.gr7.us-east-1.eks.amazonaws.com",

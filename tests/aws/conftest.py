@@ -168,16 +168,7 @@ class SeededAmis:
 @pytest.fixture
 def amis(aws: Aws) -> SeededAmis:
     """EKS AL2023 images registered in moto and published under the public SSM parameter names."""
-    from fleetwright.aws.amis import alias_parameters
-    from tests.aws.fakes import seed_ssm_parameter
+    from fleetwright.local.aws_fakes import seed_eks_amis
 
-    ids = {}
-    for parameter, arch, variant in alias_parameters("al2023@latest", aws.cluster.version):
-        image = aws.clients.ec2.register_image(
-            Name=f"amazon-eks-node-al2023-{arch}-{variant}-1.31-v20261101",
-            Architecture="x86_64" if arch == "amd64" else "arm64",
-            RootDeviceName="/dev/xvda",
-        )["ImageId"]
-        seed_ssm_parameter(parameter, image)
-        ids[(arch, variant)] = image
+    ids = seed_eks_amis(aws.clients.ec2, aws.cluster.version)
     return SeededAmis(ids)

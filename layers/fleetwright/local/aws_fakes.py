@@ -74,3 +74,20 @@ def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None
             data_type="aws:ec2:image",
         )
     )
+
+
+def seed_eks_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> dict[tuple[str, str], str]:
+    """Register EKS AL2023 images in moto and publish them under their public SSM parameter names
+    (``alias al2023@latest``); returns ``{(arch, variant): image id}``."""
+    from fleetwright.aws.amis import alias_parameters
+
+    ids: dict[tuple[str, str], str] = {}
+    for parameter, arch, variant in alias_parameters("al2023@latest", k8s_version):
+        image = ec2.register_image(
+            Name=f"amazon-eks-node-al2023-{arch}-{variant}-{k8s_version}-v20261101",
+            Architecture="x86_64" if arch == "amd64" else "arm64",
+            RootDeviceName="/dev/xvda",
+        )["ImageId"]
+        seed_ssm_parameter(parameter, str(image), region)
+        ids[(arch, variant)] = str(image)
+    return ids

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetwright.aws.amis import alias_parameters
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo, describe_cluster
 from fleetwright.aws.provider import AwsProvider
@@ -27,7 +26,7 @@ from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
 from fleetwright.local.apiserver.server import ApiServer
-from fleetwright.local.aws_fakes import SpotMarket, seed_ssm_parameter
+from fleetwright.local.aws_fakes import SpotMarket, seed_eks_amis
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
@@ -205,13 +204,7 @@ def _seed_aws(clients: AwsClients, cluster: str, node_roles: set[str]) -> None:
         roleArn=f"arn:aws:iam::123456789012:role/{cluster}-cluster",
         resourcesVpcConfig={"subnetIds": subnets},
     )
-    for parameter, arch, variant in alias_parameters("al2023@latest", K8S_VERSION):
-        image = ec2.register_image(
-            Name=f"amazon-eks-node-al2023-{arch}-{variant}-{K8S_VERSION}-v20261101",
-            Architecture="x86_64" if arch == "amd64" else "arm64",
-            RootDeviceName="/dev/xvda",
-        )["ImageId"]
-        seed_ssm_parameter(parameter, image, clients.region)
+    seed_eks_amis(ec2, K8S_VERSION, clients.region)
     create_state_table(clients.client("dynamodb"), STATE_TABLE)
 
 
