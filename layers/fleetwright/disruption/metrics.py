@@ -1,0 +1,20 @@
+"""Metric names the disruption function publishes (namespace ``Fleetwright``, service
+``fleetwright-disruption``); the CDK dashboard and alarms import them from here."""
+
+from __future__ import annotations
+
+from typing import Final
+
+SERVICE: Final = "fleetwright-disruption"
+
+DISRUPTION_COMMANDS: Final = "DisruptionCommands"  # dimension Method
+NODES_DISRUPTED: Final = "NodesDisrupted"  # dimension Reason (Empty, Drifted, Underutilized, Expired)
+DISRUPTION_SAVINGS: Final = "DisruptionSavingsPerHour"  # USD per hour a command is expected to save
+DISRUPTION_CANDIDATES: Final = "DisruptionCandidates"  # nodes a pass considered
+DISRUPTION_BLOCKED: Final = "DisruptionBlocked"  # dimension Why (Budget, DoNotDisrupt, Pdb, ...)
+COMMANDS_INVALIDATED: Final = "DisruptionCommandsInvalidated"  # re-validation found the cluster changed
+DECISION_DURATION: Final = "DisruptionDecisionDuration"  # milliseconds to compute a plan
+DISRUPTION_ERRORS: Final = "DisruptionErrors"  # a pass (or one command's execution) failed
+GARBAGE_COLLECTED: Final = "GarbageCollected"  # dimension Kind (Instance, Node, LaunchTemplate)
+NODE_COUNT: Final = "NodeCount"  # gauge: Fleetwright's nodes, per pass (dimension NodePool, and total)
+CLUSTER_HOURLY_COST: Final = "ClusterHourlyCost"  # gauge: USD per hour of Fleetwright's nodes

@@ -1,0 +1,167 @@
+"""The disruption planner's inputs and outputs: plain data, so a decision can be logged, tested, benchmarked
+and re-validated.
+
+The controller (I/O) gathers a :class:`DisruptionInput` — nodes with what is known about them, the
+NodePools and EC2NodeClasses, the catalog, DaemonSets, PodDisruptionBudgets — and the pure planner turns it
+into a :class:`Plan`: forceful expiration commands plus at most one graceful command per pass (emptiness,
+drift, multi-node consolidation, single-node consolidation, in Karpenter's order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.labels import NODEPOOL
+from fleetwright.model.node import Node
+from fleetwright.model.nodepool import NodePool
+from fleetwright.model.pod import LabelSelector, Pod
+from fleetwright.model.requirements import Requirements
+from fleetwright.scheduling.types import NewNodeClaim
+
+# Disruption reasons (budgets' ``reasons`` use the first three; Expired is forceful and not budgeted).
+EMPTY: Final = "Empty"
+DRIFTED: Final = "Drifted"
+UNDERUTILIZED: Final = "Underutilized"
+EXPIRED: Final = "Expired"
+
+# Methods, in the order a pass tries them.
+EMPTINESS: Final = "emptiness"
+DRIFT: Final = "drift"
+MULTI_NODE: Final = "multi-node-consolidation"
+SINGLE_NODE: Final = "single-node-consolidation"
+EXPIRATION: Final = "expiration"
+
+
+@dataclass(slots=True)
+class DisruptionSettings:
+    """Knobs beyond Karpenter's (anti-churn) and the limits of the search.
+
+    A consolidation must save at least ``max(min_saving_fraction × price of the removed nodes,
+    min_saving_dollars)`` per hour; nodes younger than ``min_node_age_seconds`` are not consolidated
+    (emptiness and drift still apply). ``max_candidates`` caps multi-node consolidation (Karpenter: 100);
+    ``spot_to_spot`` allows replacing a spot node by a cheaper spot node when at least
+    ``spot_to_spot_min_types`` cheaper types remain. A command older than ``revalidate_after_seconds``
+    is recomputed before acting. ``default_drain_seconds`` bounds draining when the NodePool sets no
+    terminationGracePeriod.
+    """
+
+    min_saving_fraction: float = 0.10
+    min_saving_dollars: float = 0.01
+    min_node_age_seconds: float = 300.0
+    max_candidates: int = 100
+    spot_to_spot: bool = True
+    spot_to_spot_min_types: int = 15
+    revalidate_after_seconds: float = 15.0
+    default_drain_seconds: float = 3600.0
+
+
+@dataclass(slots=True, eq=False)
+class NodeState:
+    """One node as the disruption planner sees it.
+
+    ``node`` is the scheduler's view (labels, allocatable, pods). ``price`` is the node's offering in USD per
+    hour (0 when unknown: such a node is never consolidated for savings). ``created_at`` is when its
+    instance launched (epoch seconds). ``empty_since`` is when it was first seen holding no pod that would
+    need a new home (None while it holds one). ``terminating``: already cordoned for disruption, being
+    deleted, or a termination workflow runs for it. ``annotations`` are the Node's annotations.
+    ``claim_id``/``instance_id`` tie it to its NodeClaim record and EC2 instance; ``image_id`` is the AMI it
+    booted; ``nodepool_hash``/``nodeclass_hash`` were recorded at launch (""
+    when unknown: no hash drift is reported).
+    """
+
+    node: Node
+    instance_type: str
+    capacity_type: str
+    zone: str
+    price: float
+    created_at: float
+    initialized: bool = True
+    terminating: bool = False
+    empty_since: float | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    claim_id: str = ""
+    instance_id: str = ""
+    image_id: str = ""
+    nodepool_hash: str = ""
+    nodeclass_hash: str = ""
+
+    @property
+    def name(self) -> str:
+        """The Node's name."""
+        return self.node.name
+
+    @property
+    def nodepool(self) -> str:
+        """The NodePool that owns the node (label ``karpenter.sh/nodepool``; "" for nodes not ours)."""
+        return self.node.labels.get(NODEPOOL, "")
+
+
+@dataclass(frozen=True, slots=True)
+class Pdb:
+    """A PodDisruptionBudget: the pods it selects in its namespace and how many may be evicted now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+
+
+@dataclass(slots=True, eq=False)
+class DisruptionInput:
+    """Everything one planning pass looks at.
+
+    ``nodes`` are all nodes of the cluster (Fleetwright's and others: others only receive pods).
+    ``in_flight`` are launched NodeClaims not registered yet, as scheduler nodes. ``instance_types`` is the
+    catalog the provisioner would use (offerings carry prices and availability). ``amis`` maps an
+    EC2NodeClass name to the AMI ids it resolves to now; ``nodepool_hashes``/``nodeclass_hashes`` are the
+    current hashes. ``now`` is epoch seconds.
+    """
+
+    nodes: list[NodeState]
+    nodepools: list[NodePool]
+    nodeclasses: list[EC2NodeClass]
+    instance_types: list[InstanceType]
+    now: float
+    daemonsets: list[Pod] = field(default_factory=list)
+    pdbs: list[Pdb] = field(default_factory=list)
+    in_flight: list[Node] = field(default_factory=list)
+    volumes: dict[str, Requirements | str] = field(default_factory=dict)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    amis: dict[str, set[str]] = field(default_factory=dict)
+    nodepool_hashes: dict[str, str] = field(default_factory=dict)
+    nodeclass_hashes: dict[str, str] = field(default_factory=dict)
+    settings: DisruptionSettings = field(default_factory=DisruptionSettings)
+
+
+@dataclass(slots=True, eq=False)
+class Command:
+    """One disruption decision: remove ``candidates`` (node names) and launch ``replacements`` first.
+
+    ``savings`` is the expected change in USD per hour (price of the removed nodes less the replacements'
+    price; 0 for drift and expiration that replace like for like). ``explanation`` is the log line's text.
+    """
+
+    method: str
+    reason: str
+    candidates: list[NodeState]
+    replacements: list[NewNodeClaim] = field(default_factory=list)
+    savings: float = 0.0
+    explanation: str = ""
+
+    @property
+    def node_names(self) -> list[str]:
+        """The names of the nodes this command removes."""
+        return [c.name for c in self.candidates]
+
+
+@dataclass(slots=True)
+class Plan:
+    """A pass's decisions: ``expirations`` (forceful, not budgeted, may be several), at most one graceful
+    ``command``, and why notable nodes were left alone (``skipped``: node name → reason)."""
+
+    expirations: list[Command] = field(default_factory=list)
+    command: Command | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
