@@ -4,11 +4,12 @@ Usage: python bench/packing.py [--sizes 500,1000,5000] [--time-limit 300] [--nod
 
 The pods and the 400 instance types are those of bench/scheduling.py (plain mix, seed 42); every node
 also runs the DaemonSets below (205m CPU, 300Mi memory and 4 pod slots per node, close to an EKS
-cluster with the VPC CNI, kube-proxy, the EBS CSI driver and a log agent). For each N it prints the
-scheduler's nodes and $/h, the LP bound and which kind it is (exact LP optimum, or a Farley bound when
-the time limit stopped column generation), the ratio scheduler / bound, the LP's solve time, the
-packing obtained by rounding every LP pattern up (nodes, $/h), and for contrast the simple bound
-max(total CPU × cheapest $/CPU, total memory × cheapest $/GiB).
+cluster with the VPC CNI, kube-proxy, the EBS CSI driver and a log agent). For each N it prints, for
+each packing strategy of the NodePool (``FewerNodes``, the default, and ``LowestCost``), the
+scheduler's $/h, nodes, ratio scheduler / bound and seconds; then the LP bound and which kind it is
+(exact LP optimum, or a Farley bound when the time limit stopped column generation), the LP's solve
+time, the packing obtained by rounding every LP pattern up (nodes, $/h), and for contrast the simple
+bound max(total CPU × cheapest $/CPU, total memory × cheapest $/GiB).
 """
 
 from __future__ import annotations
@@ -77,35 +78,45 @@ def main() -> None:
     args = parser.parse_args()
     types = instance_types()
     daemons = daemonsets()
-    template = NodePoolTemplate(name="default")
     print(f"machine: {machine()}")
     print(f"instance types: {len(types)} (built-in us-east-1 catalog, seed {SEED}); DaemonSets: 205m, 300Mi")
-    header = (
-        f"{'pods':>6} {'sched $/h':>10} {'nodes':>6} {'LP $/h':>9} {'ratio':>6} {'kind':>9} "
-        f"{'LP s':>7} {'rounded':>8} {'round $/h':>10} {'simple $/h':>10}"
+    strategies = ("FewerNodes", "LowestCost")
+    header = f"{'pods':>6} " + " ".join(
+        f"{s[:6] + ' $/h':>11} {'nodes':>5} {'ratio':>6} {'s':>5}" for s in strategies
     )
+    header += f" {'LP $/h':>9} {'kind':>9} {'LP s':>6} {'rounded':>8} {'round $/h':>10} {'simple $/h':>10}"
     print(header)
     details: list[str] = []
     for size in (int(s) for s in args.sizes.split(",")):
         pods = pending_pods(size)
-        result = schedule(SchedulingInput(pods, [template], types, [], daemons))
-        scheduler = result.hourly_cost + args.node_fixed_cost * len(result.new_claims)
-        problem = packing_problem(pods, types, daemons, [template], args.node_fixed_cost)
+        problem = packing_problem(
+            pods, types, daemons, [NodePoolTemplate(name="default")], args.node_fixed_cost
+        )
         started = time.perf_counter()
         bound = lp_bound(problem, args.time_limit)
         seconds = time.perf_counter() - started
         nodes, rounded_cost = bound.rounded()
-        unplaced = f"  ({len(result.errors)} unschedulable!)" if result.errors else ""
+        line = f"{size:>6} "
+        mixes: list[str] = []
+        for strategy in strategies:
+            template = NodePoolTemplate(name="default", packing=strategy)
+            started = time.perf_counter()
+            result = schedule(SchedulingInput(pods, [template], types, [], daemons))
+            elapsed = time.perf_counter() - started
+            cost = result.hourly_cost + args.node_fixed_cost * len(result.new_claims)
+            unplaced = f" ({len(result.errors)} unschedulable!)" if result.errors else ""
+            ratio = cost / bound.value
+            line += f"{cost:>11.3f} {len(result.new_claims):>5} {ratio:>6.3f} {elapsed:>5.2f}{unplaced} "
+            mixes.append(f"        {strategy + ':':<11} {mix(scheduler_mix(result))}")
         print(
-            f"{size:>6} {scheduler:>10.3f} {len(result.new_claims):>6} {bound.value:>9.3f} "
-            f"{scheduler / bound.value:>6.3f} {bound.kind:>9} {seconds:>7.1f} {nodes:>8} "
-            f"{rounded_cost:>10.3f} {simple_bound(problem):>10.3f}{unplaced}"
+            f"{line}{bound.value:>9.3f} {bound.kind:>9} {seconds:>6.1f} {nodes:>8} "
+            f"{rounded_cost:>10.3f} {simple_bound(problem):>10.3f}"
         )
         details.append(
             f"{size:>6}: {len(problem.classes)} pod classes, {len(problem.options)} undominated types, "
             f"{bound.iterations} rounds, {bound.columns} columns, master LP ${bound.master_value:.4f}/h\n"
-            f"        scheduler: {mix(scheduler_mix(result))}\n"
-            f"        LP:        {mix(lp_mix(problem, bound))}"
+            + "\n".join(mixes)
+            + f"\n        {'LP:':<11} {mix(lp_mix(problem, bound))}"
         )
     print()
     print("\n".join(details))

@@ -66,6 +66,8 @@ def pools_strategy(draw: st.DrawFn) -> list[NodePoolTemplate]:
         pools[0].limits = res.parse_resources({"cpu": str(draw(st.integers(4, 64)))})
     if draw(st.booleans()):
         pools[0].requirements = Requirements.of([Requirement.create(ARCH, "In", ["amd64"])])
+    for pool in pools:
+        pool.packing = draw(st.sampled_from(["FewerNodes", "LowestCost"]))
     return pools
 
 

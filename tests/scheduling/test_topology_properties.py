@@ -14,6 +14,7 @@ from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import Results, SchedulingInput
 from tests.scheduling.builders import SMALL_CATALOG, ZONES, node, nodepool, pod
 
+PACKINGS = ("FewerNodes", "LowestCost")
 KINDS = ("zone-spread", "host-spread", "zone-anti", "host-anti", "zone-affinity", "host-affinity", "plain")
 
 
@@ -67,9 +68,11 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 
 
 @SETTINGS
-@given(workloads(), empty_nodes())
-def test_topology_constraints_hold_in_every_result(pods: list[Pod], nodes: list[Node]) -> None:
-    result = schedule(SchedulingInput(list(pods), [nodepool()], list(SMALL_CATALOG), list(nodes)))
+@given(workloads(), empty_nodes(), st.sampled_from(PACKINGS))
+def test_topology_constraints_hold_in_every_result(pods: list[Pod], nodes: list[Node], packing: str) -> None:
+    pool = nodepool()
+    pool.packing = packing  # LowestCost re-packs the plain pods afterwards: constrained ones must stay put
+    result = schedule(SchedulingInput(list(pods), [pool], list(SMALL_CATALOG), list(nodes)))
     placed = placements(result, nodes)
     by_app: dict[str, list[tuple[Pod, str, str]]] = defaultdict(list)
     for item in placed:

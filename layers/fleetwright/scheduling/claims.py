@@ -17,7 +17,7 @@ from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
-from fleetwright.scheduling.costs import EFFICIENCY_SLACK, LOWEST_COST, unit_cost
+from fleetwright.scheduling.costs import EFFICIENCY_SLACK, LOWEST_COST
 from fleetwright.scheduling.pools import PreparedPool
 
 
@@ -43,9 +43,11 @@ class ClaimInProgress:
     max_capacity: vec.Vector = ()
     growth: list[int] = field(default_factory=list)  # the candidates the claim may grow into
     open: bool = True  # still listed among the simulation's open claims
+    settled: bool = False  # re-packed after the simulation (fleetwright.scheduling.repack): never grows
 
     def __post_init__(self) -> None:
-        self._summarise()
+        if not self.settled:
+            self._summarise()
 
     @property
     def hostname(self) -> str:
@@ -126,25 +128,35 @@ def growth_types(
 
     When only outliers hold ``total`` (a pod that needs an unusual type), those are used.
     """
+    if pool.template.packing == LOWEST_COST:
+        return efficient_types(pool, requirements, indices, total, mix)
     capacity = pool.capacity
     holding = [i for i in indices if vec.fits(total, capacity[i])]
-    if pool.template.packing == LOWEST_COST:
-        return efficient_types(pool, requirements, holding, mix)
     ordinary = pool.ordinary_types(requirements, mix)
     chosen = [i for i in holding if i in ordinary]
     return chosen or holding
 
 
 def efficient_types(
-    pool: PreparedPool, requirements: Requirements, holding: list[int], mix: vec.Vector
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector, mix: vec.Vector
 ) -> list[int]:
-    """LowestCost packing: the holding types within EFFICIENCY_SLACK of the best price per copy of ``mix``."""
-    prices = pool.prices(requirements)
-    costs = [(unit_cost(p, pool.capacity[i], mix), i) for i in holding if (p := prices[i]) is not None]
-    if not costs:
-        return holding
-    best = min(cost for cost, _ in costs)
-    return [i for cost, i in costs if cost <= best * (1 + EFFICIENCY_SLACK)]
+    """LowestCost packing: the candidates holding ``total`` within EFFICIENCY_SLACK of the best price
+    per copy of ``mix`` among them (all that hold it when none is priced)."""
+    capacity = pool.capacity
+    allowed = set(indices)
+    chosen: list[int] = []
+    best = 0.0
+    for cost, i in pool.unit_costs(requirements, mix):
+        if i not in allowed or not vec.fits(total, capacity[i]):
+            continue
+        if not chosen:
+            best = cost
+        elif cost > best * (1 + EFFICIENCY_SLACK):
+            break
+        chosen.append(i)
+    if not chosen:
+        return [i for i in indices if vec.fits(total, capacity[i])]
+    return sorted(chosen)
 
 
 def min_values_hold(

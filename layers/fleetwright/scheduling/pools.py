@@ -59,6 +59,7 @@ class PreparedPool:
     matches: dict[str, OptionMatch] = field(default_factory=dict)
     offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
+    by_unit_cost: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
 
     @property
@@ -111,6 +112,20 @@ class PreparedPool:
             ordinary = frozenset(i for cost, i in costs if cost <= limit)
             self.ordinary[key] = ordinary
         return ordinary
+
+    def unit_costs(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
+        """(price per copy of ``mix``, type index) of every priced type, cheapest first (cached)."""
+        key = (*_offering_key(requirements), mix)
+        costs = self.by_unit_cost.get(key)
+        if costs is None:
+            prices = self.offerings(requirements).prices
+            costs = sorted(
+                (unit_cost(price, self.capacity[i], mix), i)
+                for i, price in enumerate(prices)
+                if price is not None
+            )
+            self.by_unit_cost[key] = costs
+        return costs
 
     def offerings(self, requirements: Requirements) -> OfferingTable:
         """Per type, what the requirements' zones and capacity types allow (cached per pair)."""

@@ -24,6 +24,7 @@ from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
 from fleetwright.scheduling.existing import NodeInProgress, node_in_progress
 from fleetwright.scheduling.pools import PreparedPool, prepare_pool
+from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.topology import (
     AFFINITY,
     Constraint,
@@ -190,7 +191,15 @@ class Simulation:
         """Place every pending pod or explain why it cannot be placed."""
         for pod in self.pending:
             self.place(pod)
+        self.claims = repack(self.claims, self.needs, self._movable)
         return self.results()
+
+    def _movable(self, pod: Pod) -> bool:
+        """True when the pod's placement touches no topology count or host port (it can move freely)."""
+        group = self.pod_groups[pod.key]
+        if pod.host_ports or any(a.constraints for a in group.attempts):
+            return False
+        return not (self.topology.groups and self.topology.selecting(pod))
 
     def place(self, pod: Pod) -> None:
         """Try each attempt (strictest first) until the pod lands somewhere."""

@@ -1,0 +1,396 @@
+"""LowestCost re-packing: the pods of a NodePool's unconstrained claims, packed again onto cheaper nodes.
+
+First-fit decreasing fills each claim until one resource runs out: a node of the cheapest CPU type
+(a1.metal) ends memory-bound at 80-86% CPU because the pods that came first were memory-heavy. The
+cheapest packing instead mixes a CPU-rich and a memory-rich type and fills every node in both
+resources. :func:`pack` does that greedily, node by node, guided by the *fluid* relaxation (CPU and
+memory bought as if divisible):
+
+- Each type sells ``(cpu, memory) / price``; the fluid optimum for a demand ``D`` buys at most two
+  types, the two hull vertices around the direction of ``D`` on the upper-right convex hull of those
+  points (computed once). Their equations give per-resource shadow prices ``pi`` (dual values: a
+  node's room is worth exactly its price for both types, less for every other type).
+- The next node is the type whose greedy filling is worth most per dollar (``pi`` · what it holds /
+  price). Types are tried by the most they could be worth per dollar (their room, capped by their
+  pod slots and by what is left), stopping once that cannot beat the best filling found, so usually
+  only the fluid solution's types are filled. A filling takes pods of the classes with the most
+  remaining volume, while keeping the node's CPU and memory shares within ``balance`` of each other,
+  so the node ends full in both; then anything that still fits.
+- A node built for a type the fluid solution wants ``x`` of is repeated up to ``x / 2`` times (while
+  its pods last), so a batch costs a few dozen fillings, not one per node; once the fluid solution
+  needs at most ``TAIL_NODES`` nodes, nodes are built one at a time.
+
+Three balance tolerances are tried and the cheapest result is kept (each run takes milliseconds).
+:func:`repack` applies it to the claims whose pods are all free to move (no topology constraint, not
+counted by another pod's, no host ports, no extended resources) in NodePools with ``LowestCost``
+packing, no limits and no ``minValues``, per set of claims sharing requirements and candidate types,
+and only when the result is cheaper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from fleetwright.model.pod import Pod
+from fleetwright.scheduling import vectors as vec
+from fleetwright.scheduling.claims import ClaimInProgress
+from fleetwright.scheduling.costs import LOWEST_COST, NODE_FIXED_COST_PER_HOUR
+
+# How far apart a node's CPU and memory shares may drift while it is filled; each is tried.
+BALANCES = (0.01, 0.02, 0.05)
+# A pattern is repeated up to x / REPEAT_DIVISOR times, x being the fluid solution's nodes of its type.
+REPEAT_DIVISOR = 2
+# When the fluid solution needs at most this many nodes, nodes are built one at a time (no repeats).
+TAIL_NODES = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A node type to pack onto: room for pods and $/h."""
+
+    capacity: vec.Vector
+    price: float
+
+
+@dataclass(frozen=True, slots=True)
+class _HullPoint:
+    cpu_per_dollar: float
+    memory_per_dollar: float
+    option: int
+
+    @property
+    def angle(self) -> float:
+        return math.atan2(self.memory_per_dollar, self.cpu_per_dollar)
+
+
+Nodes = list[tuple[int, list[int]]]  # (option index, pods per class) per node
+
+
+def pack(classes: Sequence[vec.Vector], demand: Sequence[int], options: Sequence[Option]) -> Nodes:
+    """Nodes (option, pods per class) holding ``demand[k]`` pods of each class ``classes[k]``, cheaply.
+
+    Every class must fit some option; ``options`` should not dominate each other (see
+    :func:`undominated`). Deterministic; the cheapest of the balance tolerances tried.
+    """
+    usable = [i for i, o in enumerate(options) if any(vec.fits(c, o.capacity) for c in classes)]
+    prices: dict[vec.Vector, float] = {}
+    best: tuple[float, Nodes] | None = None
+    for balance in BALANCES:
+        nodes = _Packer(classes, demand, options, usable, balance).run()
+        cost = nodes_cost(nodes, classes, options, prices)
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, nodes)
+    assert best is not None
+    return best[1]
+
+
+def nodes_cost(
+    nodes: Nodes, classes: Sequence[vec.Vector], options: Sequence[Option], prices: dict[vec.Vector, float]
+) -> float:
+    """$/h of the nodes when each launches the cheapest option holding its pods (as claims do).
+
+    ``prices`` caches the price per node total (nodes repeat).
+    """
+    cost = 0.0
+    for _, counts in nodes:
+        total = node_total(counts, classes)
+        price = prices.get(total)
+        if price is None:
+            price = prices[total] = cheapest_price(total, options)
+        cost += price
+    return cost
+
+
+def node_total(counts: Sequence[int], classes: Sequence[vec.Vector]) -> vec.Vector:
+    """What a node holding ``counts[k]`` pods of each class requests."""
+    total = [0] * len(classes[0])
+    for need, n in zip(classes, counts, strict=True):
+        if n:
+            for d, amount in enumerate(need):
+                total[d] += amount * n
+    return tuple(total)
+
+
+def cheapest_price(total: vec.Vector, options: Sequence[Option]) -> float:
+    """The price of the cheapest option with room for ``total`` (infinite when none has)."""
+    return min((o.price for o in options if vec.fits(total, o.capacity)), default=math.inf)
+
+
+def undominated(options: Sequence[Option]) -> list[Option]:
+    """Options no other beats (at least the room in every dim for at most the price), cheapest first.
+
+    The cheapest option holding any set of pods is always among them.
+    """
+    ordered = sorted(options, key=lambda o: (o.price, tuple(-c for c in o.capacity)))
+    kept: list[Option] = []
+    for option in ordered:
+        if not any(vec.fits(option.capacity, k.capacity) for k in kept):
+            kept.append(option)
+    return kept
+
+
+class _Packer:
+    """One greedy packing run (see the module docstring)."""
+
+    def __init__(
+        self,
+        classes: Sequence[vec.Vector],
+        demand: Sequence[int],
+        options: Sequence[Option],
+        usable: list[int],
+        balance: float,
+    ) -> None:
+        self.classes = classes
+        self.remaining = list(demand)
+        self.options = options
+        self.usable = usable
+        self.balance = balance
+        self.chain = self._hull()
+
+    def run(self) -> Nodes:
+        nodes: Nodes = []
+        while any(self.remaining):
+            demand = (self._remaining_total(0), self._remaining_total(1))
+            fluid, duals = self._fluid(demand)
+            tail = sum(x for _, x in fluid) <= TAIL_NODES
+            chosen = self._best_node(self.usable, duals)
+            assert chosen is not None and any(chosen[1]), "every class fits some option"
+            option, counts = chosen
+            x = next((x for i, x in fluid if i == option), None)
+            if x is None:  # not a fluid type: as many nodes as the fluid solution's budget buys
+                x = sum(n * self.options[i].price for i, n in fluid) / self.options[option].price
+            copies = 1 if tail else max(1, int(x // REPEAT_DIVISOR))
+            for k, n in enumerate(counts):
+                if n:
+                    copies = min(copies, self.remaining[k] // n)
+            for k, n in enumerate(counts):
+                self.remaining[k] -= n * copies
+            nodes.extend((option, counts) for _ in range(copies))
+        return nodes
+
+    def _remaining_total(self, dim: int) -> int:
+        return sum(c[dim] * n for c, n in zip(self.classes, self.remaining, strict=True))
+
+    def _hull(self) -> list[_HullPoint]:
+        """The upper-right convex hull of the options' (cpu, memory) per dollar, by angle descending.
+
+        An option whose pod slots run out before its CPU or memory (for pods of the batch's average
+        size) only sells the share it can fill.
+        """
+        pods = max(1, sum(self.remaining))
+        mean = (self._remaining_total(0) / pods, self._remaining_total(1) / pods)
+        points = []
+        for i in self.usable:
+            capacity = self.options[i].capacity
+            copies = min((capacity[d] / mean[d] for d in (0, 1) if mean[d] > 0), default=math.inf)
+            usable_share = min(1.0, capacity[2] / copies) if copies > 0 else 1.0
+            price = self.options[i].price
+            points.append(
+                _HullPoint(capacity[0] * usable_share / price, capacity[1] * usable_share / price, i)
+            )
+        points.sort(key=lambda p: (p.cpu_per_dollar, p.memory_per_dollar, p.option))
+        upper: list[_HullPoint] = []
+        for point in points:
+            while len(upper) >= 2 and _turn(upper[-2], upper[-1], point) >= 0:
+                upper.pop()
+            upper.append(point)
+        top = max(range(len(upper)), key=lambda j: (upper[j].memory_per_dollar, upper[j].cpu_per_dollar))
+        return upper[top:]
+
+    def _fluid(self, demand: tuple[int, int]) -> tuple[list[tuple[int, float]], tuple[float, float]]:
+        """The fluid optimum for ``demand``: nodes per option (one or two) and the shadow prices."""
+        chain = self.chain
+        angle = math.atan2(demand[1], demand[0])
+        if angle >= chain[0].angle:  # memory-heavier than every hull point: memory decides
+            return self._single(chain[0], 1, demand)
+        if angle <= chain[-1].angle:  # CPU-heavier than every hull point: CPU decides
+            return self._single(chain[-1], 0, demand)
+        for a, b in pairwise(chain):
+            if a.angle >= angle >= b.angle:
+                # Dollars spent on a and on b so that they buy exactly the demand.
+                det = a.cpu_per_dollar * b.memory_per_dollar - a.memory_per_dollar * b.cpu_per_dollar
+                dollars_a = (demand[0] * b.memory_per_dollar - demand[1] * b.cpu_per_dollar) / det
+                dollars_b = (a.cpu_per_dollar * demand[1] - a.memory_per_dollar * demand[0]) / det
+                # Shadow prices making a dollar of either worth exactly a dollar.
+                pi_cpu = (b.memory_per_dollar - a.memory_per_dollar) / det
+                pi_memory = (a.cpu_per_dollar - b.cpu_per_dollar) / det
+                return [
+                    (a.option, max(0.0, dollars_a) / self.options[a.option].price),
+                    (b.option, max(0.0, dollars_b) / self.options[b.option].price),
+                ], (pi_cpu, pi_memory)
+        raise AssertionError("the hull chain covers every angle between its ends")
+
+    def _single(
+        self, point: _HullPoint, dim: int, demand: tuple[int, int]
+    ) -> tuple[list[tuple[int, float]], tuple[float, float]]:
+        """One option bought for resource ``dim`` (0 CPU, 1 memory) alone."""
+        per_dollar = point.cpu_per_dollar if dim == 0 else point.memory_per_dollar
+        if per_dollar <= 0:
+            return [(point.option, 0.0)], (0.0, 0.0)
+        nodes = demand[dim] / per_dollar / self.options[point.option].price
+        return [(point.option, nodes)], ((1 / per_dollar, 0.0) if dim == 0 else (0.0, 1 / per_dollar))
+
+    def _best_node(self, candidates: list[int], duals: tuple[float, float]) -> tuple[int, list[int]] | None:
+        """The candidate whose filling is worth most per dollar, with that filling.
+
+        Candidates are tried by the most they could be worth per dollar (their room, capped by what
+        is left to place and by their pod slots times the most valuable pod); the search stops once
+        that cannot beat the best filling found.
+        """
+        pi_cpu, pi_memory = duals
+        values = [pi_cpu * c[0] + pi_memory * c[1] for c in self.classes]
+        left = sum(v * n for v, n in zip(values, self.remaining, strict=True))
+        most = max((v for v, n in zip(values, self.remaining, strict=True) if n), default=0.0)
+        worth = []
+        for i in candidates:
+            capacity = self.options[i].capacity
+            upper = min(pi_cpu * capacity[0] + pi_memory * capacity[1], left, capacity[2] * most)
+            worth.append((upper / self.options[i].price, i))
+        worth.sort(key=lambda w: (-w[0], w[1]))
+        best: tuple[tuple[float, float], int, list[int]] | None = None
+        for upper, i in worth:
+            if best is not None and upper < best[0][0]:
+                break
+            counts = self._fill(self.options[i].capacity)
+            value = sum(v * n for v, n in zip(values, counts, strict=True))
+            price = self.options[i].price
+            key = (value / price, sum(counts) / price)
+            if best is None or key > best[0]:
+                best = (key, i, counts)
+        return (best[1], best[2]) if best is not None else None
+
+    def _fill(self, capacity: vec.Vector) -> list[int]:
+        """Pods per class for one node: most remaining volume first, CPU and memory kept in balance."""
+        classes = self.classes
+        room = capacity
+        counts = [0] * len(classes)
+        scale_cpu = 1 / capacity[0] if capacity[0] > 0 else 0.0
+        scale_memory = 1 / capacity[1] if capacity[1] > 0 else 0.0
+        shares = [(c[0] * scale_cpu, c[1] * scale_memory) for c in classes]
+        used_cpu = used_memory = 0.0
+        relaxed = False
+        while True:
+            drift = used_cpu - used_memory
+            best = -1
+            best_weight = -1.0
+            for k, need in enumerate(classes):
+                left = self.remaining[k] - counts[k]
+                if left <= 0 or not vec.fits(need, room):
+                    continue
+                cpu_share, memory_share = shares[k]
+                if not relaxed and (
+                    (drift > self.balance and cpu_share >= memory_share)
+                    or (drift < -self.balance and memory_share >= cpu_share)
+                ):
+                    continue
+                weight = left * (cpu_share + memory_share)
+                if weight > best_weight:
+                    best, best_weight = k, weight
+            if best < 0:
+                if relaxed:
+                    return counts
+                relaxed = True  # nothing keeps the balance: take whatever still fits
+                continue
+            relaxed = False
+            counts[best] += 1
+            room = vec.sub(room, classes[best])
+            used_cpu += shares[best][0]
+            used_memory += shares[best][1]
+
+
+def _turn(o: _HullPoint, a: _HullPoint, b: _HullPoint) -> float:
+    """Cross product of (a - o) and (b - o): >= 0 when a is not above the segment o-b."""
+    return (a.cpu_per_dollar - o.cpu_per_dollar) * (b.memory_per_dollar - o.memory_per_dollar) - (
+        a.memory_per_dollar - o.memory_per_dollar
+    ) * (b.cpu_per_dollar - o.cpu_per_dollar)
+
+
+def repack(
+    claims: list[ClaimInProgress],
+    needs: Mapping[str, vec.Vector],
+    movable: Callable[[Pod], bool],
+) -> list[ClaimInProgress]:
+    """The claims with those of LowestCost NodePools re-packed where that is cheaper (see the module).
+
+    Claims are re-packed per NodePool, requirements and candidate types; the new claims take the place
+    of the first one of their set, with fresh sequence numbers after the existing ones.
+    """
+    buckets: dict[tuple[int, str, tuple[int, ...]], list[ClaimInProgress]] = {}
+    for claim in claims:
+        pool = claim.pool
+        if pool.template.packing != LOWEST_COST or pool.template.limits is not None or pool.has_min_values:
+            continue
+        if not all(movable(p) and not any(needs[p.key][3:]) for p in claim.pods):
+            continue
+        key = (id(pool), claim.requirements.describe(), tuple(claim.type_indices))
+        buckets.setdefault(key, []).append(claim)
+    replaced: dict[int, list[ClaimInProgress]] = {}  # id of a set's first claim -> its new claims
+    dropped: set[int] = set()
+    seq = max((c.seq for c in claims), default=-1) + 1
+    for bucket in buckets.values():
+        new_claims = _repack_bucket(bucket, needs, seq)
+        if new_claims is not None:
+            seq += len(new_claims)
+            replaced[id(bucket[0])] = new_claims
+            dropped.update(id(c) for c in bucket)
+    if not replaced:
+        return claims
+    out: list[ClaimInProgress] = []
+    for claim in claims:
+        if id(claim) in replaced:
+            out.extend(replaced[id(claim)])
+        elif id(claim) not in dropped:
+            out.append(claim)
+    return out
+
+
+def _repack_bucket(
+    bucket: list[ClaimInProgress], needs: Mapping[str, vec.Vector], seq: int
+) -> list[ClaimInProgress] | None:
+    """New claims for the pods of ``bucket`` (same pool, requirements, types), or None if not cheaper."""
+    first = bucket[0]
+    pool = first.pool
+    prices = pool.prices(first.requirements)
+    options = undominated(
+        [
+            Option(pool.capacity[i], price + NODE_FIXED_COST_PER_HOUR)
+            for i in first.type_indices
+            if (price := prices[i]) is not None
+        ]
+    )
+    by_class: dict[vec.Vector, list[Pod]] = {}
+    for claim in bucket:
+        for p in claim.pods:
+            by_class.setdefault(needs[p.key], []).append(p)
+    classes = sorted(by_class, reverse=True)
+    if not options or not all(any(vec.fits(c, o.capacity) for o in options) for c in classes):
+        return None
+    demand = [len(by_class[c]) for c in classes]
+    current = sum(cheapest_price(claim.total, options) for claim in bucket)
+    nodes = pack(classes, demand, options)
+    if nodes_cost(nodes, classes, options, {}) >= current - 1e-9:
+        return None
+    queues = {c: sorted(by_class[c], key=lambda p: p.key) for c in classes}
+    taken = dict.fromkeys(classes, 0)
+    new_claims: list[ClaimInProgress] = []
+    for _, counts in nodes:
+        pods: list[Pod] = []
+        for c, n in zip(classes, counts, strict=True):
+            pods.extend(queues[c][taken[c] : taken[c] + n])
+            taken[c] += n
+        claim = ClaimInProgress(
+            seq + len(new_claims),
+            pool,
+            first.requirements,
+            list(first.type_indices),
+            node_total(counts, classes),
+            first.mix,
+            pods=pods,
+            settled=True,
+        )
+        claim.open = False
+        new_claims.append(claim)
+    return new_claims
