@@ -1,12 +1,128 @@
-"""Disruption Lambda (placeholder while the controller lands; replaced in this session)."""
+"""Disruption Lambda: an EventBridge schedule (every minute) invokes it; each invocation makes one pass —
+read the cluster, decide which nodes to remove (emptiness, drift, consolidation, expiration), launch
+replacements, start the termination workflows, collect garbage — and returns a short summary
+(docs/disruption.md).
+
+Reserved concurrency 1 keeps passes from overlapping. Cold start: only Powertools' Logger and Metrics are
+imported here; the configuration (validated like ``fleetwright validate``), boto3, the Kubernetes adapter
+and the planner load on the first invocation, which fails with the validation messages when the NodePool
+documents are wrong. With ``FLEETWRIGHT_DISRUPTION_DRY_RUN=true`` decisions are logged, nothing is done.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from aws_lambda_powertools import Logger, Metrics
+
 SERVICE = "fleetwright-disruption"
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or SERVICE)
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Fleetwright", service=SERVICE)
+
+ENV_STATE_MACHINE = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
+
+# The controller built by the first invocation (a dict so no ``global`` statement is needed).
+_RUNTIME: dict[str, Any] = {}
 
 
+def _read_parameter(region: str) -> Any:
+    def read(name: str) -> str:
+        from fleetwright.aws.clients import clients_for
+
+        answer = clients_for(region).ssm.get_parameter(Name=name, WithDecryption=True)
+        return str(answer["Parameter"]["Value"])
+
+    return read
+
+
+def build_controller(environ: dict[str, str] | None = None) -> Any:
+    """A ``DisruptionController`` wired to AWS, the state table, the cluster and the termination state
+    machine. Raises ``fleetwright.provisioning.ConfigError`` with what to fix."""
+    from fleetwright.aws.clients import clients_for
+    from fleetwright.aws.cluster import describe_cluster
+    from fleetwright.aws.provider import AwsProvider
+    from fleetwright.disruption.config import options_from_env
+    from fleetwright.disruption.wiring import build_controller as wire
+    from fleetwright.interruption.workflow import StepFunctionsStarter
+    from fleetwright.kube import KubeClient, KubeCluster
+    from fleetwright.provisioning.config import ConfigError, settings_from_env
+    from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.state import StateStore
+
+    env = dict(os.environ if environ is None else environ)
+    if not env.get(ENV_STATE_MACHINE, "").strip():
+        raise ConfigError(f"missing environment variable(s): {ENV_STATE_MACHINE}")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
+    settings = settings_from_env(env, read_parameter=_read_parameter(region))
+    options = options_from_env(env)
+    for warning in settings.config.warnings:
+        logger.warning(warning)
+    cluster = settings.config.cluster_name
+    clients = clients_for(settings.region)
+    state = StateStore(settings.table_name, cluster, region=settings.region)
+    cloud = AwsProvider(
+        describe_cluster(clients, cluster), settings.region, clients=clients, unavailable=state.unavailable
+    )
+    client = (
+        KubeClient.from_kubeconfig(settings.kubeconfig)
+        if settings.kubeconfig
+        else KubeClient.for_eks(cluster, settings.region, eks_client=clients.eks)
+    )
+    logger.info(
+        "disruption configured",
+        extra={
+            "cluster": cluster,
+            "nodePools": [np.name for np in settings.config.nodepools],
+            "sources": settings.sources,
+            "dryRun": options.dry_run,
+            "settings": {
+                "minSavingFraction": options.settings.min_saving_fraction,
+                "minSavingDollars": options.settings.min_saving_dollars,
+                "minNodeAgeSeconds": options.settings.min_node_age_seconds,
+                "spotToSpot": options.settings.spot_to_spot,
+            },
+        },
+    )
+    return wire(
+        KubeCluster(client),
+        cloud,
+        state,
+        settings.config,
+        StepFunctionsStarter(clients.client("stepfunctions"), env[ENV_STATE_MACHINE].strip()),
+        options=options,
+        metrics=PowertoolsMetrics(metrics),
+        logger=logger,
+    )
+
+
+def controller() -> Any:
+    """The module-scope controller (built by the first invocation)."""
+    if "controller" not in _RUNTIME:
+        _RUNTIME["controller"] = build_controller()
+    return _RUNTIME["controller"]
+
+
+def set_controller(value: Any) -> None:
+    """Use ``value`` (a ``DisruptionController``) instead of building one (tests, the local demo)."""
+    _RUNTIME["controller"] = value
+
+
+def reset_controller() -> None:
+    """Forget the controller (the next invocation builds it again, re-reading the configuration)."""
+    _RUNTIME.clear()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Not wired yet."""
-    raise NotImplementedError("the disruption controller is not wired yet")
+    """The Lambda entry point: one disruption pass; its summary."""
+    try:
+        runner = controller()
+    except Exception as error:
+        logger.error("disruption cannot start", extra={"error": str(error)})
+        raise
+    report = runner.run_once()
+    summary: dict[str, Any] = report.summary()
+    logger.info("disruption pass finished", extra={"summary": summary})
+    return summary

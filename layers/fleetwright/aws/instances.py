@@ -98,6 +98,24 @@ def describe_instances(clients: AwsClients, cluster: str, instance_ids: Iterable
     return result
 
 
+def find_instances(clients: AwsClients, instance_ids: Iterable[str]) -> dict[str, Instance]:
+    """Instances among ``instance_ids`` whoever owns them and whatever their state (terminated ones too,
+    while EC2 still lists them); unknown ids are left out.
+
+    For ownership checks only (e.g. "is this Node's instance gone, or just not ours?"): never act on an
+    instance found here without :func:`~fleetwright.aws.tags.is_owned`.
+    """
+    ids = list(dict.fromkeys(instance_ids))
+    result: dict[str, Instance] = {}
+    for start in range(0, len(ids), BATCH):
+        chunk = ids[start : start + BATCH]
+        # The instance-id filter ignores unknown ids, where InstanceIds= would fail the whole call.
+        result.update(
+            {i.id: i for i in _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])}
+        )
+    return result
+
+
 def find_claimed_instances(
     clients: AwsClients, cluster: str, nodeclaims: Iterable[str]
 ) -> dict[str, LaunchedInstance]:

@@ -10,11 +10,13 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fleetwright.aws.amis import Ami
 from fleetwright.aws.clients import AwsClients, error_code
-from fleetwright.aws.tags import CLUSTER_TAG, tag_specifications
+from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned, tag_specifications
 from fleetwright.model.ec2nodeclass import BlockDeviceMapping, EC2NodeClassSpec
 from fleetwright.model.quantity import parse_quantity
 
@@ -199,3 +201,70 @@ def delete_unused_launch_templates(
     if cache is not None:
         cache.forget(deleted)
     return deleted
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchTemplateInfo:
+    """One launch template as the garbage collector sees it; ``created_at`` in epoch seconds (0 when
+    EC2 did not say)."""
+
+    id: str
+    name: str
+    created_at: float
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def describe_launch_templates(clients: AwsClients, cluster: str) -> list[LaunchTemplateInfo]:
+    """This cluster's launch templates (by the ownership tag), sorted by name."""
+    found: list[LaunchTemplateInfo] = []
+    paginator = clients.ec2.get_paginator("describe_launch_templates")
+    for page in paginator.paginate(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]):
+        for entry in page.get("LaunchTemplates", []):
+            found.append(
+                LaunchTemplateInfo(
+                    id=str(entry["LaunchTemplateId"]),
+                    name=str(entry["LaunchTemplateName"]),
+                    created_at=_epoch(entry.get("CreateTime", "")),
+                )
+            )
+    return sorted(found, key=lambda t: t.name)
+
+
+def launch_template_image(clients: AwsClients, template_id: str) -> str:
+    """The ImageId of the template's latest version ("" when it names none)."""
+    answer = clients.ec2.describe_launch_template_versions(LaunchTemplateId=template_id, Versions=["$Latest"])
+    for version in answer.get("LaunchTemplateVersions", []):
+        return str((version.get("LaunchTemplateData") or {}).get("ImageId", ""))
+    return ""
+
+
+def delete_launch_template(clients: AwsClients, cluster: str, name: str) -> bool:
+    """Delete one launch template after checking it carries this cluster's ownership tag; False when it was
+    already gone. Raises ``ValueError`` for a template that is not this cluster's."""
+    try:
+        answer = clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
+    except Exception as error:
+        if error_code(error) in (
+            "InvalidLaunchTemplateName.NotFoundException",
+            "InvalidLaunchTemplateId.NotFound",
+        ):
+            return False
+        raise
+    for entry in answer.get("LaunchTemplates", []):
+        if not is_owned(from_aws(entry.get("Tags")), cluster):
+            raise ValueError(f"refusing to delete launch template {name}: not tagged {CLUSTER_TAG}={cluster}")
+    try:
+        clients.ec2.delete_launch_template(LaunchTemplateName=name)
+    except Exception as error:
+        if error_code(error) != "InvalidLaunchTemplateName.NotFoundException":
+            raise
+        return False
+    return True

@@ -11,10 +11,17 @@ from fleetwright.aws.instances import (
     Instance,
     TerminateResult,
     describe_instances,
+    find_instances,
     list_instances,
     terminate_instances,
 )
 from fleetwright.aws.instancetypes import list_instance_types
+from fleetwright.aws.launchtemplates import (
+    LaunchTemplateInfo,
+    delete_launch_template,
+    describe_launch_templates,
+    launch_template_image,
+)
 from fleetwright.aws.nodeclass import NodeClassResolver
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
@@ -74,3 +81,22 @@ class AwsProvider:
     def terminate(self, instance_ids: Iterable[str]) -> TerminateResult:
         """Terminate instances of this cluster; raises NotOwnedError for any that is not ours."""
         return terminate_instances(self.clients, self.cluster.name, instance_ids)
+
+    def describe_any(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
+        """Instances among ``instance_ids`` whoever owns them, terminated ones included (ownership checks
+        only: :meth:`terminate` still refuses anything not ours)."""
+        return find_instances(self.clients, instance_ids)
+
+    def launch_templates(self) -> Sequence[LaunchTemplateInfo]:
+        """This cluster's launch templates (by the ownership tag), with ids and creation times."""
+        return describe_launch_templates(self.clients, self.cluster.name)
+
+    def launch_template_image(self, template_id: str) -> str:
+        """The AMI the template's latest version boots ("" when it names none)."""
+        return launch_template_image(self.clients, template_id)
+
+    def delete_launch_template(self, name: str) -> bool:
+        """Delete one of this cluster's launch templates; False when it was already gone."""
+        deleted = delete_launch_template(self.clients, self.cluster.name, name)
+        self.resolver.templates.forget([name])
+        return deleted

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
@@ -248,6 +249,18 @@ class Provisioner:
             self._schedule_and_launch(snapshot, list(pods), list(nodes), report)
         return report
 
+    def launch_claims(self, claims: Sequence[NewNodeClaim]) -> PassReport:
+        """Launch NodeClaims decided elsewhere (the disruption controller's replacements), recording and
+        launching them exactly as a provisioning pass does. Claims that could not launch are in
+        ``PassReport.failed``; other errors are raised."""
+        report = PassReport(pending=sum(len(c.pods) for c in claims))
+        if claims:
+            catalog, accepted = self.catalogs()
+            templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses)
+            by_name = {t.name: t for t in catalog}
+            self._launch(claims, {t.name: t for t in templates}, by_name, accepted, report)
+        return report
+
     def _schedule_and_launch(
         self, snapshot: ClusterSnapshot, pods: list[Pod], cluster_nodes: list[Node], report: PassReport
     ) -> None:
@@ -348,6 +361,8 @@ class Provisioner:
         report: PassReport,
     ) -> None:
         planned: list[tuple[NewNodeClaim, NodeClaimRecord, LaunchRequest]] = []
+        pool_hashes = nodepool_hashes(self.config.nodepools)
+        class_hashes = nodeclass_hashes(self.config.nodeclasses)
         try:
             for claim in claims:
                 template = templates[claim.nodepool]
@@ -369,11 +384,16 @@ class Provisioner:
                     holder=self.holder,
                     now=self.wall_clock(),
                 )
+                # What the node is meant to look like, so the disruption controller can tell drift.
+                record.nodepool_hash = pool_hashes.get(claim.nodepool, "")
+                record.nodeclass_hash = class_hashes.get(template.node_class, "")
                 # Recorded before the launch: a crash after CreateFleet leaves a claim to match by tag.
                 self.state.nodeclaims.create(record)
                 self._launching.add(record.id)
                 planned.append((claim, record, launch_request(record, candidates, node_class)))
+            refused_before = self._refused_offerings()
             outcomes = self._launch_parallel([p[2] for p in planned])
+            refused = self._refused_offerings() - refused_before
         except Exception:
             # Claims recorded but not launched stay Launching: the next reconciliation matches them to an
             # instance by tag (if CreateFleet went through) or fails them after the grace period.
@@ -383,6 +403,7 @@ class Provisioner:
         for (claim, record, _), outcome in zip(planned, outcomes, strict=True):
             if isinstance(outcome, LaunchedInstance):
                 self._record_launched(claim, record, outcome, templates[claim.nodepool], by_name, report)
+                self._record_recovery(record, outcome, refused)
             else:
                 self._record_failed(record, outcome, report)
 
@@ -463,6 +484,24 @@ class Provisioner:
                 "reused": instance.reused,
             },
         )
+
+    def _refused_offerings(self) -> set[tuple[str, str, str]]:
+        """The offerings (type, zone, capacity type) the unavailable-offerings cache holds now."""
+        return {(e.instance_type, e.zone, e.capacity_type) for e in self.state.unavailable.entries()}
+
+    def _record_recovery(
+        self, record: NodeClaimRecord, instance: LaunchedInstance, refused: set[tuple[str, str, str]]
+    ) -> None:
+        """Count a claim launched although EC2 refused one of its candidate offerings during this launch
+        (capacity or quota): the launch fell back to another type, zone or capacity type. Refusals are
+        read from the shared cache, so two claims launched in parallel with common candidates may both
+        count one refusal."""
+        if instance.reused:
+            return
+        candidates = set(record.instance_types)
+        capacity_types = set(record.capacity_types)
+        if any(t in candidates and (not capacity_types or c in capacity_types) for t, _, c in refused):
+            self.metrics.add(obs.INSUFFICIENT_CAPACITY_RECOVERED, 1, obs.COUNT, {"NodePool": record.nodepool})
 
     def _record_failed(self, record: NodeClaimRecord, error: LaunchError, report: PassReport) -> None:
         reason = "; ".join(error.reasons) or str(error)

@@ -60,6 +60,8 @@ _ATTRIBUTES = {
     "node_name": "nodeName",
     "reason": "reason",
     "expires_at": TTL_ATTRIBUTE,
+    "nodepool_hash": "nodePoolHash",
+    "nodeclass_hash": "nodeClassHash",
 }
 
 
@@ -102,6 +104,8 @@ class NodeClaimRecord:
     node_name: str = ""
     reason: str = ""
     expires_at: int | None = None
+    nodepool_hash: str = ""  # drift hashes of the NodePool and EC2NodeClass at launch ("" when unknown)
+    nodeclass_hash: str = ""
 
     @property
     def provider_id(self) -> str:

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.lease import DEFAULT_LEASE_SECONDS, Lease
 from fleetwright.state.nodeclaims import NodeClaimStore
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
@@ -15,7 +16,8 @@ ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
 
 
 class StateStore:
-    """NodeClaims, the unavailable-offerings cache, leases and idempotency records of one cluster.
+    """NodeClaims, the unavailable-offerings cache, "empty since" markers, leases and idempotency records
+    of one cluster.
 
     ``table`` is a table name or a :class:`DynamoTable`; ``clock`` gives epoch seconds.
     """
@@ -36,6 +38,7 @@ class StateStore:
         self.cluster = cluster
         self.clock = clock
         self.nodeclaims = NodeClaimStore(self.table, cluster)
+        self.emptiness = EmptinessStore(self.table, cluster)
         self.unavailable = DynamoUnavailableOfferings(
             self.table, cluster, refresh_seconds=unavailable_refresh_seconds, clock=clock
         )

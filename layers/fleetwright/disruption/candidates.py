@@ -1,0 +1,222 @@
+"""What every disruption method shares: which nodes are ours, which may be disrupted gracefully, what their
+pods are, how the budgets and PodDisruptionBudgets limit one command.
+
+:class:`Cluster` indexes a :class:`DisruptionInput` once per pass; the methods ask it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from fleetwright.disruption.budgets import allowed_disruptions
+from fleetwright.disruption.emptiness import blocked_by_annotation, is_empty, is_terminal
+from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
+from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.model.nodepool import NodePool
+from fleetwright.model.pod import Pod, is_node_bound
+from fleetwright.scheduling.types import NewNodeClaim
+
+
+def evictable_pods(state: NodeState) -> list[Pod]:
+    """The node's pods that would need a new home: running, not DaemonSet or mirror pods."""
+    return [p for p in state.node.pods if not is_terminal(p) and not is_node_bound(p)]
+
+
+def as_pending(pods: Iterable[Pod]) -> list[Pod]:
+    """Pods as the scheduler sees pods still to place (no node, phase Pending)."""
+    return [replace(p, node_name=None, phase="Pending") for p in pods]
+
+
+def node_is_empty(state: NodeState) -> bool:
+    """True when the node holds only DaemonSet, mirror and finished pods."""
+    return is_empty(state.node)
+
+
+def type_summary(states: Sequence[NodeState]) -> str:
+    """``m5.xlarge ×2, c5.large ×1`` (most frequent first)."""
+    counts: dict[str, int] = {}
+    for state in states:
+        counts[state.instance_type] = counts.get(state.instance_type, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} ×{n}" for name, n in ordered)
+
+
+def price_of(states: Iterable[NodeState]) -> float:
+    """Summed hourly price of the nodes."""
+    return sum(s.price for s in states)
+
+
+@dataclass(slots=True)
+class PdbLedger:
+    """Counts, over one command, the pods each PodDisruptionBudget would lose."""
+
+    pdbs: Sequence[Pdb]
+    used: dict[int, int] = field(default_factory=dict)
+
+    def selecting(self, pod: Pod) -> list[int]:
+        """Indices of the PDBs that select ``pod``."""
+        return [
+            i
+            for i, pdb in enumerate(self.pdbs)
+            if pdb.namespace == pod.namespace and pdb.selector.matches(pod.labels)
+        ]
+
+    def blocking(self, pods: Sequence[Pod]) -> Pdb | None:
+        """The first PDB that evicting ``pods`` on top of what this ledger holds would violate.
+
+        The first node of a command only needs every PDB selecting its pods to allow a disruption: its
+        drain evicts them one at a time as the PDB permits. Nodes joining it must keep each PDB's total
+        within ``disruptions_allowed``, so one command never leans on a PDB for several nodes at once.
+        """
+        wanted: dict[int, int] = {}
+        for pod in pods:
+            for i in self.selecting(pod):
+                wanted[i] = wanted.get(i, 0) + 1
+        first = not self.used
+        for i, count in sorted(wanted.items()):
+            allowed = self.pdbs[i].disruptions_allowed
+            if allowed <= 0 or (not first and self.used.get(i, 0) + count > allowed):
+                return self.pdbs[i]
+        return None
+
+    def take(self, pods: Sequence[Pod]) -> None:
+        """Count ``pods`` as evicted by the command."""
+        self.used.setdefault(-1, 0)  # marks that a node was taken, even one without PDB'd pods
+        for pod in pods:
+            for i in self.selecting(pod):
+                self.used[i] = self.used.get(i, 0) + 1
+
+
+class Cluster:
+    """One pass's view of a :class:`DisruptionInput`: our NodePools, their nodes and the budgets left."""
+
+    def __init__(self, inp: DisruptionInput) -> None:
+        self.input = inp
+        self.settings = inp.settings
+        self.now = inp.now
+        self.moment = datetime.fromtimestamp(inp.now, UTC)
+        self.pools: dict[str, NodePool] = {p.name: p for p in inp.nodepools}
+        self.by_name: dict[str, NodeState] = {s.name: s for s in inp.nodes}
+        self.pool_nodes: dict[str, list[NodeState]] = {name: [] for name in self.pools}
+        for state in sorted(inp.nodes, key=lambda s: s.name):
+            if state.nodepool in self.pools:
+                self.pool_nodes[state.nodepool].append(state)
+        self._allowed: dict[tuple[str, str], int] = {}
+        # Durations parsed once per pool, not once per node.
+        self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
+        self.consolidate_after = {
+            name: p.spec.disruption.consolidate_after_seconds() for name, p in self.pools.items()
+        }
+
+    @property
+    def ours(self) -> list[NodeState]:
+        """Our nodes (their NodePool is in the input), by name."""
+        return [s for states in self.pool_nodes.values() for s in states]
+
+    def pool_of(self, state: NodeState) -> NodePool | None:
+        """The NodePool of ``state``, or None when the node is not ours."""
+        return self.pools.get(state.nodepool)
+
+    def allowed(self, pool: str, reason: str) -> int:
+        """How many of ``pool``'s nodes may still be disrupted for ``reason`` (before this pass acts)."""
+        key = (pool, reason)
+        if key not in self._allowed:
+            nodes = self.pool_nodes.get(pool, [])
+            disrupting = sum(1 for s in nodes if s.terminating)
+            self._allowed[key] = allowed_disruptions(
+                self.pools[pool], reason, len(nodes), disrupting, self.moment
+            )
+        return self._allowed[key]
+
+    def graceful_block(self, state: NodeState) -> str | None:
+        """Why ``state`` may not be disrupted gracefully (None when it may).
+
+        Budgets are not checked here: they depend on the other nodes of the command.
+        """
+        if state.nodepool not in self.pools:
+            return "not managed by a NodePool of this cluster"
+        if state.terminating:
+            return "already being disrupted"
+        if state.node.in_flight or not state.initialized:
+            return "not initialized yet"
+        if state.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+            return f"node is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        if blocked_by_annotation(state.node, {}):
+            pod = next(
+                p
+                for p in state.node.pods
+                if not is_terminal(p) and p.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true"
+            )
+            return f"pod {pod.key} is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        pdb = PdbLedger(self.input.pdbs).blocking(evictable_pods(state))
+        if pdb is not None:
+            allowed = pdb.disruptions_allowed
+            return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows {allowed} disruption(s)"
+        return None
+
+
+@dataclass(slots=True)
+class CommandBuilder:
+    """Collects nodes for one command while keeping every NodePool budget and PDB satisfied."""
+
+    cluster: Cluster
+    reason: str
+    taken: list[NodeState] = field(default_factory=list)
+    per_pool: dict[str, int] = field(default_factory=dict)
+    ledger: PdbLedger | None = None
+
+    def __post_init__(self) -> None:
+        if self.ledger is None:
+            self.ledger = PdbLedger(self.cluster.input.pdbs)
+
+    def refusal(self, state: NodeState) -> str | None:
+        """Why ``state`` cannot join the command (budget or PDB), or None."""
+        pool = state.nodepool
+        allowed = self.cluster.allowed(pool, self.reason)
+        if self.per_pool.get(pool, 0) >= allowed:
+            return f"budget: NodePool {pool} allows {allowed} more {self.reason} disruption(s) now"
+        assert self.ledger is not None
+        pdb = self.ledger.blocking(evictable_pods(state))
+        if pdb is not None:
+            return (
+                f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows {pdb.disruptions_allowed} "
+                "disruption(s) in one command"
+            )
+        return None
+
+    def add(self, state: NodeState) -> str | None:
+        """Add ``state`` when budgets and PDBs allow; return why not otherwise."""
+        why = self.refusal(state)
+        if why is None:
+            assert self.ledger is not None
+            self.ledger.take(evictable_pods(state))
+            self.per_pool[state.nodepool] = self.per_pool.get(state.nodepool, 0) + 1
+            self.taken.append(state)
+        return why
+
+
+def describe_seconds(seconds: float) -> str:
+    """``45s``, ``12m``, ``3h``, ``2d4h`` — coarse, for explanations."""
+    whole = int(seconds)
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 7200:
+        return f"{whole // 60}m"
+    if whole < 2 * 86400:
+        return f"{whole // 3600}h"
+    days, hours = divmod(whole // 3600, 24)
+    return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+def claims_summary(claims: Sequence[NewNodeClaim]) -> str:
+    """``2 nodes (c6g.xlarge ×2, $0.272/h)`` for replacement claims (cheapest type of each)."""
+    counts: dict[str, int] = {}
+    for claim in claims:
+        name = claim.instance_types[0].name if claim.instance_types else "?"
+        counts[name] = counts.get(name, 0) + 1
+    kinds = ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+    total = sum(c.price for c in claims)
+    noun = "node" if len(claims) == 1 else "nodes"
+    return f"{len(claims)} {noun} ({kinds}, ${total:.3f}/h)"

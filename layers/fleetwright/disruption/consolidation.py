@@ -1,0 +1,228 @@
+"""Consolidation (reason ``Underutilized``): remove nodes whose pods fit elsewhere, or replace several nodes
+(or one) by a single cheaper node.
+
+Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderutilized`` and a
+consolidateAfter other than ``Never``, at least ``max(consolidateAfter, min_node_age_seconds)`` old, with
+a known price, not empty (empty nodes wait for emptiness' own timer), and not blocked (see
+:meth:`Cluster.graceful_block`). They are ordered by the dollars they waste — price × the unused share of
+their tightest resource (cpu or memory), most first — then fewer evictable pods, then name.
+
+A set of candidates forms a valid command when the scheduler places every evictable pod on the other
+nodes (plus the NodeClaims in flight) opening at most one new NodeClaim, and, with one, that claim still
+has instance types after :func:`cheaper_replacement`'s filters. Multi-node consolidation binary-searches
+the longest valid prefix (at least two nodes) of the first ``max_candidates`` candidates that the budgets
+and PodDisruptionBudgets allow together; single-node consolidation tries candidates one by one, first
+valid wins, at most :data:`SINGLE_NODE_ATTEMPTS` simulations per pass (deterministic, unlike a timer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Final
+
+from fleetwright.disruption.candidates import (
+    Cluster,
+    CommandBuilder,
+    evictable_pods,
+    node_is_empty,
+    price_of,
+    type_summary,
+)
+from fleetwright.disruption.simulation import Simulator
+from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Command, NodeState
+from fleetwright.model.labels import CAPACITY_TYPE, ON_DEMAND, SPOT
+from fleetwright.model.quantity import CPU, MEMORY
+from fleetwright.model.requirements import Requirements
+from fleetwright.scheduling.types import NewNodeClaim
+
+SINGLE_NODE_ATTEMPTS: Final = 50
+WHEN_EMPTY_OR_UNDERUTILIZED: Final = "WhenEmptyOrUnderutilized"
+
+
+def consolidatable(cluster: Cluster, state: NodeState) -> bool:
+    """True when ``state``'s NodePool lets it be consolidated now (policy, consolidateAfter, age, price)."""
+    pool = cluster.pool_of(state)
+    if pool is None or pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+        return False
+    after = cluster.consolidate_after[pool.name]
+    if after is None or state.price <= 0:
+        return False
+    return cluster.now - state.created_at >= max(after, cluster.settings.min_node_age_seconds)
+
+
+def wasted_dollars(state: NodeState) -> float:
+    """Price × the unused share of the node's tightest resource (cpu or memory)."""
+    used = 0.0
+    for resource in (CPU, MEMORY):
+        total = state.node.allocatable.get(resource, 0)
+        if total > 0:
+            requested = sum(
+                p.requests.get(resource, 0) for p in state.node.pods if p.phase not in ("Succeeded", "Failed")
+            )
+            used = max(used, min(1.0, requested / total))
+    return state.price * (1.0 - used)
+
+
+def ordered_candidates(cluster: Cluster, excluded: set[str], skipped: dict[str, str]) -> list[NodeState]:
+    """Consolidation candidates, most wasted dollars first (see the module docstring)."""
+    found: list[NodeState] = []
+    for state in cluster.ours:
+        if state.name in excluded or state.terminating or not consolidatable(cluster, state):
+            continue
+        if node_is_empty(state):
+            continue
+        block = cluster.graceful_block(state)
+        if block is not None:
+            skipped.setdefault(state.name, f"not consolidated: {block}")
+            continue
+        found.append(state)
+    return sorted(found, key=lambda s: (-wasted_dollars(s), len(evictable_pods(s)), s.name))
+
+
+def required_saving(cluster: Cluster, nodes: Sequence[NodeState]) -> float:
+    """The least a command removing ``nodes`` must save per hour."""
+    settings = cluster.settings
+    return max(settings.min_saving_fraction * price_of(nodes), settings.min_saving_dollars)
+
+
+def cheaper_replacement(
+    cluster: Cluster, claim: NewNodeClaim, nodes: Sequence[NodeState], single: bool
+) -> tuple[NewNodeClaim | None, str]:
+    """``claim`` narrowed to the instance types that make the command worth it, or None and why not.
+
+    Kept: types whose cheapest allowed offering is below the removed nodes' price less the required
+    saving, other than the removed nodes' own types: replacing a node by its own type is churn, and
+    merging nodes into a new node of one candidate's type is no better than keeping that candidate
+    and moving the others' pods onto it.
+    When every removed node is spot and the claim may be spot, only spot offerings count, and a
+    single-node command needs ``spot_to_spot_min_types`` cheaper types (Karpenter's rule, so a spot
+    node is not walked down the price ladder); the replacement keeps that many cheapest types.
+    """
+    settings = cluster.settings
+    ceiling = price_of(nodes) - required_saving(cluster, nodes)
+    zones = frozenset(claim.zones) or None
+    capacity_types = frozenset(claim.capacity_types) or None
+    spot_to_spot = all(s.capacity_type == SPOT for s in nodes) and (
+        capacity_types is None or SPOT in capacity_types
+    )
+    if spot_to_spot:
+        if not settings.spot_to_spot:
+            return None, "spot-to-spot consolidation is disabled"
+        capacity_types = frozenset({SPOT})
+    own = {s.instance_type for s in nodes}
+    priced: list[tuple[float, str, int]] = []
+    for i, instance_type in enumerate(claim.instance_types):
+        if instance_type.name in own:
+            continue
+        offering = instance_type.cheapest(zones, capacity_types)
+        if offering is not None and offering.price < ceiling:
+            priced.append((offering.price, instance_type.name, i))
+    priced.sort()
+    if spot_to_spot:
+        if single and len(priced) < settings.spot_to_spot_min_types:
+            return None, (
+                f"spot-to-spot needs {settings.spot_to_spot_min_types} cheaper instance types, "
+                f"found {len(priced)}"
+            )
+        priced = priced[: settings.spot_to_spot_min_types]
+    if not priced:
+        return None, f"no replacement type is cheaper than ${ceiling:.3f}/h"
+    types = [claim.instance_types[i] for _, _, i in priced]
+    allowed_zones: set[str] = set()
+    allowed_capacity: set[str] = set()
+    for instance_type in types:
+        for offering in instance_type.offerings:
+            zone_ok = zones is None or offering.zone in zones
+            if (
+                offering.available
+                and zone_ok
+                and (capacity_types is None or offering.capacity_type in capacity_types)
+            ):
+                allowed_zones.add(offering.zone)
+                allowed_capacity.add(offering.capacity_type)
+    requirements = claim.requirements
+    labels = dict(claim.labels)
+    if spot_to_spot:
+        requirements = requirements.intersect(Requirements.from_labels({CAPACITY_TYPE: SPOT}))
+        labels[CAPACITY_TYPE] = SPOT
+    narrowed = replace(
+        claim,
+        instance_types=types,
+        zones=sorted(allowed_zones),
+        capacity_types=sorted(allowed_capacity, key=lambda c: (c != SPOT, c != ON_DEMAND, c)),
+        price=priced[0][0],
+        requirements=requirements,
+        labels=labels,
+    )
+    return narrowed, ""
+
+
+def evaluate(
+    cluster: Cluster, simulator: Simulator, nodes: Sequence[NodeState], method: str
+) -> tuple[Command | None, str]:
+    """The command removing ``nodes`` (with at most one cheaper replacement), or None and why not."""
+    results = simulator.run(nodes)
+    if results.errors:
+        first = results.errors[0]
+        return (
+            None,
+            f"{len(results.errors)} pod(s) cannot be scheduled elsewhere ({first.pod.key}: {first.reason})",
+        )
+    if len(results.new_claims) > 1:
+        return None, f"its pods would need {len(results.new_claims)} new nodes"
+    before = price_of(nodes)
+    count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+    head = f"consolidate {count} ({type_summary(nodes)}, ${before:.3f}/h)"
+    if not results.new_claims:
+        if before < required_saving(cluster, nodes):
+            return None, f"saving ${before:.3f}/h is below the minimum"
+        text = f"{head} onto existing nodes: saves ${before:.3f}/h"
+        return Command(method, UNDERUTILIZED, list(nodes), savings=before, explanation=text), ""
+    claim, why = cheaper_replacement(cluster, results.new_claims[0], nodes, method == SINGLE_NODE)
+    if claim is None:
+        return None, why
+    saving = before - claim.price
+    text = f"{head} into 1 {claim.instance_types[0].name} (${claim.price:.3f}/h): saves ${saving:.3f}/h"
+    return Command(method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text), ""
+
+
+def multi_node_command(
+    cluster: Cluster, simulator: Simulator, candidates: Sequence[NodeState]
+) -> Command | None:
+    """The longest valid prefix (≥ 2 nodes) of the candidates the budgets allow together, or None."""
+    builder = CommandBuilder(cluster, UNDERUTILIZED)
+    for state in candidates:
+        if len(builder.taken) >= cluster.settings.max_candidates:
+            break
+        builder.add(state)
+    pool = builder.taken
+    low, high = 2, len(pool)
+    best: Command | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        command, _ = evaluate(cluster, simulator, pool[:middle], MULTI_NODE)
+        if command is not None:
+            best, low = command, middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def single_node_command(
+    cluster: Cluster, simulator: Simulator, candidates: Sequence[NodeState], skipped: dict[str, str]
+) -> Command | None:
+    """The first candidate that forms a valid command alone (at most SINGLE_NODE_ATTEMPTS tries)."""
+    attempts = 0
+    for state in candidates:
+        refusal = CommandBuilder(cluster, UNDERUTILIZED).refusal(state)
+        if refusal is not None:
+            skipped.setdefault(state.name, f"not consolidated: {refusal}")
+            continue
+        if attempts >= SINGLE_NODE_ATTEMPTS:
+            break
+        attempts += 1
+        command, _ = evaluate(cluster, simulator, [state], SINGLE_NODE)
+        if command is not None:
+            return command
+    return None

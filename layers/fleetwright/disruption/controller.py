@@ -1,0 +1,269 @@
+"""The disruption controller: one pass reads the cluster, asks the planner what to remove, re-validates a
+stale decision, acts on it, and collects garbage.
+
+A pass (``DisruptionController.run_once``):
+
+1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
+   markers in the state table;
+2. plans (``planner.plan``): forceful expirations and at most one graceful command; every decision is
+   logged with its nodes, instance types, replacements and expected saving;
+3. when acting comes more than ``revalidate_after_seconds`` after the cluster was read, reads it again and
+   drops the commands ``planner.validate`` no longer accepts;
+4. executes the rest (``execution.CommandExecutor``): replacements first, then one termination workflow
+   per node, which cordons, waits for the replacements, drains and terminates;
+5. runs the garbage collector, when one is given.
+
+With ``dry_run`` the pass stops after logging the decisions. Errors are logged, counted
+(``DisruptionErrors``) and reported, never raised: the next pass starts over from the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.disruption import metrics as m
+from fleetwright.disruption.execution import (
+    DRY_RUN,
+    INVALIDATED,
+    ClaimLauncher,
+    CommandExecutor,
+    CommandOutcome,
+)
+from fleetwright.disruption.inputs import Gathered, InputReader
+from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
+from fleetwright.interruption.workflow import WorkflowStarter
+from fleetwright.provisioning.observability import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
+
+log = logging.getLogger(__name__)
+
+MAX_LOGGED_SKIPS = 50
+
+Planner = Callable[[DisruptionInput], Plan]
+Validator = Callable[[Command, DisruptionInput], "str | None"]
+
+
+def _default_planner() -> tuple[Planner, Validator]:
+    # Imported on first use: the planner pulls in the scheduler, which the handler's cold start need not pay.
+    from fleetwright.disruption.planner import plan, validate
+
+    return plan, validate
+
+
+@dataclass(slots=True)
+class DisruptionReport:
+    """What one pass saw, decided and did."""
+
+    dry_run: bool = False
+    nodes: int = 0  # Fleetwright's nodes
+    candidates: int = 0  # of those, the ones not already being disrupted
+    hourly_cost: float = 0.0
+    decision_seconds: float = 0.0
+    revalidated: bool = False
+    commands: list[CommandOutcome] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    garbage: Any = None
+    problems: list[str] = field(default_factory=list)
+    error: str = ""
+
+    def outcomes(self, status: str) -> list[CommandOutcome]:
+        """The commands that ended with ``status``."""
+        return [c for c in self.commands if c.status == status]
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-friendly summary (the handler's response)."""
+        garbage: Any = None
+        if self.garbage is not None:
+            found = {
+                "terminatedInstances": getattr(self.garbage, "terminated_instances", []),
+                "deletedNodes": getattr(self.garbage, "deleted_nodes", []),
+                "deletedLaunchTemplates": getattr(self.garbage, "deleted_launch_templates", []),
+                "finalizedClaims": getattr(self.garbage, "finalized_claims", []),
+                "errors": getattr(self.garbage, "errors", []),
+            }
+            garbage = {k: list(v) for k, v in found.items() if v}
+        return {
+            "dryRun": self.dry_run,
+            "nodes": self.nodes,
+            "candidates": self.candidates,
+            "hourlyCost": round(self.hourly_cost, 6),
+            "decisionMilliseconds": round(self.decision_seconds * 1000, 1),
+            "commands": [c.summary() for c in self.commands],
+            "skipped": len(self.skipped),
+            **({"garbageCollected": garbage} if garbage else {}),
+            **({"problems": self.problems[:20]} if self.problems else {}),
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+class DisruptionController:
+    """Decides and carries out node disruption for one cluster, one pass at a time.
+
+    ``reader`` builds the planner's input; ``launcher`` launches replacements (``Provisioner``; None:
+    commands that need replacements fail); ``workflow`` starts termination workflows (Step Functions, or
+    ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``.
+    ``monotonic`` measures how old a plan is when it is acted on; ``clock`` gives epoch seconds.
+    ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`.
+    """
+
+    def __init__(
+        self,
+        *,
+        reader: InputReader,
+        workflow: WorkflowStarter,
+        launcher: ClaimLauncher | None,
+        settings: DisruptionSettings | None = None,
+        dry_run: bool = False,
+        garbage_collector: Any = None,
+        metrics: MetricsSink | None = None,
+        logger: logging.Logger | Any = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        planner: Planner | None = None,
+        validator: Validator | None = None,
+        drain_interval_seconds: int = 5,
+        poll_seconds: int = 5,
+    ) -> None:
+        self.settings = settings or reader.settings
+        reader.settings = self.settings
+        self.reader = reader
+        self.workflow = workflow
+        self.launcher = launcher
+        self.dry_run = dry_run
+        self.garbage_collector = garbage_collector
+        self.metrics = metrics or NullMetrics()
+        self.log = logger or log
+        self.clock = clock
+        self.monotonic = monotonic
+        self._planner = planner
+        self._validator = validator
+        self.executor = CommandExecutor(
+            workflow,
+            launcher,
+            settings=self.settings,
+            metrics=self.metrics,
+            logger=self.log,
+            clock=clock,
+            drain_interval_seconds=drain_interval_seconds,
+            poll_seconds=poll_seconds,
+        )
+
+    def _functions(self) -> tuple[Planner, Validator]:
+        if self._planner is None or self._validator is None:
+            planner, validator = _default_planner()
+            self._planner = self._planner or planner
+            self._validator = self._validator or validator
+        return self._planner, self._validator
+
+    # -- one pass --------------------------------------------------------------------------------------
+
+    def run_once(self) -> DisruptionReport:
+        """Read, plan, re-validate, act, collect garbage. Errors are reported, not raised."""
+        report = DisruptionReport(dry_run=self.dry_run)
+        try:
+            self._pass(report)
+        except Exception as error:
+            report.error = f"{type(error).__name__}: {error}"
+            self.metrics.add(m.DISRUPTION_ERRORS, 1, COUNT, {"Stage": "Pass"})
+            self.log.exception("disruption pass failed", extra={"error": report.error})
+        if self.garbage_collector is not None and not self.dry_run:
+            try:
+                report.garbage = self.garbage_collector.collect()
+            except Exception as error:
+                self.metrics.add(m.DISRUPTION_ERRORS, 1, COUNT, {"Stage": "GarbageCollection"})
+                self.log.exception("garbage collection failed", extra={"error": str(error)})
+                report.problems.append(f"garbage collection failed: {type(error).__name__}: {error}")
+        return report
+
+    def _pass(self, report: DisruptionReport) -> None:
+        plan_fn, _ = self._functions()
+        read_at = self.monotonic()
+        gathered = self.reader.read()
+        report.problems.extend(gathered.problems)
+        for problem in gathered.problems:
+            self.log.warning("ignored while reading the cluster", extra={"problem": problem})
+        self._observe(gathered, report)
+
+        started = time.perf_counter()
+        plan = plan_fn(gathered.input)
+        report.decision_seconds = time.perf_counter() - started
+        self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
+        report.skipped = dict(plan.skipped)
+        commands = [*plan.expirations, *([plan.command] if plan.command else [])]
+        self._log_plan(commands, plan, gathered)
+        if not commands:
+            return
+        if self.dry_run:
+            report.commands = [CommandOutcome.of(c, DRY_RUN) for c in commands]
+            return
+        if self.monotonic() - read_at > self.settings.revalidate_after_seconds:
+            commands = self._revalidate(commands, report)
+        pools = {np.name: np for np in gathered.input.nodepools}
+        for command in commands:
+            report.commands.append(self.executor.execute(command, pools))
+
+    def _revalidate(self, commands: list[Command], report: DisruptionReport) -> list[Command]:
+        """Read the cluster again and keep the commands the planner still accepts."""
+        _, validate = self._functions()
+        report.revalidated = True
+        fresh = self.reader.read(track_emptiness=False)
+        kept = []
+        for command in commands:
+            why = validate(command, fresh.input)
+            if why is None:
+                kept.append(command)
+                continue
+            report.commands.append(CommandOutcome.of(command, INVALIDATED, why))
+            self.metrics.add(m.COMMANDS_INVALIDATED, 1, COUNT, {"Method": command.method})
+            self.log.info(
+                "disruption command dropped: the cluster changed",
+                extra={"method": command.method, "nodes": command.node_names, "why": why},
+            )
+        return kept
+
+    # -- observability ---------------------------------------------------------------------------------
+
+    def _observe(self, gathered: Gathered, report: DisruptionReport) -> None:
+        ours = gathered.ours()
+        report.nodes = len(ours)
+        report.candidates = sum(1 for n in ours if not n.terminating)
+        report.hourly_cost = sum(n.price for n in ours)
+        self.metrics.add(m.NODE_COUNT, report.nodes, COUNT)
+        for pool, count in sorted(Counter(n.nodepool for n in ours).items()):
+            self.metrics.add(m.NODE_COUNT, count, COUNT, {"NodePool": pool})
+        self.metrics.add(m.CLUSTER_HOURLY_COST, report.hourly_cost, NONE)
+        self.metrics.add(m.DISRUPTION_CANDIDATES, report.candidates, COUNT)
+
+    def _log_plan(self, commands: list[Command], plan: Plan, gathered: Gathered) -> None:
+        for command in commands:
+            self.log.info(
+                "disruption decision",
+                extra={
+                    "method": command.method,
+                    "reason": command.reason,
+                    "nodes": command.node_names,
+                    "nodePools": sorted({c.nodepool for c in command.candidates}),
+                    "instanceTypes": [c.instance_type for c in command.candidates],
+                    "pricePerHour": round(sum(c.price for c in command.candidates), 6),
+                    "replacements": [
+                        {
+                            "nodePool": r.nodepool,
+                            "instanceTypes": [t.name for t in r.instance_types[:10]],
+                            "pods": len(r.pods),
+                            "pricePerHour": r.price,
+                        }
+                        for r in command.replacements
+                    ],
+                    "savingsPerHour": round(command.savings, 6),
+                    "explanation": command.explanation,
+                    "dryRun": self.dry_run,
+                },
+            )
+        if not commands:
+            self.log.debug("no disruption", extra={"nodes": len(gathered.ours())})
+        for node, why in list(plan.skipped.items())[:MAX_LOGGED_SKIPS]:
+            self.log.debug("node left alone", extra={"node": node, "why": why})

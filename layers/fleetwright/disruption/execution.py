@@ -1,0 +1,217 @@
+"""Acting on one disruption command: launch the replacements, then start a termination workflow per node.
+
+Nothing is cordoned here: the workflow cordons, waits for the replacements (``waitForReplacement`` with
+the launched claim ids), drains and terminates. So a command that fails half way leaves no node
+cordoned without a workflow to finish the job. A replacement that cannot launch aborts the command
+before any workflow starts; replacements that did launch stay and are used by the pods of the next
+pass's scheduling (or removed as empty nodes later).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Protocol
+
+from fleetwright.disruption import metrics as m
+from fleetwright.disruption.types import Command, DisruptionSettings
+from fleetwright.interruption.workflow import WorkflowStarter, execution_name
+from fleetwright.model.nodepool import NodePool
+from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.provisioning.reports import PassReport
+from fleetwright.scheduling.types import NewNodeClaim
+from fleetwright.termination.request import (
+    DEFAULT_DRAIN_INTERVAL_SECONDS,
+    DEFAULT_POLL_SECONDS,
+    TerminationRequest,
+)
+
+log = logging.getLogger(__name__)
+
+# What happened to a command.
+EXECUTED: Final = "executed"
+DRY_RUN: Final = "dry-run"
+INVALIDATED: Final = "invalidated"
+FAILED: Final = "failed"
+
+
+class ClaimLauncher(Protocol):
+    """Launches NodeClaims decided elsewhere (``Provisioner.launch_claims``)."""
+
+    def launch_claims(self, claims: Sequence[NewNodeClaim]) -> PassReport:
+        """Record and launch ``claims``; failures are in ``PassReport.failed``."""
+        ...
+
+
+@dataclass(slots=True)
+class CommandOutcome:
+    """One command and what became of it: ``status`` is executed, dry-run, invalidated or failed.
+
+    ``replacements`` are the launched claim ids, ``executions`` the workflow executions by node (an
+    execution that already existed is listed too), ``detail`` says why a command was dropped or failed.
+    """
+
+    method: str
+    reason: str
+    nodes: list[str]
+    instance_types: list[str]
+    savings: float
+    status: str = EXECUTED
+    replacements: list[str] = field(default_factory=list)
+    executions: dict[str, str] = field(default_factory=dict)
+    detail: str = ""
+
+    @classmethod
+    def of(cls, command: Command, status: str = EXECUTED, detail: str = "") -> CommandOutcome:
+        """The outcome record of ``command`` (before acting)."""
+        return cls(
+            method=command.method,
+            reason=command.reason,
+            nodes=command.node_names,
+            instance_types=[c.instance_type for c in command.candidates],
+            savings=command.savings,
+            status=status,
+            detail=detail,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly."""
+        return {
+            "method": self.method,
+            "reason": self.reason,
+            "nodes": self.nodes,
+            "status": self.status,
+            "replacements": self.replacements,
+            "savingsPerHour": round(self.savings, 6),
+            **({"detail": self.detail} if self.detail else {}),
+        }
+
+
+class CommandExecutor:
+    """Launches a command's replacements through ``launcher`` and starts its workflows on ``workflow``.
+
+    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, or
+    ``settings.default_drain_seconds`` when the pool sets none. ``clock`` gives epoch seconds.
+    """
+
+    def __init__(
+        self,
+        workflow: WorkflowStarter,
+        launcher: ClaimLauncher | None,
+        *,
+        settings: DisruptionSettings | None = None,
+        metrics: MetricsSink | None = None,
+        logger: logging.Logger | Any = None,
+        clock: Callable[[], float] = time.time,
+        drain_interval_seconds: int = DEFAULT_DRAIN_INTERVAL_SECONDS,
+        poll_seconds: int = DEFAULT_POLL_SECONDS,
+    ) -> None:
+        self.workflow = workflow
+        self.launcher = launcher
+        self.settings = settings or DisruptionSettings()
+        self.metrics = metrics or NullMetrics()
+        self.log = logger or log
+        self.clock = clock
+        self.drain_interval_seconds = drain_interval_seconds
+        self.poll_seconds = poll_seconds
+
+    def execute(self, command: Command, nodepools: Mapping[str, NodePool]) -> CommandOutcome:
+        """Replacements first, then one workflow per candidate. Never raises: failures are in the outcome."""
+        outcome = CommandOutcome.of(command)
+        try:
+            launched = self._launch(command, outcome)
+        except Exception as error:
+            return self._fail(outcome, f"replacement launch failed: {type(error).__name__}: {error}")
+        if launched is None:
+            return outcome
+        outcome.replacements = launched
+        failures = []
+        for candidate in command.candidates:
+            if not candidate.instance_id:
+                failures.append(f"{candidate.name}: no instance id")
+                continue
+            request = TerminationRequest(
+                node=candidate.name,
+                instance_id=candidate.instance_id,
+                claim_id=candidate.claim_id,
+                reason=command.reason,
+                deadline=self._deadline(nodepools.get(candidate.nodepool)),
+                wait_for_replacement=bool(launched),
+                replacement_claims=launched,
+                drain_interval_seconds=self.drain_interval_seconds,
+                poll_seconds=self.poll_seconds,
+            )
+            name = execution_name(candidate.instance_id, command.reason)
+            try:
+                started = self.workflow.start(name, request)
+            except Exception as error:  # the other candidates still go; this node stays untouched
+                failures.append(f"{candidate.name}: cannot start the termination workflow: {error}")
+                continue
+            outcome.executions[candidate.name] = started.execution
+            if started.started:
+                self.metrics.add(m.NODES_DISRUPTED, 1, COUNT, {"Reason": command.reason})
+            self.log.info(
+                "termination workflow started" if started.started else "termination workflow already running",
+                extra={
+                    "node": candidate.name,
+                    "instanceId": candidate.instance_id,
+                    "reason": command.reason,
+                    "execution": started.execution,
+                    "replacementClaims": launched,
+                    "deadline": request.to_json()["deadline"],
+                },
+            )
+        if failures:
+            self._fail(outcome, "; ".join(failures))
+        if outcome.executions:
+            outcome.status = EXECUTED
+            self.metrics.add(m.DISRUPTION_COMMANDS, 1, COUNT, {"Method": command.method})
+            if command.savings:
+                self.metrics.add(m.DISRUPTION_SAVINGS, command.savings, "None", {"Method": command.method})
+        return outcome
+
+    def _launch(self, command: Command, outcome: CommandOutcome) -> list[str] | None:
+        """The launched claim ids, or None when the command is aborted."""
+        if not command.replacements:
+            return []
+        if self.launcher is None:
+            self._fail(outcome, "replacements needed but no NodePool configuration to launch them with")
+            return None
+        report = self.launcher.launch_claims(command.replacements)
+        launched = [r.id for r in report.launched]
+        if report.error or report.failed or len(launched) < len(command.replacements):
+            reasons = (
+                "; ".join(f"{k}: {v}" for k, v in report.failed.items()) or report.error or "not launched"
+            )
+            self._fail(outcome, f"replacement launch failed, nothing terminated ({reasons})")
+            outcome.replacements = launched
+            return None
+        self.log.info(
+            "replacements launched",
+            extra={
+                "method": command.method,
+                "nodes": command.node_names,
+                "replacementClaims": launched,
+                "instanceTypes": [r.instance_type for r in report.launched],
+                "pricePerHour": round(report.hourly_cost, 6),
+            },
+        )
+        return launched
+
+    def _fail(self, outcome: CommandOutcome, detail: str) -> CommandOutcome:
+        outcome.status = FAILED
+        outcome.detail = detail
+        self.metrics.add(m.DISRUPTION_ERRORS, 1, COUNT, {"Stage": "Execution"})
+        self.log.error(
+            "disruption command failed",
+            extra={"method": outcome.method, "nodes": outcome.nodes, "error": detail},
+        )
+        return outcome
+
+    def _deadline(self, nodepool: NodePool | None) -> datetime:
+        grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
+        seconds = float(grace) if grace is not None else self.settings.default_drain_seconds
+        return datetime.fromtimestamp(self.clock(), tz=UTC) + timedelta(seconds=seconds)

@@ -1,0 +1,61 @@
+"""Expiration: nodes older than their NodePool's ``expireAfter`` are replaced, forcefully.
+
+Expiration is not limited by disruption budgets, ``karpenter.sh/do-not-disrupt`` or PodDisruptionBudgets
+(the drain deadline, ``terminationGracePeriod``, bounds how long those may hold the node). Every expired
+node gets its own command; the replacements for all of them come from one simulation (their pods
+scheduled together, without any of them), each claim attached to the command of the node whose pod it
+received first, so capacity is not bought twice.
+"""
+
+from __future__ import annotations
+
+from fleetwright.disruption.candidates import Cluster, claims_summary, describe_seconds, evictable_pods
+from fleetwright.disruption.simulation import Simulator
+from fleetwright.disruption.types import EXPIRATION, EXPIRED, Command, NodeState
+
+
+def is_expired(cluster: Cluster, state: NodeState) -> bool:
+    """True when ``state`` is ours, not already going, and has lived at least its pool's expireAfter."""
+    pool = cluster.pool_of(state)
+    if pool is None or state.terminating:
+        return False
+    lifetime = cluster.expire_after[pool.name]
+    return lifetime is not None and cluster.now - state.created_at >= lifetime
+
+
+def expired_nodes(cluster: Cluster) -> list[NodeState]:
+    """Our expired nodes, oldest first (ties by name)."""
+    return sorted((s for s in cluster.ours if is_expired(cluster, s)), key=lambda s: (s.created_at, s.name))
+
+
+def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]:
+    """One forceful command per expired node, with the replacements its pods need."""
+    expired = expired_nodes(cluster)
+    if not expired:
+        return []
+    commands = {s.name: Command(method=EXPIRATION, reason=EXPIRED, candidates=[s]) for s in expired}
+    home = {p.key: s.name for s in expired for p in evictable_pods(s)}
+    results = simulator.run(expired)
+    for claim in results.new_claims:
+        owners = {home[p.key] for p in claim.pods if p.key in home}
+        owner = next((s.name for s in expired if s.name in owners), expired[0].name)
+        commands[owner].replacements.append(claim)
+    stuck: dict[str, int] = {}
+    for error in results.errors:
+        name = home.get(error.pod.key, "")
+        stuck[name] = stuck.get(name, 0) + 1
+    for state in expired:
+        command = commands[state.name]
+        pool = cluster.pools[state.nodepool]
+        lifetime = pool.expire_after_seconds() or 0
+        text = (
+            f"node {state.name} ({state.instance_type}) expired: "
+            f"{describe_seconds(cluster.now - state.created_at)} old, "
+            f"NodePool {pool.name} expireAfter {describe_seconds(lifetime)}"
+        )
+        if command.replacements:
+            text += f"; launch {claims_summary(command.replacements)}"
+        if stuck.get(state.name):
+            text += f"; {stuck[state.name]} pod(s) fit nowhere and will stay pending"
+        command.explanation = text
+    return [commands[s.name] for s in expired]

@@ -1,0 +1,345 @@
+"""Reading the cluster into a :class:`DisruptionInput`: Kubernetes (nodes, pods, DaemonSets, PDBs), the
+state table (NodeClaims, "empty since" markers), EC2 (the nodes' instances, current AMIs) and the catalog.
+
+Only nodes whose instance carries this cluster's ownership tag keep their ``karpenter.sh/nodepool`` label
+here: a node launched by someone else (Karpenter itself, during a migration) receives pods in the
+simulation but is never a candidate, since Fleetwright could not terminate it anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from fleetwright.disruption.emptiness import is_empty
+from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
+from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
+from fleetwright.kube.snapshot import read_snapshot
+from fleetwright.model import labels as wk
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.node import Node
+from fleetwright.model.pod import LabelSelector
+from fleetwright.model.requirements import requirements_from_expressions
+from fleetwright.model.volumes import volume_requirements
+from fleetwright.provisioning.claims import in_flight_node, offering_price, parse_taint
+from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.provisioning.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.state.emptiness import EmptinessStore
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from fleetwright.state.store import StateStore
+
+log = logging.getLogger(__name__)
+
+LIVE_INSTANCE_STATES = frozenset({"pending", "running"})
+
+Catalogs = Callable[[], tuple[list[InstanceType], dict[str, set[str]]]]
+
+
+class Instances(Protocol):
+    """What the reader needs of the cloud provider (``AwsProvider``)."""
+
+    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
+        """This cluster's instances among ``instance_ids`` (objects with ``instance_type``, ``zone``,
+        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``)."""
+        ...
+
+
+@dataclass(slots=True)
+class Gathered:
+    """One reading of the cluster: the planner's input, plus what execution needs that the planner does
+    not (the Node objects and NodeClaim records), and what could not be read."""
+
+    input: DisruptionInput
+    node_objects: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    claims: dict[str, NodeClaimRecord] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def ours(self) -> list[NodeState]:
+        """The nodes Fleetwright launched (they carry a NodePool label here)."""
+        return [n for n in self.input.nodes if n.nodepool]
+
+
+def provider_amis(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
+    """The AMI ids an EC2NodeClass's ``amiSelectorTerms`` select now, through ``AwsProvider``'s clients
+    (cached five minutes, as for launches)."""
+    from fleetwright.aws.amis import resolve_amis
+
+    def current(node_class: EC2NodeClass) -> set[str]:
+        return {
+            a.id
+            for a in resolve_amis(cloud.clients, node_class.spec.ami_selector_terms, cloud.cluster.version)
+        }
+
+    return current
+
+
+def _parse_time(text: Any) -> float | None:
+    if not text:
+        return None
+    try:
+        moment = (
+            text if isinstance(text, datetime) else datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        )
+    except ValueError:
+        return None
+    return moment.timestamp()
+
+
+def pdb_from_object(obj: Mapping[str, Any]) -> Pdb:
+    """A PodDisruptionBudget object as the planner's :class:`Pdb` (``status.disruptionsAllowed``: 0 until
+    the disruption controller of the API server has computed it)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    raw = spec.get("selector") or {}
+    selector = LabelSelector(
+        tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items())),
+        requirements_from_expressions(raw.get("matchExpressions") or []),
+    )
+    allowed = int((obj.get("status") or {}).get("disruptionsAllowed") or 0)
+    return Pdb(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), selector, allowed)
+
+
+def read_pdbs(kube: KubeCluster) -> list[Pdb]:
+    """Every PodDisruptionBudget with a selector (one without selects no pod)."""
+    return [pdb_from_object(o) for o in kube.list_pdbs() if (o.get("spec") or {}).get("selector") is not None]
+
+
+def node_initialized(obj: Mapping[str, Any], record: NodeClaimRecord | None) -> bool:
+    """The claim says Initialized, or the Node is Ready without its startup or not-ready taints."""
+    if record is not None and record.status == ClaimStatus.INITIALIZED:
+        return True
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return False
+    startup = {(t.key, t.effect) for t in map(parse_taint, record.startup_taints if record else [])}
+    for taint in (obj.get("spec") or {}).get("taints") or []:
+        if taint.get("key") in EPHEMERAL_TAINTS or (taint.get("key"), taint.get("effect")) in startup:
+            return False
+    return True
+
+
+def being_disrupted(obj: Mapping[str, Any]) -> bool:
+    """The Node carries ``karpenter.sh/disrupted`` (a termination workflow cordoned it) or is being
+    deleted."""
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return any(
+        t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == DISRUPTED_TAINT["effect"]
+        for t in (obj.get("spec") or {}).get("taints") or []
+    )
+
+
+def update_empty_since(
+    store: EmptinessStore,
+    nodes: Sequence[NodeState],
+    now: float,
+    *,
+    initialized_at: Mapping[str, float] | None = None,
+    logger: logging.Logger | Any = None,
+) -> dict[str, float]:
+    """Keep the "empty since" markers in step with ``nodes`` and return node name → empty since.
+
+    An initialized node of ours holding no pod that would need a new home keeps the first time it was
+    seen so (never earlier than its initialization); one that holds such a pod again, or is gone, loses
+    its marker. Nodes being disrupted keep theirs untouched.
+    """
+    say = logger or log
+    initialized_at = initialized_at or {}
+    markers = store.list()
+    present = {n.name for n in nodes}
+    since: dict[str, float] = {}
+    for state in nodes:
+        if not state.nodepool or state.terminating:
+            continue
+        marker = markers.get(state.name)
+        if not state.initialized or state.node.in_flight or not is_empty(state.node):
+            if marker is not None:
+                store.clear(state.name)
+                say.debug("node holds pods again", extra={"node": state.name})
+            continue
+        if marker is not None and marker.instance_id == state.instance_id:
+            since[state.name] = max(marker.since, initialized_at.get(state.name, 0.0))
+        elif store.mark(state.name, now, state.instance_id):
+            since[state.name] = now
+            say.info("node is empty", extra={"node": state.name, "instanceId": state.instance_id})
+        else:  # another pass marked it between our read and write: its time stands
+            found = store.get(state.name)
+            since[state.name] = found.since if found is not None else now
+    for name in markers.keys() - present:
+        store.clear(name)
+    return since
+
+
+class InputReader:
+    """Builds the planner's input for one cluster.
+
+    ``catalogs`` returns the instance types the NodePools' node classes can boot (the provisioner's
+    :meth:`~fleetwright.provisioning.provisioner.Provisioner.catalogs`); ``amis`` the AMI ids a node class
+    selects now (None: no AMI drift is reported). ``clock`` gives epoch seconds.
+    """
+
+    def __init__(
+        self,
+        kube: KubeCluster,
+        cloud: Instances,
+        state: StateStore,
+        config: ProvisionerConfig,
+        *,
+        catalogs: Catalogs,
+        amis: Callable[[EC2NodeClass], set[str]] | None = None,
+        settings: DisruptionSettings | None = None,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | Any = None,
+    ) -> None:
+        self.kube = kube
+        self.cloud = cloud
+        self.state = state
+        self.config = config
+        self.catalogs = catalogs
+        self.amis = amis
+        self.settings = settings or DisruptionSettings()
+        self.clock = clock
+        self.log = logger or log
+
+    def read(self, *, track_emptiness: bool = True) -> Gathered:
+        """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False)."""
+        now = self.clock()
+        snapshot = read_snapshot(self.kube)
+        problems = [p.render() for p in snapshot.errors]
+        objects: dict[str, Mapping[str, Any]] = {
+            str((o.get("metadata") or {}).get("name") or ""): o for o in self.kube.list_nodes()
+        }
+        records = self.state.nodeclaims.list()
+        claims = {r.id: r for r in records}
+        by_instance = {r.instance_id: r for r in records if r.instance_id}
+        instance_ids = [i for i in (instance_id_of(n.provider_id) for n in snapshot.nodes) if i]
+        instances = self.cloud.describe(instance_ids) if instance_ids else {}
+        catalog, _ = self.catalogs()
+        by_type = {t.name: t for t in catalog}
+
+        states: list[NodeState] = []
+        initialized_at: dict[str, float] = {}
+        for node in snapshot.nodes:
+            obj = objects.get(node.name, {})
+            instance_id = instance_id_of(node.provider_id)
+            instance = instances.get(instance_id)
+            record = by_instance.get(instance_id)
+            tagged_claim = str(getattr(instance, "nodeclaim", "") or "")
+            if record is None and tagged_claim:
+                record = claims.get(tagged_claim)
+            states.append(self._node_state(node, obj, instance, record, by_type, now))
+            if record is not None and record.initialized_at:
+                initialized_at[node.name] = float(record.initialized_at)
+
+        registered = {instance_id_of(n.provider_id) for n in snapshot.nodes}
+        in_flight = [
+            in_flight_node(r, by_type)
+            for r in records
+            if r.in_flight and not (r.instance_id and r.instance_id in registered)
+        ]
+        if track_emptiness:
+            empty = update_empty_since(
+                self.state.emptiness, states, now, initialized_at=initialized_at, logger=self.log
+            )
+        else:
+            empty = {name: m.since for name, m in self.state.emptiness.list().items()}
+        for node_state in states:
+            node_state.empty_since = empty.get(node_state.name)
+
+        inp = DisruptionInput(
+            nodes=states,
+            nodepools=list(self.config.nodepools),
+            nodeclasses=list(self.config.nodeclasses),
+            instance_types=catalog,
+            now=now,
+            daemonsets=list(snapshot.daemonsets),
+            pdbs=read_pdbs(self.kube),
+            in_flight=in_flight,
+            volumes=self._volumes(states),
+            amis=self._amis(problems),
+            nodepool_hashes=nodepool_hashes(self.config.nodepools),
+            nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
+            settings=self.settings,
+        )
+        return Gathered(inp, objects, claims, problems)
+
+    def _node_state(
+        self,
+        node: Node,
+        obj: Mapping[str, Any],
+        instance: Any,
+        record: NodeClaimRecord | None,
+        by_type: Mapping[str, InstanceType],
+        now: float,
+    ) -> NodeState:
+        meta = obj.get("metadata") or {}
+        labels = node.labels
+        ours = instance is not None
+        if not ours and wk.NODEPOOL in labels:
+            # Launched by someone else: it may receive pods, but is nobody's candidate here.
+            node = replace(node, labels={k: v for k, v in labels.items() if k != wk.NODEPOOL})
+            labels = node.labels
+        instance_type = str(getattr(instance, "instance_type", "") or labels.get(wk.INSTANCE_TYPE, ""))
+        zone = str(getattr(instance, "zone", "") or labels.get(wk.ZONE, ""))
+        capacity_type = str(
+            getattr(instance, "capacity_type", "") or labels.get(wk.CAPACITY_TYPE, wk.ON_DEMAND)
+        )
+        price = offering_price(by_type, instance_type, zone, capacity_type)
+        if price is None and record is not None:
+            price = record.price if record.price is not None else record.expected_price
+        created = (
+            _parse_time(getattr(instance, "launch_time", ""))
+            or _parse_time(meta.get("creationTimestamp"))
+            or (record.launched_at if record is not None else None)
+            or now
+        )
+        terminating = being_disrupted(obj) or (
+            ours
+            and (
+                str(getattr(instance, "state", "running")) not in LIVE_INSTANCE_STATES
+                or (record is not None and record.status == ClaimStatus.TERMINATED)
+            )
+        )
+        return NodeState(
+            node=node,
+            instance_type=instance_type,
+            capacity_type=capacity_type,
+            zone=zone,
+            price=float(price or 0.0),
+            created_at=float(created),
+            initialized=node_initialized(obj, record),
+            terminating=bool(terminating),
+            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            claim_id=record.id if record is not None else str(getattr(instance, "nodeclaim", "") or ""),
+            instance_id=str(getattr(instance, "id", "") or instance_id_of(node.provider_id)),
+            image_id=str(getattr(instance, "image_id", "") or ""),
+            nodepool_hash=record.nodepool_hash if record is not None else "",
+            nodeclass_hash=record.nodeclass_hash if record is not None else "",
+        )
+
+    def _volumes(self, states: Sequence[NodeState]) -> dict[str, Any]:
+        if not any(p.volume_claims for s in states if s.nodepool for p in s.node.pods):
+            return {}
+        return dict(
+            volume_requirements(self.kube.list_pvcs(), self.kube.list_pvs(), self.kube.list_storage_classes())
+        )
+
+    def _amis(self, problems: list[str]) -> dict[str, set[str]]:
+        if self.amis is None:
+            return {}
+        used = {np.node_class_name() for np in self.config.nodepools}
+        found: dict[str, set[str]] = {}
+        for node_class in self.config.nodeclasses:
+            if node_class.name not in used:
+                continue
+            try:
+                found[node_class.name] = self.amis(node_class)
+            except Exception as error:  # no AMI drift for this class this pass; everything else goes on
+                problems.append(f"EC2NodeClass {node_class.name}: cannot resolve AMIs: {error}")
+        return found

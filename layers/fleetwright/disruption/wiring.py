@@ -1,0 +1,163 @@
+"""Putting a :class:`DisruptionController` together from the pieces every entry point has: the Kubernetes
+adapter, the cloud provider, the state table, the NodePool configuration and a workflow starter.
+
+The Lambda handler passes a Step Functions starter; the local sandbox passes
+``fleetwright.interruption.inprocess.DeferredWorkflows`` and runs the queued workflows itself
+(:func:`run_disruption`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.disruption.config import DisruptionOptions
+from fleetwright.disruption.controller import DisruptionController, DisruptionReport
+from fleetwright.disruption.inputs import InputReader, provider_amis
+from fleetwright.interruption.workflow import WorkflowStarter
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.provisioning.provisioner import Provisioner
+from fleetwright.state.store import StateStore
+
+log = logging.getLogger(__name__)
+
+
+def garbage_collector(
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    config: ProvisionerConfig,
+    *,
+    metrics: MetricsSink | None = None,
+    logger: logging.Logger | Any = None,
+    clock: Callable[[], float] = time.time,
+) -> Any:
+    """The :class:`~fleetwright.disruption.gc.GarbageCollector` for the cluster (leaked instances, Nodes
+    without instances, claims that never registered)."""
+    from fleetwright.disruption.gc import GarbageCollector
+
+    return GarbageCollector(
+        kube,
+        cloud,
+        state,
+        registration_timeout_seconds=config.registration_timeout_seconds,
+        metrics=metrics,
+        logger=logger,
+        clock=clock,
+    )
+
+
+def build_controller(
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    config: ProvisionerConfig,
+    workflow: WorkflowStarter,
+    *,
+    options: DisruptionOptions | None = None,
+    metrics: MetricsSink | None = None,
+    logger: logging.Logger | Any = None,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+    collect_garbage: bool = True,
+    drain_interval_seconds: int = 5,
+    poll_seconds: int = 5,
+    holder: str | None = None,
+) -> DisruptionController:
+    """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
+    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``."""
+    options = options or DisruptionOptions()
+    provisioner = Provisioner(
+        kube,
+        cloud,
+        state,
+        config,
+        wall_clock=clock,
+        metrics=metrics,
+        logger=logger,
+        holder=holder or "disruption",
+    )
+    amis = provider_amis(cloud) if hasattr(cloud, "clients") and hasattr(cloud, "cluster") else None
+    reader = InputReader(
+        kube,
+        cloud,
+        state,
+        config,
+        catalogs=provisioner.catalogs,
+        amis=amis,
+        settings=options.settings,
+        clock=clock,
+        logger=logger,
+    )
+    collector = (
+        garbage_collector(kube, cloud, state, config, metrics=metrics, logger=logger, clock=clock)
+        if collect_garbage
+        else None
+    )
+    return DisruptionController(
+        reader=reader,
+        workflow=workflow,
+        launcher=provisioner,
+        settings=options.settings,
+        dry_run=options.dry_run,
+        garbage_collector=collector,
+        metrics=metrics,
+        logger=logger,
+        clock=clock,
+        monotonic=monotonic,
+        drain_interval_seconds=drain_interval_seconds,
+        poll_seconds=poll_seconds,
+    )
+
+
+@dataclass(slots=True)
+class DisruptionRun:
+    """A pass run in-process: the controller's report and the termination workflows that then ran."""
+
+    report: DisruptionReport
+    executions: list[Any] = field(default_factory=list)
+
+
+def run_disruption(
+    *,
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    config: ProvisionerConfig,
+    options: DisruptionOptions | None = None,
+    metrics: MetricsSink | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    collect_garbage: bool = True,
+) -> DisruptionRun:
+    """One disruption pass in this process (the local sandbox and demo), then the termination workflows
+    it started, run to their end with :class:`~fleetwright.termination.inprocess.InProcessWorkflow`
+    (1 s drain and poll intervals: a person is watching)."""
+    from fleetwright.interruption.inprocess import DeferredWorkflows
+    from fleetwright.termination.claims import StoreClaimBook
+    from fleetwright.termination.inprocess import InProcessWorkflow
+    from fleetwright.termination.steps import TerminationSteps
+
+    claims = StoreClaimBook(state.nodeclaims, clock=clock)
+    steps = TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock)
+    workflows = DeferredWorkflows(InProcessWorkflow(steps, sleep=sleep))
+    controller = build_controller(
+        kube,
+        cloud,
+        state,
+        config,
+        workflows,
+        options=options,
+        metrics=metrics,
+        clock=clock,
+        collect_garbage=collect_garbage,
+        drain_interval_seconds=1,
+        poll_seconds=1,
+    )
+    report = controller.run_once()
+    return DisruptionRun(report, workflows.run_queued())

@@ -1,0 +1,284 @@
+"""Fixtures for the disruption controller: moto (EC2 instances, SSM AMI parameters, the state table), the
+Kubernetes API emulator, nodes of a NodePool as the provisioner would have left them, and a controller
+wired to them with a recording workflow starter and hand-driven clocks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from fleetwright.aws.tags import ownership_tags, to_aws
+from fleetwright.disruption.config import DisruptionOptions
+from fleetwright.disruption.controller import DisruptionController
+from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
+from fleetwright.disruption.types import DisruptionSettings
+from fleetwright.disruption.wiring import build_controller
+from fleetwright.interruption.workflow import StartResult
+from fleetwright.kube.resources import NODES, PODS
+from fleetwright.model import labels as wk
+from fleetwright.model.allocatable import instance_type_allocatable
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.karpenter import NodePool
+from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from fleetwright.termination.request import TerminationRequest
+from tests.kube.objects import pod_object
+from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
+    CLUSTER,
+    World,
+    amis,
+    apiserver,
+    aws,
+    client,
+    cluster,
+    fake_credentials,
+    listing,
+    node_class,
+    world,
+)
+
+SUBNET_BY_ZONE = {"us-east-1a": "a-large", "us-east-1b": "b"}
+INSTANCE_TYPES = ["c5.large", "m5.large", "c5.xlarge", "m5.xlarge", "m5.2xlarge"]
+
+
+def nodepool(
+    name: str = "default",
+    *,
+    consolidate_after: str = "30s",
+    policy: str = "WhenEmptyOrUnderutilized",
+    budgets: list[dict[str, Any]] | None = None,
+    expire_after: str = "Never",
+    grace: str | None = None,
+    labels: dict[str, str] | None = None,
+    instance_types: list[str] | None = None,
+) -> NodePool:
+    """A NodePool on the fixture's EC2NodeClass with the disruption settings a test needs."""
+    spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": labels or {}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "expireAfter": expire_after,
+                "requirements": [
+                    {
+                        "key": wk.INSTANCE_TYPE,
+                        "operator": "In",
+                        "values": instance_types or INSTANCE_TYPES,
+                    },
+                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                ],
+            },
+        },
+        "disruption": {"consolidationPolicy": policy, "consolidateAfter": consolidate_after},
+    }
+    if grace:
+        spec["template"]["spec"]["terminationGracePeriod"] = grace
+    if budgets is not None:
+        spec["disruption"]["budgets"] = budgets
+    return NodePool.model_validate(
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+class RecordingWorkflows:
+    """A ``WorkflowStarter`` that remembers every start (name → request) and starts nothing."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, TerminationRequest] = {}
+
+    def already_started(self, name: str) -> bool:
+        return name in self.started
+
+    def start(self, name: str, request: TerminationRequest) -> StartResult:
+        if name in self.started:
+            return StartResult(False, name)
+        self.started[name] = request
+        return StartResult(True, name)
+
+    def nodes(self) -> set[str]:
+        return {r.node for r in self.started.values()}
+
+
+class Ticker:
+    """A monotonic clock tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    """The world plus the NodePool configuration, a recording workflow starter and metrics."""
+
+    world: World
+    config: ProvisionerConfig
+    workflows: RecordingWorkflows = field(default_factory=RecordingWorkflows)
+    metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
+    ticker: Ticker = field(default_factory=Ticker)
+    counter: int = 0
+
+    # -- the cluster -------------------------------------------------------------------------------------
+
+    def catalog(self) -> dict[str, InstanceType]:
+        return {t.name: t for t in self.world.cloud.instance_types(self.config.nodeclasses[0])}
+
+    def node(
+        self,
+        instance_type: str = "m5.large",
+        *,
+        pool: str = "default",
+        zone: str = "us-east-1a",
+        image: str | None = None,
+        annotations: dict[str, str] | None = None,
+        ready: bool = True,
+    ) -> str:
+        """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
+        current hashes, and a Ready Node with the instance type's labels and allocatable."""
+        self.counter += 1
+        claim = f"{pool}-n{self.counter:07d}"
+        name = f"ip-10-0-0-{self.counter}.ec2.internal"
+        ec2 = self.world.aws.clients.ec2
+        tags = ownership_tags(CLUSTER, nodepool=pool, nodeclaim=claim)
+        instance = ec2.run_instances(
+            ImageId=image or self.world.amis.ids[("amd64", "standard")],
+            InstanceType=instance_type,
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=self.world.aws.subnets[SUBNET_BY_ZONE[zone]],
+            TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
+        )["Instances"][0]
+        instance_id = instance["InstanceId"]
+        known = self.catalog()[instance_type]
+        np = next(p for p in self.config.nodepools if p.name == pool)
+        now = self.world.wall()
+        self.world.state.nodeclaims.create(
+            NodeClaimRecord(
+                id=claim,
+                nodepool=pool,
+                status=str(ClaimStatus.INITIALIZED),
+                created_at=now,
+                node_class="default",
+                instance_id=instance_id,
+                instance_type=instance_type,
+                zone=zone,
+                capacity_type="on-demand",
+                price=next(
+                    o.price for o in known.offerings if o.zone == zone and o.capacity_type == "on-demand"
+                ),
+                launched_at=now,
+                registered_at=now,
+                initialized_at=now,
+                node_name=name,
+                nodepool_hash=nodepool_hash(np),
+                nodeclass_hash=nodeclass_hash(self.config.nodeclasses[0]),
+            )
+        )
+        allocatable = instance_type_allocatable(known, None)
+        quantities = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in allocatable.items()}
+        labels = {
+            **known.labels,
+            **np.labels(),
+            wk.NODEPOOL: pool,
+            wk.INSTANCE_TYPE: instance_type,
+            wk.ZONE: zone,
+            wk.CAPACITY_TYPE: "on-demand",
+            wk.HOSTNAME: name,
+        }
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+            "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "allocatable": quantities,
+                "capacity": quantities,
+            },
+        }
+        self.world.client.create(NODES, body)
+        return name
+
+    def pod(
+        self,
+        name: str,
+        node: str,
+        *,
+        cpu: str = "500m",
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        """A ReplicaSet's pod running on ``node``."""
+        body = pod_object(name, node=node, cpu=cpu, labels=labels or {"app": "web"})
+        body["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "web",
+                "uid": "uid-web",
+                "controller": True,
+            }
+        ]
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        self.world.client.create(PODS, body)
+
+    def instance_id(self, node: str) -> str:
+        obj = self.world.kube.get_node(node)
+        assert obj is not None
+        return str(obj["spec"]["providerID"]).rsplit("/", 1)[-1]
+
+    def replacements(self, before: set[str]) -> list[NodeClaimRecord]:
+        return [r for r in self.world.state.nodeclaims.list() if r.id not in before]
+
+    def claim_ids(self) -> set[str]:
+        return {r.id for r in self.world.state.nodeclaims.list()}
+
+    # -- the controller ----------------------------------------------------------------------------------
+
+    def controller(
+        self, *, dry_run: bool = False, settings: DisruptionSettings | None = None, **kwargs: Any
+    ) -> DisruptionController:
+        options = DisruptionOptions(
+            settings=settings or DisruptionSettings(min_node_age_seconds=0), dry_run=dry_run
+        )
+        controller = build_controller(
+            self.world.kube,
+            self.world.cloud,
+            self.world.state,
+            self.config,
+            self.workflows,
+            options=options,
+            metrics=self.metrics,
+            clock=self.world.wall,
+            monotonic=self.ticker,
+            collect_garbage=False,
+        )
+        for key, value in kwargs.items():
+            setattr(controller, key, value)
+        return controller
+
+
+RigFactory = Callable[..., Rig]
+
+
+@pytest.fixture
+def make_rig(world: World) -> RigFactory:  # noqa: F811
+    """``make_rig(*nodepools)``: the rig with those NodePools (default: one pool, consolidateAfter 30s)."""
+    # Instances' launch times are real (moto, to the second): the nodes have been up about a minute.
+    world.wall.now = time.time() + 60
+
+    def make(*pools: NodePool, **options: Any) -> Rig:
+        config = ProvisionerConfig(
+            cluster_name=CLUSTER, nodepools=list(pools) or [nodepool()], nodeclasses=[node_class()], **options
+        )
+        return Rig(world, config)
+
+    return make

@@ -1,0 +1,288 @@
+"""The disruption controller against moto and the Kubernetes API emulator: what it removes, what it leaves,
+and how it acts (replacements first, then a termination workflow per node)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fleetwright.aws import amis as aws_amis
+from fleetwright.aws.amis import alias_parameters
+from fleetwright.disruption import metrics as m
+from fleetwright.disruption.planner import plan
+from fleetwright.disruption.types import DisruptionInput, Plan
+from fleetwright.disruption.wiring import run_disruption
+from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
+from fleetwright.local.aws_fakes import seed_ssm_parameter
+from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.state.nodeclaims import ClaimStatus
+from tests.disruption.conftest import RigFactory, nodepool
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:
+    """Poll until ``condition()`` is truthy (the emulator's controllers run in the background)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+def test_an_empty_node_goes_after_consolidate_after_and_not_before(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="60s", policy="WhenEmpty"))
+    empty = rig.node("m5.large")
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="1500m")
+    controller = rig.controller()
+
+    first = controller.run_once()
+    rig.world.wall.advance(45)
+    second = controller.run_once()
+    assert rig.workflows.started == {}
+    assert first.commands == [] and second.commands == [] and not first.error
+
+    rig.world.wall.advance(20)
+    report = controller.run_once()
+
+    [request] = rig.workflows.started.values()
+    assert request.node == empty and request.reason == "Empty"
+    assert request.instance_id == rig.instance_id(empty)
+    assert request.claim_id.startswith("default-")
+    assert request.wait_for_replacement is False and request.replacement_claims == []
+    # No terminationGracePeriod on the pool: the default drain bound applies.
+    assert abs(request.deadline_epoch - (rig.world.wall() + 3600)) < 2
+    assert [c.status for c in report.commands] == ["executed"]
+    assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Empty") == 1
+    assert rig.metrics.total(m.DISRUPTION_COMMANDS, Method="emptiness") == 1
+
+
+def test_in_process_run_drains_and_terminates_the_empty_node(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", grace="10m"))
+    empty = rig.node("m5.large")
+    instance_id = rig.instance_id(empty)
+
+    run = run_disruption(
+        kube=rig.world.kube,
+        cloud=rig.world.cloud,
+        state=rig.world.state,
+        config=rig.config,
+        clock=rig.world.wall,
+        sleep=lambda _s: None,
+        collect_garbage=False,
+    )
+
+    assert [e.status for e in run.executions] == ["SUCCEEDED"]
+    assert rig.world.kube.get_node(empty) is None
+    state = rig.world.aws.clients.ec2.describe_instances(InstanceIds=[instance_id])
+    assert state["Reservations"][0]["Instances"][0]["State"]["Name"] in ("shutting-down", "terminated")
+    claims = [r for r in rig.world.state.nodeclaims.list() if r.instance_id == instance_id]
+    assert [c.status for c in claims] == [ClaimStatus.TERMINATED]
+
+
+def test_two_underutilized_nodes_are_merged_into_one_cheaper_node(make_rig: RigFactory) -> None:
+    # The default budget (10%) would let only one of the two nodes go at a time.
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "100%"}]))
+    a = rig.node("m5.2xlarge")
+    b = rig.node("m5.2xlarge", zone="us-east-1b")
+    rig.pod("web-a", a, cpu="500m")
+    rig.pod("web-b", b, cpu="500m")
+    before = rig.claim_ids()
+
+    report = rig.controller().run_once()
+
+    [replacement] = rig.replacements(before)
+    assert replacement.status == ClaimStatus.LAUNCHED and replacement.instance_id
+    assert replacement.price is not None and replacement.price < 2 * 0.384
+    assert replacement.nodepool_hash and replacement.nodeclass_hash
+    requests = list(rig.workflows.started.values())
+    assert {r.node for r in requests} == {a, b}
+    assert all(r.reason == "Underutilized" for r in requests)
+    assert all(r.wait_for_replacement and r.replacement_claims == [replacement.id] for r in requests)
+    [command] = report.commands
+    assert command.replacements == [replacement.id] and command.savings > 0
+    assert rig.metrics.total(m.DISRUPTION_SAVINGS) == command.savings
+
+
+def test_nodes_whose_pods_fit_nowhere_stay(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", instance_types=["m5.large"]))
+    for name in ("a", "b"):
+        node = rig.node("m5.large")
+        rig.pod(f"big-{name}", node, cpu="1500m")
+    before = rig.claim_ids()
+
+    report = rig.controller().run_once()
+
+    assert rig.workflows.started == {} and report.commands == []
+    assert rig.claim_ids() == before
+    assert report.nodes == 2 and report.candidates == 2
+
+
+def test_a_zero_budget_blocks_removal(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "0%"}]))
+    rig.node("m5.large")
+
+    report = rig.controller().run_once()
+
+    assert rig.workflows.started == {} and report.commands == []
+
+
+def test_do_not_disrupt_on_the_node_or_a_pod_blocks_removal(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s"))
+    rig.node("m5.large", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    guarded = rig.node("m5.xlarge")
+    rig.pod("batch-0", guarded, cpu="100m", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+
+    report = rig.controller().run_once()
+
+    assert rig.workflows.started == {} and report.commands == []
+
+
+def test_a_pod_disruption_budget_at_zero_blocks_consolidation(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s"))
+    a = rig.node("m5.xlarge")
+    b = rig.node("m5.xlarge")
+    rig.pod("web-a", a, cpu="200m")
+    rig.pod("web-b", b, cpu="200m")
+    rig.world.client.create(
+        POD_DISRUPTION_BUDGETS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    wait_for(lambda: "disruptionsAllowed" in (rig.world.kube.list_pdbs()[0].get("status") or {}))
+    controller = rig.controller()
+
+    blocked = controller.run_once()
+    assert rig.workflows.started == {} and blocked.commands == []
+
+    rig.world.client.delete(POD_DISRUPTION_BUDGETS, "web", "default")
+    allowed = controller.run_once()
+    assert len(allowed.commands) == 1 and rig.workflows.nodes() <= {a, b} and rig.workflows.started
+
+
+def _publish_new_ami(rig: Any) -> str:
+    """A newer EKS AMI appears under the alias's SSM parameter (as after an EKS AMI release)."""
+    ec2 = rig.world.aws.clients.ec2
+    image = ec2.register_image(
+        Name="amazon-eks-node-al2023-x86_64-standard-1.31-v20261201",
+        Architecture="x86_64",
+        RootDeviceName="/dev/xvda",
+    )["ImageId"]
+    for parameter, arch, variant in alias_parameters("al2023@latest", rig.world.aws.cluster.version):
+        if (arch, variant) == ("amd64", "standard"):
+            seed_ssm_parameter(parameter, image)
+    aws_amis._CACHE.invalidate()  # the five-minute AMI cache would hide the release from this test
+    return str(image)
+
+
+def test_a_node_on_an_outdated_ami_is_replaced(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never"))
+    old = rig.node("m5.large")
+    rig.pod("web-0", old, cpu="1500m")
+    controller = rig.controller()
+    controller.run_once()
+    assert rig.workflows.started == {}  # nothing drifted yet
+    new_image = _publish_new_ami(rig)
+    before = rig.claim_ids()
+
+    controller.run_once()
+
+    [replacement] = rig.replacements(before)
+    launched = rig.world.aws.clients.ec2.describe_instances(InstanceIds=[replacement.instance_id])
+    assert launched["Reservations"][0]["Instances"][0]["ImageId"] == new_image
+    [request] = rig.workflows.started.values()
+    assert request.node == old and request.reason == "Drifted"
+    assert request.wait_for_replacement and request.replacement_claims == [replacement.id]
+
+
+def test_an_expired_node_is_replaced(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never", expire_after="1h", grace="30m"))
+    node = rig.node("m5.large")
+    rig.pod("web-0", node, cpu="1500m")
+    controller = rig.controller()
+    controller.run_once()
+    assert rig.workflows.started == {}
+    rig.world.wall.advance(3601)
+    before = rig.claim_ids()
+
+    controller.run_once()
+
+    [replacement] = rig.replacements(before)
+    [request] = rig.workflows.started.values()
+    assert request.node == node and request.reason == "Expired"
+    assert request.replacement_claims == [replacement.id]
+    assert abs(request.deadline_epoch - (rig.world.wall() + 1800)) < 2  # the pool's terminationGracePeriod
+    assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Expired") == 1
+
+
+def test_empty_since_is_cleared_when_a_pod_lands(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="60s", policy="WhenEmpty"))
+    node = rig.node("m5.large")
+    controller = rig.controller()
+    emptiness = rig.world.state.emptiness
+
+    controller.run_once()
+    first = emptiness.get(node)
+    assert first is not None and abs(first.since - rig.world.wall()) < 1
+
+    rig.world.wall.advance(40)
+    rig.pod("web-0", node, cpu="1500m")
+    controller.run_once()
+    assert emptiness.get(node) is None
+
+    rig.world.wall.advance(40)
+    rig.world.client.delete(PODS, "web-0", "default")
+    wait_for(lambda: not rig.world.kube.list_pods_on_node(node))
+    controller.run_once()
+    again = emptiness.get(node)
+    assert again is not None and again.since > first.since + 60
+
+    rig.world.wall.advance(30)  # 110 s after first seen empty, but only 30 s since the pod left
+    controller.run_once()
+    assert rig.workflows.started == {}
+    rig.world.wall.advance(31)
+    controller.run_once()
+    assert rig.workflows.nodes() == {node}
+
+
+def test_a_command_gone_stale_is_revalidated_and_dropped(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s"))
+    node = rig.node("m5.large")
+
+    def slow_plan(inp: DisruptionInput) -> Plan:
+        decided = plan(inp)
+        rig.pod("web-late", node, cpu="1500m")  # a pod lands while the decision is being made
+        rig.ticker.now += 20  # longer than revalidate_after_seconds (15)
+        return decided
+
+    controller = rig.controller(_planner=slow_plan)
+    report = controller.run_once()
+
+    assert report.revalidated
+    assert [c.status for c in report.commands] == ["invalidated"]
+    assert rig.workflows.started == {}
+    assert rig.metrics.total(m.COMMANDS_INVALIDATED) == 1
+
+
+def test_dry_run_decides_but_acts_on_nothing(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", expire_after="1h"))
+    rig.node("m5.large")
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="1500m")
+    rig.world.wall.advance(7200)
+    before = rig.claim_ids()
+    instances = len(rig.world.instances())
+
+    report = rig.controller(dry_run=True).run_once()
+
+    assert report.dry_run and report.commands
+    assert {c.status for c in report.commands} == {"dry-run"}
+    assert rig.workflows.started == {}
+    assert rig.claim_ids() == before and len(rig.world.instances()) == instances
+    assert all(n["spec"].get("unschedulable") is None for n in rig.world.kube.list_nodes())

@@ -1,0 +1,173 @@
+"""The disruption Lambda handler with a fake context: built from its environment at the first invocation,
+one pass per invocation against moto (EC2, DynamoDB, Step Functions) and the Kubernetes API emulator."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from fleetwright.aws import clients as aws_clients
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.provisioning import ConfigError
+from tests.disruption.conftest import Rig, RigFactory, nodepool
+from tests.termination.conftest import FakeContext, load_module
+
+HANDLER = Path(__file__).resolve().parents[2] / "functions" / "disruption" / "handler.py"
+
+DOCUMENTS = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 0s}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: Never
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  instanceProfile: demo-node-profile
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"""
+PASS_THROUGH = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+
+
+@pytest.fixture
+def lambda_env(
+    make_rig: RigFactory, apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Rig, ModuleType, Any]]:
+    rig = make_rig(
+        nodepool(consolidate_after="0s", policy="WhenEmpty", instance_types=["m5.large", "m5.xlarge"])
+    )
+    world = rig.world
+    documents = tmp_path / "nodepools.yaml"
+    documents.write_text(DOCUMENTS)
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    world.aws.clients.eks.create_cluster(
+        name="demo",
+        version=world.aws.cluster.version,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": list(world.aws.subnets.values())[:2]},
+    )
+    sfn = world.aws.clients.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name="fleetwright-termination",
+        definition=json.dumps(PASS_THROUGH),
+        roleArn="arn:aws:iam::123456789012:role/fleetwright-termination",
+    )["stateMachineArn"]
+    monkeypatch.setitem(aws_clients._CACHE, ("us-east-1", "adaptive"), world.aws.clients)
+    for key, value in {
+        "AWS_REGION": "us-east-1",
+        "FLEETWRIGHT_CLUSTER_NAME": "demo",
+        "FLEETWRIGHT_STATE_TABLE": "fleetwright-state",
+        "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
+        "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
+        "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine,
+        "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS": "0",
+        "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightTest",
+    }.items():
+        monkeypatch.setenv(key, value)
+    module = load_module("disruption_handler_under_test", HANDLER)
+    module.logger.registered_handler.setStream(io.StringIO())
+    yield rig, module, sfn
+    module.reset_controller()
+
+
+def _logs(module: ModuleType) -> list[dict[str, Any]]:
+    stream = module.logger.registered_handler.stream
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    stream.seek(0)
+    stream.truncate()
+    return lines
+
+
+def test_the_handler_builds_from_its_environment_and_removes_an_empty_node(
+    lambda_env: tuple[Rig, ModuleType, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rig, module, sfn = lambda_env
+    empty = rig.node("m5.large")
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="1500m")
+    instance_id = rig.instance_id(empty)
+
+    summary = module.handler(
+        {"id": "event-1", "detail-type": "Scheduled Event"}, FakeContext("fleetwright-disruption")
+    )
+
+    assert summary["nodes"] == 2 and not summary.get("error")
+    [command] = summary["commands"]
+    assert command["reason"] == "Empty" and command["nodes"] == [empty] and command["status"] == "executed"
+    machine = module.controller().workflow.state_machine_arn
+    [execution] = sfn.list_executions(stateMachineArn=machine)["executions"]
+    assert execution["name"] == f"{instance_id}-Empty"
+    request = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    assert request["node"] == empty and request["waitForReplacement"] is False
+
+    records = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    records += _logs(module)
+    [decision] = [r for r in records if r.get("message") == "disruption decision"]
+    assert decision["nodes"] == [empty] and decision["instanceTypes"] == ["m5.large"]
+    assert decision["pricePerHour"] > 0
+    names = {
+        metric["Name"]
+        for r in records
+        if "_aws" in r
+        for d in r["_aws"]["CloudWatchMetrics"]
+        for metric in d["Metrics"]
+    }
+    assert {"NodeCount", "ClusterHourlyCost", "DisruptionDecisionDuration", "NodesDisrupted"} <= names
+
+
+def test_dry_run_from_the_environment_starts_nothing(
+    lambda_env: tuple[Rig, ModuleType, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig, module, sfn = lambda_env
+    empty = rig.node("m5.large")
+    monkeypatch.setenv("FLEETWRIGHT_DISRUPTION_DRY_RUN", "true")
+
+    summary = module.handler({"id": "event-2"}, FakeContext("fleetwright-disruption"))
+
+    assert summary["dryRun"] is True
+    assert [(c["nodes"], c["status"]) for c in summary["commands"]] == [([empty], "dry-run")]
+    machine = module.controller().workflow.state_machine_arn
+    assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
+
+
+def test_bad_nodepool_documents_fail_the_first_invocation_with_the_validate_message(
+    lambda_env: tuple[Rig, ModuleType, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, module, _ = lambda_env
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(DOCUMENTS.replace("operator: In", "operator: Within", 1))
+    monkeypatch.setenv("FLEETWRIGHT_NODEPOOLS_FILE", str(broken))
+
+    with pytest.raises(ConfigError) as raised:
+        module.handler({"id": "event-3"}, FakeContext("fleetwright-disruption"))
+
+    assert f"{broken}: document 0 (NodePool default)" in str(raised.value) and "Within" in str(raised.value)
+    [logged] = [r for r in _logs(module) if r.get("message") == "disruption cannot start"]
+    assert logged["level"] == "ERROR" and "Within" in logged["error"]
+
+
+def test_a_bad_disruption_variable_is_named(
+    lambda_env: tuple[Rig, ModuleType, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, module, _ = lambda_env
+    monkeypatch.setenv("FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION", "1.5")
+
+    with pytest.raises(ConfigError, match="FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION"):
+        module.handler({"id": "event-4"}, FakeContext("fleetwright-disruption"))

@@ -1,0 +1,74 @@
+"""Drift hashes: which NodePool and EC2NodeClass changes make existing nodes drift, and that a launch
+records them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
+from fleetwright.model.karpenter import EC2NodeClass, NodePool
+from tests.disruption.conftest import RigFactory, nodepool
+from tests.provisioning.conftest import node_class
+
+
+def _pool(**changes: Any) -> NodePool:
+    body = nodepool().model_dump(mode="json", by_alias=True, exclude_none=True)
+    for path, value in changes.items():
+        target = body
+        *parents, leaf = path.split(".")
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[leaf] = value
+    return NodePool.model_validate(body)
+
+
+def test_nodepool_changes_that_shape_the_node_drift_it() -> None:
+    base = nodepool_hash(_pool())
+    assert nodepool_hash(_pool()) == base  # stable
+    assert nodepool_hash(_pool(**{"spec.template.metadata.labels": {"team": "a"}})) != base
+    taint = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    assert nodepool_hash(_pool(**{"spec.template.spec.taints": taint})) != base
+    assert nodepool_hash(_pool(**{"spec.template.spec.startupTaints": taint})) != base
+
+
+def test_nodepool_changes_that_do_not_shape_the_node_do_not_drift_it() -> None:
+    base = nodepool_hash(_pool())
+    widened = [{"key": "node.kubernetes.io/instance-type", "operator": "Exists"}]
+    assert nodepool_hash(_pool(**{"spec.template.spec.requirements": widened})) == base
+    assert nodepool_hash(_pool(**{"spec.template.spec.expireAfter": "24h"})) == base
+    assert nodepool_hash(_pool(**{"spec.template.spec.terminationGracePeriod": "1h"})) == base
+    assert nodepool_hash(_pool(**{"spec.weight": 50, "spec.limits": {"cpu": "100"}})) == base
+    assert nodepool_hash(_pool(**{"spec.disruption.consolidateAfter": "10m"})) == base
+
+
+def test_nodeclass_hash_follows_the_spec_but_not_the_selector_terms() -> None:
+    base = nodeclass_hash(node_class())
+    assert nodeclass_hash(node_class(userData="#!/bin/bash\necho hi\n")) != base
+    assert nodeclass_hash(node_class(tags={"team": "a"})) != base
+    assert nodeclass_hash(node_class(amiSelectorTerms=[{"alias": "al2023@v20240807"}])) == base
+    other = EC2NodeClass.model_validate(
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"id": "subnet-0123456789abcdef0"}],
+                "securityGroupSelectorTerms": [{"id": "sg-0123456789abcdef0"}],
+                "instanceProfile": "demo-node-profile",
+            },
+        }
+    )
+    assert nodeclass_hash(other) == base
+
+
+def test_a_provisioning_pass_records_the_hashes_on_its_claims(make_rig: RigFactory) -> None:
+    rig = make_rig()
+    rig.world.pending(1)
+    provisioner = rig.world.provisioner(rig.config)
+
+    provisioner.provision()
+
+    [claim] = rig.world.state.nodeclaims.list()
+    assert claim.nodepool_hash == nodepool_hash(rig.config.nodepools[0])
+    assert claim.nodeclass_hash == nodeclass_hash(rig.config.nodeclasses[0])

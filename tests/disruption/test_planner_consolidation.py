@@ -1,0 +1,154 @@
+"""Consolidation: underutilized nodes merged or replaced by cheaper ones, and the anti-churn rules."""
+
+from __future__ import annotations
+
+from fleetwright.disruption.consolidation import SINGLE_NODE_ATTEMPTS
+from fleetwright.disruption.planner import plan
+from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, DisruptionSettings
+from fleetwright.model import labels as wk
+from tests.disruption.plan_builders import busy, node, planner_input, pod, pool
+
+BROAD_SPOT = [
+    {"key": wk.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]},
+    {"key": wk.ARCH, "operator": "In", "values": ["amd64"]},
+    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+]
+
+
+def test_underutilized_nodes_are_merged_into_one_cheaper_node() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge", pods=busy(f"w{i}", 2)) for i in range(3)]
+    command = plan(planner_input(nodes)).command
+    assert command is not None
+    assert (command.method, command.reason) == (MULTI_NODE, UNDERUTILIZED)
+    assert sorted(command.node_names) == ["n0", "n1", "n2"]
+    [replacement] = command.replacements
+    before = sum(n.price for n in nodes)
+    assert replacement.price < before
+    assert command.savings == before - replacement.price
+    assert sorted(p.key for p in replacement.pods) == sorted(p.key for n in nodes for p in n.node.pods)
+    assert all(t.cheapest(None, frozenset(replacement.capacity_types)) for t in replacement.instance_types)
+    assert command.explanation.startswith("consolidate 3 nodes (m5.xlarge ×3, $0.576/h) into 1 ")
+    assert f"saves ${command.savings:.3f}/h" in command.explanation
+
+
+def test_node_whose_pods_fit_nowhere_cheaper_stays() -> None:
+    # 7 CPUs requested: within the NodePool's types only another m5.2xlarge (or bigger) holds them.
+    nodes = [node("full", "m5.2xlarge", pods=[pod("huge-0", "7", "8Gi")])]
+    assert plan(planner_input(nodes)).command is None
+
+
+def test_when_empty_pool_never_consolidates_underutilized_nodes() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge", pods=busy(f"w{i}", 1)) for i in range(3)]
+    assert plan(planner_input(nodes, [pool(policy="WhenEmpty")])).command is None
+    assert plan(planner_input(nodes, [pool(policy="WhenEmptyOrUnderutilized")])).command is not None
+
+
+def test_no_replacement_of_a_candidate_by_its_own_type_in_multi_node_commands() -> None:
+    # Merging both into a new m5.2xlarge would only move the big node's pods; deleting the small one
+    # (its pods fit on the big node) saves the same money.
+    nodes = [
+        node("roomy", "m5.2xlarge", pods=busy("big", 6, cpu="1")),
+        node("small", "m5.large", pods=busy("w", 2)),
+    ]
+    command = plan(planner_input(nodes)).command
+    assert command is not None
+    assert command.node_names == ["small"]
+    assert command.replacements == []
+
+
+def test_a_node_is_never_replaced_by_its_own_type() -> None:
+    # An on-demand m5.large in a NodePool that may also buy spot: a spot m5.large would be "cheaper".
+    nodes = [node("n", "m5.large", pods=busy("w", 1))]
+    only_m5 = pool(instance_types=["m5.large"], capacity_types=["on-demand", "spot"])
+    assert plan(planner_input(nodes, [only_m5])).command is None
+    with_c5 = pool(instance_types=["m5.large", "c5.large"], capacity_types=["on-demand", "spot"])
+    command = plan(planner_input(nodes, [with_c5])).command
+    assert command is not None
+    assert [t.name for t in command.replacements[0].instance_types] == ["c5.large"]
+
+
+def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
+    nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
+    few = pool(instance_types=["m5.large", "c5.large", "m5.2xlarge"], capacity_types=["spot"])
+    assert plan(planner_input(nodes, [few])).command is None
+    command = plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)])).command
+    assert command is not None and command.method == SINGLE_NODE
+    [replacement] = command.replacements
+    assert len(replacement.instance_types) == 15
+    assert replacement.capacity_types == ["spot"]
+    assert all(t.name != "m5.2xlarge" for t in replacement.instance_types)
+    assert replacement.price < nodes[0].price
+
+
+def test_spot_to_spot_can_be_switched_off() -> None:
+    nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
+    settings = DisruptionSettings(spot_to_spot=False)
+    assert plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)], settings=settings)).command is None
+
+
+def test_minimum_saving_is_required() -> None:
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    assert plan(planner_input(nodes)).command is not None
+    # c5.large saves $0.107 of $0.192/h (56%): not enough when 60% is required.
+    assert plan(planner_input(nodes, settings=DisruptionSettings(min_saving_fraction=0.6))).command is None
+    assert plan(planner_input(nodes, settings=DisruptionSettings(min_saving_dollars=0.2))).command is None
+
+
+def test_young_nodes_are_not_consolidated() -> None:
+    young = [node("n", "m5.xlarge", pods=busy("w", 2), age=120)]
+    assert plan(planner_input(young)).command is None
+    # consolidateAfter longer than the minimum age counts too.
+    older = [node("n", "m5.xlarge", pods=busy("w", 2), age=600)]
+    assert plan(planner_input(older, [pool(after="15m")])).command is None
+    assert plan(planner_input(older, [pool(after="5m")])).command is not None
+
+
+def test_nodes_of_unknown_price_are_not_consolidated() -> None:
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    nodes[0].price = 0.0
+    assert plan(planner_input(nodes)).command is None
+
+
+def test_underutilized_budget_blocks_consolidation() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge", pods=busy(f"w{i}", 2)) for i in range(3)]
+    zero = pool(budgets=[{"nodes": "0", "reasons": ["Underutilized"]}])
+    result = plan(planner_input(nodes, [zero]))
+    assert result.command is None
+    assert all("budget" in result.skipped[n.name] for n in nodes)
+    two = pool(budgets=[{"nodes": "2"}])
+    command = plan(planner_input(nodes, [two])).command
+    assert command is not None and len(command.candidates) == 2
+
+
+def test_a_consolidation_never_needs_two_new_nodes() -> None:
+    # The preferred NodePool only offers m5.2xlarge (one 7-CPU pod each): moving all three pods would
+    # open three nodes, so no multi-node command; n0 alone is replaced by one m5.2xlarge.
+    pools = [
+        pool("large", instance_types=["m5.4xlarge"]),
+        pool("small", instance_types=["m5.2xlarge"], weight=10),
+    ]
+    nodes = [
+        node("n0", "m5.4xlarge", nodepool="large", pods=[pod("a-0", "7", "1Gi")]),
+        node("n1", "m5.4xlarge", nodepool="large", pods=[pod("b-0", "7", "1Gi"), pod("c-0", "5", "1Gi")]),
+    ]
+    command = plan(planner_input(nodes, pools)).command
+    assert command is not None
+    assert command.method == SINGLE_NODE
+    assert command.node_names == ["n0"]
+    [replacement] = command.replacements
+    assert replacement.nodepool == "small"
+    assert [p.key for p in replacement.pods] == ["default/a-0"]
+
+
+def test_most_wasteful_node_goes_first() -> None:
+    nodes = [
+        node("a-half", "m5.2xlarge", pods=busy("a", 4, cpu="1")),
+        node("b-idle", "m5.2xlarge", pods=busy("b", 1, cpu="1")),
+    ]
+    settings = DisruptionSettings(max_candidates=1)  # no multi-node command: single-node order decides
+    command = plan(planner_input(nodes, settings=settings)).command
+    assert command is not None and command.node_names == ["b-idle"]
+
+
+def test_single_node_attempts_are_bounded() -> None:
+    assert SINGLE_NODE_ATTEMPTS >= 10
