@@ -16,25 +16,13 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from infra.nodepools import NodePoolFileError, load_nodepool_config
-from infra.settings import SettingsError, settings_from_context
+from infra.settings import CONTEXT_KEYS, SettingsError, settings_from_context
 from infra.stack import FleetwrightStack
 
 
 def build_app(app: cdk.App) -> FleetwrightStack:
     """Add the Fleetwright stack described by ``app``'s context; raises SettingsError or NodePoolFileError."""
-    settings = settings_from_context(
-        {
-            key: app.node.try_get_context(key)
-            for key in (
-                "clusterName",
-                "nodePoolsFile",
-                "nodeRoleName",
-                "alarmTopicArn",
-                "stackName",
-                "provisionerReservedConcurrency",
-            )
-        }
-    )
+    settings = settings_from_context({key: app.node.try_get_context(key) for key in CONTEXT_KEYS})
     nodepools = load_nodepool_config(settings.nodepool_paths)
     env = cdk.Environment(
         account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
@@ -48,6 +36,8 @@ def build_app(app: cdk.App) -> FleetwrightStack:
         node_role_name=settings.node_role_name,
         alarm_topic_arn=settings.alarm_topic_arn,
         provisioner_reserved_concurrency=settings.provisioner_reserved_concurrency,
+        disruption=settings.disruption,
+        disruption_options=settings.disruption_options,
     )
     return stack
 

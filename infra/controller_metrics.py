@@ -7,7 +7,8 @@ are read with CloudWatch Metrics Insights queries (``SELECT ... GROUP BY``), whi
 dimension values: a NodePool or instance type that appears later is graphed without a redeploy.
 
 The metric names come from the layer (``fleetwright.provisioning.observability``,
-``fleetwright.interruption.controller``, ``fleetwright.termination.steps``), so a renamed metric cannot
+``fleetwright.interruption.controller``, ``fleetwright.termination.steps``,
+``fleetwright.disruption.metrics``), so a renamed metric cannot
 leave an empty graph behind.
 """
 
@@ -17,6 +18,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from fleetwright.aws.fleet import UNAVAILABLE_OFFERING_CODES
+from fleetwright.disruption import metrics as disruption
 from fleetwright.interruption import controller as interruption
 from fleetwright.provisioning import observability as provisioning
 from fleetwright.termination import steps as termination
@@ -26,6 +28,7 @@ NAMESPACE = "Fleetwright"
 PROVISIONER_SERVICE = "fleetwright-provisioner"
 INTERRUPTION_SERVICE = "fleetwright-interruption"
 TERMINATION_SERVICE = "fleetwright-termination"
+DISRUPTION_SERVICE = disruption.SERVICE
 
 # Metric names, re-exported for the dashboard and the tests.
 PENDING_PODS = provisioning.PENDING_PODS
@@ -33,6 +36,7 @@ BATCH_SIZE = provisioning.BATCH_SIZE
 UNSCHEDULABLE_PODS = provisioning.UNSCHEDULABLE_PODS
 CLAIMS_LAUNCHED = provisioning.CLAIMS_LAUNCHED
 LAUNCH_ERRORS = provisioning.LAUNCH_ERRORS
+INSUFFICIENT_CAPACITY_RECOVERED = provisioning.INSUFFICIENT_CAPACITY_RECOVERED
 HOURLY_COST_LAUNCHED = provisioning.HOURLY_COST_LAUNCHED
 NODES_REGISTERED = provisioning.NODES_REGISTERED
 NODES_INITIALIZED = provisioning.NODES_INITIALIZED
@@ -54,6 +58,17 @@ PODS_EVICTED = termination.PODS_EVICTED
 EVICTIONS_BLOCKED = termination.EVICTIONS_BLOCKED
 PODS_DELETED_AT_DEADLINE = termination.PODS_DELETED_AT_DEADLINE
 TERMINATION_FAILURES = termination.TERMINATION_FAILURES
+DISRUPTION_COMMANDS = disruption.DISRUPTION_COMMANDS
+NODES_DISRUPTED = disruption.NODES_DISRUPTED
+DISRUPTION_SAVINGS = disruption.DISRUPTION_SAVINGS
+DISRUPTION_CANDIDATES = disruption.DISRUPTION_CANDIDATES
+DISRUPTION_BLOCKED = disruption.DISRUPTION_BLOCKED
+COMMANDS_INVALIDATED = disruption.COMMANDS_INVALIDATED
+DECISION_DURATION = disruption.DECISION_DURATION
+DISRUPTION_ERRORS = disruption.DISRUPTION_ERRORS
+GARBAGE_COLLECTED = disruption.GARBAGE_COLLECTED
+NODE_COUNT = disruption.NODE_COUNT
+CLUSTER_HOURLY_COST = disruption.CLUSTER_HOURLY_COST
 
 MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -84,10 +99,15 @@ def insights(
     function: str = "SUM",
     period: Duration = FIVE_MINUTES,
     label: str | None = None,
+    dimensioned_only: bool = False,
 ) -> cloudwatch.MathExpression:
     """A Metrics Insights query over every series of ``name`` from ``service``, one line per
-    ``group_by`` value (or one line in all); ``where`` adds a condition (``ErrorCode IN (...)``)."""
-    query = f"SELECT {function}({name}) FROM {NAMESPACE} WHERE service = '{service}'"
+    ``group_by`` value (or one line in all); ``where`` adds a condition (``ErrorCode IN (...)``).
+
+    ``dimensioned_only`` leaves out the series without the ``group_by`` dimension (a metric also published
+    as a total, like ``NodeCount``), which Metrics Insights would otherwise show as a group "Other"."""
+    source = f"SCHEMA({NAMESPACE}, {group_by}, service)" if dimensioned_only and group_by else NAMESPACE
+    query = f"SELECT {function}({name}) FROM {source} WHERE service = '{service}'"
     if where:
         query += f" AND {where}"
     if group_by:

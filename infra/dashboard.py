@@ -3,7 +3,8 @@
 The dashboard opens with the interruption queue, its dead-letter queue and the state table; the
 autoscaler then adds a section per controller (:meth:`FleetwrightDashboard.add_section`): the provisioner's
 metrics (:meth:`add_provisioning_widgets`), the interruption handler's and the termination workflow's
-(:meth:`add_interruption_widgets`, :meth:`add_workflow_widgets`), each followed by its functions' Lambda
+(:meth:`add_interruption_widgets`, :meth:`add_workflow_widgets`) and the disruption function's
+(:meth:`add_disruption_widgets`, :meth:`add_disruption_alarms`), each followed by its functions' Lambda
 rows (:meth:`add_function_widgets`). Metric names and queries are in :mod:`infra.controller_metrics`.
 """
 
@@ -161,7 +162,7 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
-                title="Launch errors by EC2 error code; insufficient capacity",
+                title="Launch errors by EC2 error code; insufficient capacity, recovered",
                 left=[cm.insights(cm.LAUNCH_ERRORS, service, group_by="ErrorCode", period=EVENT_PERIOD)],
                 right=[
                     cm.insights(
@@ -170,7 +171,15 @@ class FleetwrightDashboard(Construct):
                         where=cm.capacity_errors_condition(),
                         period=EVENT_PERIOD,
                         label="Insufficient capacity (all codes)",
-                    )
+                    ),
+                    # Claims launched on another offering after EC2 refused one: capacity the fallback
+                    # found, next to the failures it could not avoid.
+                    cm.insights(
+                        cm.INSUFFICIENT_CAPACITY_RECOVERED,
+                        service,
+                        period=EVENT_PERIOD,
+                        label="Launched after insufficient capacity",
+                    ),
                 ],
                 width=WIDGET_WIDTH,
             ),
@@ -298,3 +307,94 @@ class FleetwrightDashboard(Construct):
                 title=f"Failed terminations ({cm.TERMINATION_FAILURES})", alarm=failure_alarm, width=third
             ),
         )
+
+    def add_disruption_widgets(self) -> None:
+        """What the disruption function publishes: Fleetwright's nodes and their hourly cost, commands by
+        method, nodes disrupted by reason, expected savings, garbage collected, what blocked disruption,
+        how long deciding took and errors by stage."""
+        service = cm.DISRUPTION_SERVICE
+        third = 2 * WIDGET_WIDTH // 3
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Fleetwright nodes; cluster hourly cost ($/h)",
+                left=[cm.metric(cm.NODE_COUNT, service, statistic="Maximum", period=EVENT_PERIOD)],
+                right=[cm.metric(cm.CLUSTER_HOURLY_COST, service, statistic="Maximum", period=EVENT_PERIOD)],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.GraphWidget(
+                title="Fleetwright nodes by NodePool",
+                left=[
+                    cm.insights(
+                        cm.NODE_COUNT, service, group_by="NodePool", function="MAX", dimensioned_only=True
+                    )
+                ],
+                stacked=True,
+                width=WIDGET_WIDTH,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Disruption commands by method; invalidated",
+                left=[cm.insights(cm.DISRUPTION_COMMANDS, service, group_by="Method")],
+                right=[cm.insights(cm.COMMANDS_INVALIDATED, service, label="Dropped by re-validation")],
+                stacked=True,
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Nodes disrupted by reason",
+                left=[cm.insights(cm.NODES_DISRUPTED, service, group_by="Reason")],
+                stacked=True,
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Expected savings ($/h) by method",
+                left=[cm.insights(cm.DISRUPTION_SAVINGS, service, group_by="Method")],
+                stacked=True,
+                width=third,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Garbage collected by kind",
+                left=[cm.insights(cm.GARBAGE_COLLECTED, service, group_by="Kind")],
+                stacked=True,
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Disruption blocked by why; candidates",
+                left=[cm.insights(cm.DISRUPTION_BLOCKED, service, group_by="Why")],
+                right=[
+                    cm.metric(cm.DISRUPTION_CANDIDATES, service, statistic="Maximum", period=EVENT_PERIOD)
+                ],
+                width=third,
+            ),
+            cloudwatch.GraphWidget(
+                title="Decision duration (ms); disruption errors by stage",
+                left=[
+                    cm.metric(cm.DECISION_DURATION, service, statistic="p50", period=EVENT_PERIOD),
+                    cm.metric(cm.DECISION_DURATION, service, statistic="Maximum", period=EVENT_PERIOD),
+                ],
+                right=[cm.insights(cm.DISRUPTION_ERRORS, service, group_by="Stage")],
+                width=third,
+            ),
+        )
+
+    def add_disruption_alarms(self) -> list[cloudwatch.Alarm]:
+        """An alarm on disruption errors in three consecutive minutes, and a row showing it."""
+        failing = cloudwatch.Alarm(
+            self,
+            "DisruptionFailing",
+            alarm_description="Disruption passes, command executions or garbage collection failed in three "
+            "consecutive minutes: nodes are not consolidated, replaced when drifted or expired, or cleaned "
+            "up. The disruption function's log says why (disruption pass failed).",
+            metric=cm.insights(cm.DISRUPTION_ERRORS, cm.DISRUPTION_SERVICE, period=PERIOD),
+            threshold=1,
+            evaluation_periods=3,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmWidget(title="Failing disruption", alarm=failing, width=2 * WIDGET_WIDTH),
+        )
+        return [self.add_alarm(failing)]

@@ -11,6 +11,7 @@ from constructs import Construct
 from infra.autoscaler import PROVISIONER_RESERVED_CONCURRENCY, FleetwrightAutoscaler
 from infra.nag import acknowledge_findings
 from infra.nodepools import NodePoolConfig
+from infra.settings import DisruptionOptions
 
 
 class FleetwrightStack(Stack):
@@ -26,6 +27,8 @@ class FleetwrightStack(Stack):
         node_role_name: str | None = None,
         alarm_topic_arn: str | None = None,
         provisioner_reserved_concurrency: int | None = PROVISIONER_RESERVED_CONCURRENCY,
+        disruption: bool = True,
+        disruption_options: DisruptionOptions | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"Fleetwright node autoscaler for EKS cluster {cluster_name}")
@@ -39,6 +42,8 @@ class FleetwrightStack(Stack):
             node_role_name=node_role_name,
             alarm_topic=topic,
             provisioner_reserved_concurrency=provisioner_reserved_concurrency,
+            disruption=disruption,
+            disruption_options=disruption_options,
         )
         acknowledge_findings(self.autoscaler)
         a = self.autoscaler

@@ -27,7 +27,9 @@ FUNCTIONS = {
     "provisioner": "Fleetwright provisioner",
     "interruption": "Fleetwright interruption handler",
     "termination": "Fleetwright termination workflow steps",
+    "disruption": "Fleetwright disruption",
 }
+SCHEDULED = ("provisioner", "disruption")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -77,25 +79,38 @@ def test_function_metrics_carry_the_handlers_service_name(synthesis: Synthesis, 
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Fleetwright"
 
 
-def test_provisioner_runs_every_minute_one_at_a_time(synthesis: Synthesis) -> None:
+@pytest.mark.parametrize("directory", SCHEDULED)
+def test_scheduled_function_runs_every_minute_one_at_a_time(synthesis: Synthesis, directory: str) -> None:
     stack = synthesis.fleetwright
-    function_id, function = function_by_description(stack, FUNCTIONS["provisioner"])
+    function_id, function = function_by_description(stack, FUNCTIONS[directory])
     props = function["Properties"]
     assert props["Timeout"] == 60
+    assert props["MemorySize"] == 1024
     assert props["ReservedConcurrentExecutions"] == 1
+    arn = "${" + function_id + ".Arn}"
     [rule] = [
         r["Properties"]
         for r in stack.resources("AWS::Events::Rule").values()
-        if "ScheduleExpression" in r["Properties"]
+        if arn in render([t["Arn"] for t in r["Properties"]["Targets"]])
     ]
     assert rule["ScheduleExpression"] == "rate(1 minute)"
-    assert render([t["Arn"] for t in rule["Targets"]]) == ["${" + function_id + ".Arn}"]
-    _, permission = only(stack.resources("AWS::Lambda::Permission"))
-    assert render(permission["Properties"]["FunctionName"]) == "${" + function_id + ".Arn}"
+    assert render([t["Arn"] for t in rule["Targets"]]) == [arn]
+    _, permission = only(
+        {
+            k: p
+            for k, p in stack.resources("AWS::Lambda::Permission").items()
+            if render(p["Properties"]["FunctionName"]) == arn
+        }
+    )
     assert permission["Properties"]["Principal"] == "events.amazonaws.com"
     # A run that could not start in time is not retried: the next minute's run replaces it.
-    _, invoke_config = only(stack.resources("AWS::Lambda::EventInvokeConfig"))
-    assert render(invoke_config["Properties"]["FunctionName"]) == "${" + function_id + "}"
+    _, invoke_config = only(
+        {
+            k: c
+            for k, c in stack.resources("AWS::Lambda::EventInvokeConfig").items()
+            if render(c["Properties"]["FunctionName"]) == "${" + function_id + "}"
+        }
+    )
     assert invoke_config["Properties"]["MaximumRetryAttempts"] == 0
     assert invoke_config["Properties"]["MaximumEventAgeInSeconds"] == 60
 
@@ -145,7 +160,7 @@ def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_l
         ]
 
 
-def test_only_the_interruption_handler_starts_workflows_and_reads_the_queue(synthesis: Synthesis) -> None:
+def test_only_the_interruption_handler_and_disruption_start_workflows(synthesis: Synthesis) -> None:
     stack = synthesis.fleetwright
     machine_id, _ = only(stack.resources("AWS::StepFunctions::StateMachine"))
     queue_id = next(
@@ -158,10 +173,14 @@ def test_only_the_interruption_handler_starts_workflows_and_reads_the_queue(synt
         grants[directory] = {a: _as_list(s["Resource"]) for s in extra for a in _as_list(s["Action"])}
     assert grants["provisioner"] == {}
     assert grants["termination"] == {}
+    for starter in ("interruption", "disruption"):
+        assert grants[starter].pop("states:StartExecution") == ["${" + machine_id + "}"]
+        [executions] = grants[starter].pop("states:DescribeExecution")
+        assert executions.endswith(":*") and ":execution:" in executions and machine_id in executions
+    # Everything else the disruption function does (launch, terminate, delete launch templates, the
+    # state table) comes with the controller policy, scoped by the cluster tag (test_controller_policy).
+    assert grants["disruption"] == {}
     handler = grants["interruption"]
-    assert handler.pop("states:StartExecution") == ["${" + machine_id + "}"]
-    [executions] = handler.pop("states:DescribeExecution")
-    assert executions.endswith(":*") and ":execution:" in executions and machine_id in executions
     assert set(handler) == {
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",

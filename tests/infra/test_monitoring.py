@@ -9,13 +9,18 @@ from typing import Any
 from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, function_by_description, only, render
 
 
-def _documented_metrics() -> set[str]:
-    """The metric names docs/provisioner.md (first column of its metrics table) and docs/termination.md
-    (its metrics section) promise."""
-    provisioner = (REPO_ROOT / "docs" / "provisioner.md").read_text()
-    table = provisioner.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+def _table_metrics(document: str, heading: str) -> set[str]:
+    """The metric names in the first column of the table under ``heading`` in docs/``document``."""
+    text = (REPO_ROOT / "docs" / document).read_text()
+    table = text.split(heading, 1)[1].split("\n#", 1)[0]
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
-    names = {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
+    return {name for cell in rows for name in re.findall(r"`(\w+)`", cell)}
+
+
+def _documented_metrics() -> set[str]:
+    """The metric names docs/provisioner.md and docs/disruption.md (first column of their metrics
+    tables) and docs/termination.md (its metrics section) promise."""
+    names = _table_metrics("provisioner.md", "## Metrics") | _table_metrics("disruption.md", "### Metrics")
     termination = (REPO_ROOT / "docs" / "termination.md").read_text()
     section = termination.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     body = section.split("(Powertools EMF).", 1)[1]  # after "Namespace `Fleetwright`"
@@ -41,7 +46,14 @@ def _metric_names(widget: dict[str, Any]) -> set[str]:
 
 def test_every_documented_metric_is_on_the_dashboard(synthesis: Synthesis) -> None:
     documented = _documented_metrics()
-    assert {"PendingPods", "NodeClaimsLaunched", "InterruptionEvents", "TerminationFailures"} <= documented
+    assert {
+        "PendingPods",
+        "NodeClaimsLaunched",
+        "InterruptionEvents",
+        "TerminationFailures",
+        "DisruptionCommands",
+        "ClusterHourlyCost",
+    } <= documented
     shown = set().union(
         *(_metric_names(w) for w in _dashboard(synthesis)["widgets"] if w["type"] == "metric")
     )
@@ -60,9 +72,10 @@ def test_dashboard_sections_and_function_rows(synthesis: Synthesis) -> None:
         f"# Fleetwright — cluster `{CLUSTER}`",
         "## Provisioning",
         "## Interruptions and node terminations",
+        "## Disruption",
     ]
     titles = {w["properties"].get("title") for w in widgets}
-    for name in ("Provisioner", "InterruptionHandler", "TerminationSteps"):
+    for name in ("Provisioner", "InterruptionHandler", "TerminationSteps", "Disruption"):
         assert f"{name}: invocations, errors and throttles" in titles
         assert f"{name}: duration" in titles
     assert {"Dead-lettered interruption events", "Termination workflows (executions)"} <= titles
@@ -85,9 +98,13 @@ def test_launches_are_broken_down_by_instance_type_and_capacity_type(synthesis: 
     assert queries["Nodes launched by capacity type"] == [
         f"SELECT SUM(NodeClaimsLaunched) FROM Fleetwright {service} GROUP BY CapacityType"
     ]
-    by_code, capacity = queries["Launch errors by EC2 error code; insufficient capacity"]
+    by_code, capacity, recovered = queries[
+        "Launch errors by EC2 error code; insufficient capacity, recovered"
+    ]
     assert by_code.endswith("GROUP BY ErrorCode")
     assert "ErrorCode IN (" in capacity and "'InsufficientInstanceCapacity'" in capacity
+    # Launches that succeeded on another offering after EC2 refused one, next to the refusals.
+    assert recovered == f"SELECT SUM(InsufficientCapacityRecovered) FROM Fleetwright {service}"
 
 
 def test_workflow_graph_uses_step_functions_metrics(synthesis: Synthesis) -> None:
@@ -119,9 +136,12 @@ def test_alarms(synthesis: Synthesis) -> None:
     by_metric = {a.get("MetricName") or a["Metrics"][0]["Expression"]: a for a in alarms}
     provisioner_id, _ = function_by_description(stack, "Fleetwright provisioner")
     handler_id, _ = function_by_description(stack, "Fleetwright interruption handler")
+    disruption_id, _ = function_by_description(stack, "Fleetwright disruption")
     lambda_errors = sorted(a["Dimensions"][0]["Value"] for a in alarms if a.get("Namespace") == "AWS/Lambda")
     # The step function's errors are the workflow's to retry or to report: no alarm of their own.
-    assert lambda_errors == sorted(["${" + provisioner_id + "}", "${" + handler_id + "}"])
+    assert lambda_errors == sorted(
+        ["${" + provisioner_id + "}", "${" + handler_id + "}", "${" + disruption_id + "}"]
+    )
     assert "ApproximateNumberOfMessagesVisible" in by_metric  # dead letters
     assert "TerminationFailures" in by_metric
 
@@ -136,4 +156,4 @@ def test_alarms(synthesis: Synthesis) -> None:
     )
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 6
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 8

@@ -54,8 +54,10 @@ def test_checks_ran_and_every_acknowledgement_was_needed(synthesis: Synthesis) -
         ("Provisioner", "AwsSolutions-L1"),
         ("InterruptionHandler", "AwsSolutions-L1"),
         ("TerminationSteps", "AwsSolutions-L1"),
+        ("Disruption", "AwsSolutions-L1"),
         # DescribeExecution on the workflow's executions; the state machine's invoke, logging and tracing
         ("InterruptionHandlerRole/DefaultPolicy", "AwsSolutions-IAM5"),
+        ("DisruptionRole/DefaultPolicy", "AwsSolutions-IAM5"),
         ("TerminationWorkflow/StateMachine/Role/DefaultPolicy", "AwsSolutions-IAM5"),
     }
     acknowledged = {(path, str(rule["id"])) for path, rule in _acknowledgements(synthesis)}
@@ -64,7 +66,7 @@ def test_checks_ran_and_every_acknowledgement_was_needed(synthesis: Synthesis) -
 
 def test_each_acknowledgement_gives_a_reason(synthesis: Synthesis) -> None:
     acknowledgements = _acknowledgements(synthesis)
-    assert len(acknowledgements) == 1 + 5 + 3 + 1 + 2
+    assert len(acknowledgements) == 1 + 5 + 4 + 2 + 2
     for _, rule in acknowledgements:
         assert len(str(rule["reason"])) >= 60, rule
         if rule["id"] in GRANULAR_RULES:
@@ -75,6 +77,6 @@ def test_no_function_role_uses_an_aws_managed_policy(synthesis: Synthesis) -> No
     # The functions' roles write only to their own log groups instead of AWSLambdaBasicExecutionRole.
     roles = synthesis.fleetwright.resources("AWS::IAM::Role")
     lambda_roles = [r for r in roles.values() if "lambda.amazonaws.com" in str(r["Properties"])]
-    assert len(lambda_roles) == 3
+    assert len(lambda_roles) == 4
     for role in lambda_roles:
         assert "iam::aws:policy" not in str(role["Properties"].get("ManagedPolicyArns", []))

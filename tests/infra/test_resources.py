@@ -10,7 +10,7 @@ import yaml
 from infra.nodepools import load_nodepool_config
 from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
 
-FUNCTIONS = 3  # provisioner, interruption handler, termination steps
+FUNCTIONS = 4  # provisioner, interruption handler, termination steps, disruption
 
 
 def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
@@ -19,7 +19,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::DynamoDB::Table": 1,
         "AWS::SQS::Queue": 2,
         "AWS::SQS::QueuePolicy": 2,
-        "AWS::Events::Rule": 4 + 1,  # the interruption rules and the provisioner's schedule
+        "AWS::Events::Rule": 4 + 2,  # the interruption rules; the provisioner's and disruption's schedules
         "AWS::IAM::Role": 1 + FUNCTIONS + 1,  # nodes, one per function, the state machine
         "AWS::IAM::Policy": FUNCTIONS + 1,  # each role's own grants (logs, workflow, queue)
         "AWS::IAM::InstanceProfile": 1,
@@ -27,13 +27,13 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::IAM::ManagedPolicy": 1,
         "AWS::SSM::Parameter": 1,
         "AWS::CloudWatch::Dashboard": 1,
-        # dead letters, workflow failures, provisioner and interruption handler errors, failing
-        # provisioning passes, registration timeouts
-        "AWS::CloudWatch::Alarm": 6,
+        # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
+        # failing provisioning passes, registration timeouts, failing disruption
+        "AWS::CloudWatch::Alarm": 8,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
-        "AWS::Lambda::EventInvokeConfig": 1,  # the provisioner's: no retries of a scheduled run
-        "AWS::Lambda::Permission": 1,  # the schedule may invoke the provisioner
+        "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
+        "AWS::Lambda::Permission": 2,  # each schedule may invoke its function
         "AWS::Lambda::EventSourceMapping": 1,  # the queue feeds the interruption handler
         "AWS::StepFunctions::StateMachine": 1,
     }
@@ -81,7 +81,7 @@ def test_interruption_queue_and_dead_letter_queue(synthesis: Synthesis) -> None:
 
 
 def _interruption_rules(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
-    """The event rules (those with an event pattern; the provisioner's schedule has none)."""
+    """The event rules (those with an event pattern; the schedules have none)."""
     rules = synthesis.fleetwright.resources("AWS::Events::Rule")
     return {k: r for k, r in rules.items() if "EventPattern" in r["Properties"]}
 
@@ -188,6 +188,7 @@ def test_outputs_name_what_an_operator_needs(synthesis: Synthesis) -> None:
     assert sorted(outputs) == [
         "ControllerPolicyArn",
         "DashboardName",
+        "DisruptionLogGroup",
         "InterruptionHandlerLogGroup",
         "InterruptionQueueUrl",
         "NodeInstanceProfileName",
