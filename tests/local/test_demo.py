@@ -16,7 +16,7 @@ from fleetwright.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_launches_a_node_and_runs_every_replica(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_demo_scales_up_then_removes_the_empty_nodes(capsys) -> None:  # type: ignore[no-untyped-def]
     code = main(["demo", "--steps", "5,12", "--timeout", "60"])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -27,7 +27,22 @@ def test_demo_launches_a_node_and_runs_every_replica(capsys) -> None:  # type: i
     assert "all 12 replicas Running" in out
     table = out.split("all 12 replicas Running", 1)[1]
     assert "NODE" in table and "m5.large" in table
-    assert re.search(r"\d+ nodes launched, \$\d+\.\d{4}/hour", table)
+    launched = re.search(r"(\d+) nodes launched, \$\d+\.\d{4}/hour", table)
+    assert launched, table
+    nodes = re.findall(r"^(ip-\S+)\s", table.split("nodes launched", 1)[0], flags=re.MULTILINE)
+    assert len(nodes) == int(launched.group(1)) >= 1
+
+    # Scale-down: the Deployment goes, the nodes are seen empty, then removed after consolidateAfter.
+    down = out.split("kubectl delete deployment/inflate", 1)[1]
+    assert "consolidateAfter default=1m" in down
+    ahead = down.index("moves the disruption clock 1m ahead")
+    assert "disruption: emptiness" not in down[:ahead]  # not before consolidateAfter
+    for node in nodes:
+        assert re.search(rf"disruption: emptiness \(Empty\) {re.escape(node)} \[", down), down
+        assert f"node {node} deleted" in down
+    executions = re.findall(r"termination workflow i-\w+-Empty SUCCEEDED: cordon → drain → terminate", down)
+    assert len(executions) == len(nodes)
+    assert f"all {len(nodes)} nodes removed ({len(nodes)} instances terminated); $0.0000/hour" in down
 
 
 def test_demo_fails_with_the_reason_when_pods_cannot_run(tmp_path: Path) -> None:
@@ -94,7 +109,7 @@ def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_demo_interrupt_replaces_the_spot_node_and_moves_the_pods(capsys) -> None:  # type: ignore[no-untyped-def]
-    code = main(["demo", "--interrupt", "--steps", "5", "--timeout", "60"])
+    code = main(["demo", "--interrupt", "--no-scale-down", "--steps", "5", "--timeout", "60"])
     out = capsys.readouterr().out
     assert code == 0, out
     warned = re.search(r"EC2 Spot Instance Interruption Warning for (i-\w+) \((\S+),", out)

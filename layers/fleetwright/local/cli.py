@@ -26,6 +26,8 @@ def _demo(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             options=SandboxOptions(manifests=args.filename or default),
             interrupt=args.interrupt,
+            scale_down=not args.no_scale_down,
+            fast_forward=not args.real_time,
         )
     except DocumentError as err:
         print(err, file=sys.stderr)
@@ -74,9 +76,11 @@ def add_cli(subparsers: Subparsers) -> None:
 
     demo = subparsers.add_parser(
         "demo",
-        help="replay the scale-up walkthrough on a local sandbox (moto + Kubernetes API emulator)",
+        help="replay the scale-up and scale-down walkthrough on a local sandbox (moto + Kubernetes API "
+        "emulator)",
         description="Start moto, the Kubernetes API emulator (scheduler, kubelet simulator) and the "
-        "provisioner in this process, scale the example Deployment and print a timeline.",
+        "provisioner in this process, scale the example Deployment, delete it, let the disruption "
+        "controller remove the empty nodes, and print a timeline.",
     )
     demo.add_argument("-f", "--filename", action="append", help="manifests (default examples/inflate)")
     demo.add_argument("--steps", default="5,30", help="replica counts to scale to, in order (default 5,30)")
@@ -85,6 +89,17 @@ def add_cli(subparsers: Subparsers) -> None:
         "--interrupt",
         action="store_true",
         help="then send a spot interruption to the busiest node (default manifests: examples/inflate-spot)",
+    )
+    demo.add_argument(
+        "--no-scale-down",
+        action="store_true",
+        help="stop after scaling up (do not delete the Deployment and remove the empty nodes)",
+    )
+    demo.add_argument(
+        "--real-time",
+        action="store_true",
+        help="wait the NodePool's real consolidateAfter before empty nodes go (default: the demo moves "
+        "the disruption controller's clock ahead)",
     )
     demo.set_defaults(handler=_demo)
 

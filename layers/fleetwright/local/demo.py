@@ -3,8 +3,10 @@
 It starts the sandbox (moto, the Kubernetes API emulator with a scheduler and an EC2-driven kubelet,
 Fleetwright's provisioner), scales the example Deployment to 5 and then 30 replicas, and prints a
 timeline (seconds since start: launches with instance type, zone, capacity type and $/h, node
-registration and readiness, running pods) and a final table of nodes. Exit code 0 when every replica
-runs, 1 (with the reason) otherwise.
+registration and readiness, running pods) and a table of nodes. Then it scales down: the Deployment is
+deleted and the disruption controller removes the empty nodes through the termination workflow once
+they have been empty for the NodePool's ``consolidateAfter``. Exit code 0 when every replica runs and
+every node is gone again, 1 (with the reason) otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from fleetwright.kube.resources import PODS
-from fleetwright.local.sandbox import SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
+from fleetwright.local.sandbox import DEPLOYMENTS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 
 DEFAULT_STEPS = (5, 30)
 
@@ -34,6 +36,7 @@ class Timeline:
     selector: str
     instances: set[str] = field(default_factory=set)
     registered: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
     ready: set[str] = field(default_factory=set)
     running: int = -1
 
@@ -52,10 +55,12 @@ class Timeline:
                 f"launched {record.instance_id} {record.instance_type} in {record.zone}, "
                 f"{record.capacity_type} {price} for {record.pod_count} pods (claim {record.id})"
             )
+        present = set()
         for node in self.box.kube.list_nodes():
             name = node["metadata"]["name"]
             if name == SYSTEM_NODE:
                 continue
+            present.add(name)
             if name not in self.registered:
                 self.registered.add(name)
                 self.say(f"node {name} registered ({node['spec'].get('providerID', '')})")
@@ -63,15 +68,21 @@ class Timeline:
             if conditions.get("Ready") == "True" and name not in self.ready:
                 self.ready.add(name)
                 self.say(f"node {name} Ready")
+        for name in sorted(self.registered - present - self.removed):
+            self.removed.add(name)
+            self.say(f"node {name} deleted")
         running = self.running_pods()
         if running != self.running:
             self.running = running
             self.say(f"{running} {self.app} pods Running")
 
+    def app_pods(self) -> list[dict[str, Any]]:
+        """The demo Deployment's pods, in any phase."""
+        return list(self.box.client.list(PODS, "default", label_selector=self.selector).items)
+
     def running_pods(self) -> int:
         """Replicas of the demo Deployment in phase Running."""
-        pods = self.box.client.list(PODS, "default", label_selector=self.selector).items
-        return sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+        return sum(1 for p in self.app_pods() if p.get("status", {}).get("phase") == "Running")
 
     def wait(self, done: Callable[[], bool], timeout: float) -> bool:
         """Poll until ``done`` or ``timeout`` seconds."""
@@ -150,17 +161,24 @@ def run_demo(
     timeout: float = 60.0,
     options: SandboxOptions | None = None,
     interrupt: bool = False,
+    scale_down: bool = True,
+    fast_forward: bool = True,
 ) -> int:
     """Replay the walkthrough; 0 when every step's replicas run within ``timeout`` seconds each.
 
     With ``interrupt``, a spot interruption warning then hits the busiest node Fleetwright launched: the
     replacement is launched, the node drained through the termination workflow's steps and terminated,
     and the demo succeeds when every replica runs again elsewhere.
+
+    With ``scale_down`` the Deployment is then deleted and disruption passes run (every 2 s instead of
+    every minute) until every node Fleetwright launched is gone. ``fast_forward`` moves the disruption
+    controller's clock ahead by the NodePool's ``consolidateAfter`` once the nodes have been seen empty,
+    instead of waiting for it (the timeline says so).
     """
     out = out or sys.stdout  # resolved per call: sys.stdout may be replaced (tests, redirection)
     started = time.monotonic()
     with _warnings_on_timeline(out, started):
-        return _run(out, started, steps, timeout, options, interrupt)
+        return _run(out, started, steps, timeout, options, interrupt, scale_down, fast_forward)
 
 
 def _run(
@@ -170,6 +188,8 @@ def _run(
     timeout: float,
     options: SandboxOptions | None,
     interrupt: bool,
+    scale_down: bool = False,
+    fast_forward: bool = True,
 ) -> int:
     print("starting moto, the Kubernetes API emulator and the provisioner ...", file=out, flush=True)
     with sandbox(options) as box:
@@ -189,8 +209,11 @@ def _run(
             return 1
         print(file=out)
         _print_table(node_table(box), out)
+        print(file=out)
         if box.errors:
             print(f"provisioner errors: {'; '.join(box.errors)}", file=out)
+            return 1
+        if scale_down and not _scale_down(box, timeline, timeout, fast_forward):
             return 1
     return 0
 
@@ -239,6 +262,113 @@ def _interrupt(box: Sandbox, timeline: Timeline, replicas: int, timeout: float) 
             timeline.say(f"termination workflow {execution.status}: {' → '.join(execution.history)}")
     timeline.say(f"node {busiest[0]} gone; all {replicas} replicas Running elsewhere")
     return True
+
+
+DISRUPTION_INTERVAL = 2.0  # seconds between the demo's disruption passes (the Lambda's schedule: 1 min)
+
+
+@dataclass
+class _DemoClock:
+    """Epoch seconds for the disruption controller, which the demo may move ahead (never back)."""
+
+    offset: float = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: bool) -> bool:
+    """Delete the demo Deployment and run disruption passes until every node Fleetwright launched is
+    gone; True when they are."""
+    import threading
+
+    from fleetwright.disruption.wiring import run_disruption
+
+    nodes = {row[0] for row in node_table(box)}
+    clock = _DemoClock()
+    waits = {
+        np.name: np.spec.disruption.consolidate_after_seconds() for np in box.provisioner.config.nodepools
+    }
+    wait = max((w for w in waits.values() if w is not None), default=0)
+    timeline.say(f"kubectl delete deployment/{timeline.app}")
+    box.client.delete(DEPLOYMENTS, timeline.app, "default")
+    if not timeline.wait(lambda: not timeline.app_pods(), timeout):
+        timeline.say(f"FAILED: {len(timeline.app_pods())} {timeline.app} pods still exist")
+        return False
+    timeline.say(
+        f"disruption controller: a pass every {DISRUPTION_INTERVAL:g} s (the Lambda runs every minute); "
+        f"consolidateAfter {', '.join(f'{k}={_seconds(v)}' for k, v in sorted(waits.items()))}"
+    )
+    stop = threading.Event()
+    failures: list[str] = []
+    passes = [0]
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                run = run_disruption(
+                    kube=box.kube,
+                    cloud=box.provisioner.cloud,
+                    state=box.state,
+                    config=box.provisioner.config,
+                    metrics=box.metrics,
+                    clock=clock,
+                )
+            except Exception as error:  # the loop must end the demo with the reason, not hang it
+                failures.append(f"{type(error).__name__}: {error}")
+                return
+            passes[0] += 1
+            _say_pass(timeline, run)
+            if run.report.error:
+                failures.append(run.report.error)
+                return
+            if passes[0] == 1 and fast_forward and wait:
+                clock.offset += wait
+                timeline.say(
+                    f"nodes seen empty; the demo moves the disruption clock {_seconds(wait)} ahead "
+                    "instead of waiting consolidateAfter"
+                )
+                continue
+            stop.wait(DISRUPTION_INTERVAL)
+
+    worker = threading.Thread(target=loop, name="disruption", daemon=True)
+    worker.start()
+    limit = timeout + (0 if fast_forward else wait)
+    try:
+        done = timeline.wait(lambda: bool(failures) or not nodes & {r[0] for r in node_table(box)}, limit)
+    finally:
+        stop.set()
+        worker.join(timeout=timeout)
+    if failures or not done:
+        left = sorted(nodes & {r[0] for r in node_table(box)})
+        timeline.say(f"FAILED: scale-down: {'; '.join(failures) or f'nodes left: {left}'}")
+        return False
+    terminated = {
+        i["InstanceId"] for i in box.instances() if i["State"]["Name"] in ("shutting-down", "terminated")
+    }
+    timeline.say(f"all {len(nodes)} nodes removed ({len(terminated)} instances terminated); $0.0000/hour")
+    return True
+
+
+def _say_pass(timeline: Timeline, run: Any) -> None:
+    for outcome in run.report.commands:
+        types = ", ".join(outcome.instance_types)
+        saving = f", saves ${outcome.savings:.4f}/h" if outcome.savings else ""
+        timeline.say(
+            f"disruption: {outcome.method} ({outcome.reason}) {', '.join(outcome.nodes)} [{types}]{saving}"
+            f" → {outcome.status}"
+        )
+    for execution in run.executions:
+        timeline.say(
+            f"termination workflow {execution.name} {execution.status}: {' → '.join(execution.history)}"
+        )
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "Never"
+    minutes, seconds = divmod(int(value), 60)
+    return f"{minutes}m{seconds}s" if minutes and seconds else f"{minutes}m" if minutes else f"{seconds}s"
 
 
 class _TimelineLog(logging.Handler):
