@@ -378,7 +378,10 @@ class FleetwrightAutoscaler(Construct):
         )
         workflow = TerminationWorkflow(self, "TerminationWorkflow", step_function=steps)
         self.dashboard.add_alarm(workflow.failure_alarm)
-        self.dashboard.add_workflow_widgets(workflow.state_machine, workflow.failure_alarm)
+        self.dashboard.add_alarm(workflow.execution_alarm)
+        self.dashboard.add_workflow_widgets(
+            workflow.state_machine, workflow.failure_alarm, workflow.execution_alarm
+        )
         handler = self.add_function(
             "InterruptionHandler",
             handler="handler.handler",

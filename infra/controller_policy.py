@@ -42,6 +42,7 @@ EC2_READ_ACTIONS = (
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSpotPriceHistory",
@@ -168,7 +169,10 @@ def controller_statements(resources: ControllerResources) -> list[iam.PolicyStat
             sid="PassNodeRole",
             actions=["iam:PassRole"],
             resources=[resources.node_role.role_arn],
-            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            # The China partition names the EC2 service principal ec2.amazonaws.com.cn.
+            conditions={
+                "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
+            },
         ),
         iam.PolicyStatement(
             sid="CreateClusterInstanceProfiles",

@@ -272,9 +272,14 @@ class FleetwrightDashboard(Construct):
             ),
         )
 
-    def add_workflow_widgets(self, state_machine: sfn.IStateMachine, failure_alarm: cloudwatch.Alarm) -> None:
-        """The termination workflow: executions started, succeeded, failed, timed out (Step Functions'
-        own metrics), why they were started, what the steps did, and the failure alarm."""
+    def add_workflow_widgets(
+        self,
+        state_machine: sfn.IStateMachine,
+        failure_alarm: cloudwatch.Alarm,
+        execution_alarm: cloudwatch.Alarm | None = None,
+    ) -> None:
+        """The termination workflow: executions started, succeeded, failed, timed out, aborted (Step
+        Functions' own metrics), why they were started, what the steps did, and the failure alarms."""
         steps = cm.TERMINATION_SERVICE
         third = 2 * WIDGET_WIDTH // 3
         self.dashboard.add_widgets(
@@ -285,6 +290,7 @@ class FleetwrightDashboard(Construct):
                     state_machine.metric_succeeded(period=EVENT_PERIOD),
                     state_machine.metric_failed(period=EVENT_PERIOD),
                     state_machine.metric_timed_out(period=EVENT_PERIOD),
+                    state_machine.metric_aborted(period=EVENT_PERIOD),
                 ],
                 right=[
                     cm.insights(
@@ -307,6 +313,14 @@ class FleetwrightDashboard(Construct):
                 title=f"Failed terminations ({cm.TERMINATION_FAILURES})", alarm=failure_alarm, width=third
             ),
         )
+        if execution_alarm is not None:
+            self.dashboard.add_widgets(
+                cloudwatch.AlarmWidget(
+                    title="Termination workflows failed, timed out or aborted",
+                    alarm=execution_alarm,
+                    width=third,
+                )
+            )
 
     def add_disruption_widgets(self) -> None:
         """What the disruption function publishes: Fleetwright's nodes and their hourly cost, commands by

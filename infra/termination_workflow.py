@@ -33,16 +33,19 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-METRICS_NAMESPACE = "Fleetwright"
-STEP_SERVICE = "fleetwright-termination"  # the step handler's Powertools service (a metric dimension)
-FAILURE_METRIC = "TerminationFailures"
+from infra import controller_metrics as cm
+
+METRICS_NAMESPACE = cm.NAMESPACE
+STEP_SERVICE = cm.TERMINATION_SERVICE  # the step handler's Powertools service (a metric dimension)
+FAILURE_METRIC = cm.TERMINATION_FAILURES
 TRANSIENT_ERROR = "TransientError"
 DEFAULT_TIMEOUT = Duration.hours(24)
 DEFAULT_RETRY_INTERVAL = Duration.seconds(2)
 
 
 class TerminationWorkflow(Construct):
-    """``state_machine`` (standard, logged, traced), ``failure_metric`` and ``failure_alarm``.
+    """``state_machine`` (standard, logged, traced), ``failure_metric``, ``failure_alarm`` (a step
+    recorded a failure) and ``execution_alarm`` (an execution failed, timed out or was aborted).
 
     Props: ``step_function`` (the Lambda serving every step), ``retry_interval``/``retry_attempts`` for
     ``TransientError`` (doubling each time), ``timeout`` of a whole execution (a scheduled change may be
@@ -180,6 +183,28 @@ class TerminationWorkflow(Construct):
             "FailureAlarm",
             alarm_description="A node termination workflow failed: the node may still be cordoned, or its "
             "instance still running. Look for TerminationFailed events on Nodes.",
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        # Executions that end without the RecordFailure step (the 24 h timeout, an abort, the unrecorded
+        # failure path) publish no TerminationFailures: Step Functions' own counts catch them.
+        ended_badly = cloudwatch.MathExpression(
+            expression="failed + timedOut + aborted",
+            using_metrics={
+                "failed": self.state_machine.metric_failed(statistic="Sum", period=Duration.minutes(5)),
+                "timedOut": self.state_machine.metric_timed_out(statistic="Sum", period=Duration.minutes(5)),
+                "aborted": self.state_machine.metric_aborted(statistic="Sum", period=Duration.minutes(5)),
+            },
+            label="Termination workflows failed, timed out or aborted",
+            period=Duration.minutes(5),
+        )
+        self.execution_alarm = ended_badly.create_alarm(
+            self,
+            "ExecutionAlarm",
+            alarm_description="A node termination workflow execution failed, timed out or was aborted: open "
+            "it in the Step Functions console; its node may still be cordoned or its instance running.",
             threshold=1,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

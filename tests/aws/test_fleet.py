@@ -300,3 +300,18 @@ def test_launch_templates_are_created_once_per_ami_and_carry_the_user_data(
     labels = dict(pair.split("=") for pair in labels_flag.removeprefix("--node-labels=").split(","))
     assert labels == {"team": "ml", wk.NODEPOOL: "general", wk.CAPACITY_TYPE: "spot"}
     assert nodeconfig["spec"]["cluster"]["name"] == CLUSTER
+
+
+def test_a_launch_template_deleted_meanwhile_is_created_again(aws: Aws, amis: SeededAmis) -> None:
+    # Garbage collection deletes templates no live instance uses; a warm launcher still remembers the name.
+    launcher = _launcher(aws)
+    launcher.launch(_request(aws, ["m5.large"], claim="claim-1"))
+    [template] = aws.clients.ec2.describe_launch_templates()["LaunchTemplates"]
+    aws.clients.ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
+
+    launched = launcher.launch(_request(aws, ["m5.large"], claim="claim-2"))
+
+    assert launched.instance_id and launched.launch_template == template["LaunchTemplateName"]
+    [again] = aws.clients.ec2.describe_launch_templates()["LaunchTemplates"]
+    assert again["LaunchTemplateName"] == template["LaunchTemplateName"]
+    assert again["LaunchTemplateId"] != template["LaunchTemplateId"]

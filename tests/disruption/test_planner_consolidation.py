@@ -67,6 +67,20 @@ def test_a_node_is_never_replaced_by_its_own_type() -> None:
     assert [t.name for t in command.replacements[0].instance_types] == ["c5.large"]
 
 
+def test_a_replacement_can_only_fall_back_to_offerings_that_still_save() -> None:
+    # An on-demand m5.large ($0.096/h): r5.large saves money as spot ($0.045–0.050/h) but not on-demand
+    # ($0.126/h), so the launch must not fall back to on-demand when spot runs out.
+    nodes = [node("n", "m5.large", pods=busy("w", 1))]
+    both = pool(instance_types=["m5.large", "r5.large"], capacity_types=["on-demand", "spot"])
+    command = plan(planner_input(nodes, [both])).command
+    assert command is not None
+    [replacement] = command.replacements
+    assert [t.name for t in replacement.instance_types] == ["r5.large"]
+    assert replacement.capacity_types == ["spot"]
+    offerings = [o for t in replacement.instance_types for o in t.offerings]
+    assert offerings and all(o.capacity_type == "spot" and o.price < 0.096 * 0.9 for o in offerings)
+
+
 def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
     nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
     few = pool(instance_types=["m5.large", "c5.large", "m5.2xlarge"], capacity_types=["spot"])

@@ -124,3 +124,18 @@ def test_expired_nodes_are_not_used_by_graceful_methods() -> None:
     result = plan(planner_input(nodes, [pool(expire_after="720h")]))
     assert [c.node_names for c in result.expirations] == [["old"]]
     assert result.command is None
+
+
+def test_a_pass_with_expirations_leaves_graceful_methods_for_the_next() -> None:
+    # "empty" would go for emptiness, but "old" expires this pass and its pods might be simulated onto
+    # "empty": one kind of decision per pass.
+    nodes = [
+        node("old", "m5.large", pods=busy("w", 2), age=40 * DAY),
+        node("empty", "m5.large", empty_for=3600, age=DAY),
+    ]
+    result = plan(planner_input(nodes, [pool(expire_after="720h")]))
+    assert [c.node_names for c in result.expirations] == [["old"]]
+    assert result.command is None
+    assert result.skipped["empty"] == "expirations go first this pass"
+    later = plan(planner_input([nodes[1]], [pool(expire_after="720h")]))
+    assert later.command is not None and later.command.node_names == ["empty"]

@@ -100,6 +100,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeInstances",
+                "ec2:DescribeLaunchTemplateVersions",
                 "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeSecurityGroups",
                 "ec2:DescribeSpotPriceHistory",
@@ -125,7 +126,9 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
         "PassNodeRole": {
             "Action": ["iam:PassRole"],
             "Resource": ["${" + ids["role"] + ".Arn}"],
-            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            "Condition": {
+                "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
+            },
         },
         "CreateClusterInstanceProfiles": {
             "Action": ["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],

@@ -120,6 +120,7 @@ def test_workflow_graph_uses_step_functions_metrics(synthesis: Synthesis) -> Non
         "ExecutionsSucceeded",
         "ExecutionsFailed",
         "ExecutionsTimedOut",
+        "ExecutionsAborted",
     ]
     assert all(line[2:4] == ["StateMachineArn", "${" + machine_id + "}"] for line in plain)
 
@@ -157,3 +158,21 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
     assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 8
+
+
+def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:
+    machine_id, _ = only(synthesis.fleetwright.resources("AWS::StepFunctions::StateMachine"))
+    [alarm] = [a for a in _alarms(synthesis) if "Metrics" in a and "aborted" in a["Metrics"][0]["Expression"]]
+    assert alarm["Metrics"][0]["Expression"] == "failed + timedOut + aborted"
+    used = {m["Id"]: m["MetricStat"]["Metric"] for m in alarm["Metrics"][1:]}
+    assert {k: v["MetricName"] for k, v in used.items()} == {
+        "failed": "ExecutionsFailed",
+        "timedOut": "ExecutionsTimedOut",
+        "aborted": "ExecutionsAborted",
+    }
+    assert all(
+        v["Dimensions"] == [{"Name": "StateMachineArn", "Value": "${" + machine_id + "}"}]
+        for v in used.values()
+    )
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"

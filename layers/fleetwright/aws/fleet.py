@@ -89,6 +89,15 @@ class Preparer(Protocol):
     def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext: ...
 
 
+MISSING_TEMPLATE_CODES = frozenset(
+    {
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "InvalidLaunchTemplateId.NotFoundException",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Override:
     """One instance type × zone offered to CreateFleet."""
@@ -331,6 +340,7 @@ class FleetLauncher:
         results: dict[str, LaunchedInstance | LaunchError] = {}
         reasons: list[str] = []
         excluded: set[str] = set()
+        templates_renewed = False
         for attempt in range(MAX_ATTEMPTS):
             if not pending:
                 break
@@ -377,6 +387,15 @@ class FleetLauncher:
                 fresh.append(launched)
             if fresh and len(fresh) + len(pending) > 1:
                 self._tag_claims(fresh)
+            if pending and not templates_renewed and _template_missing(outcome.other_errors):
+                # A launch template this process knew was deleted meanwhile (garbage collection of unused
+                # templates): forget the names and try once more, which creates them again.
+                templates_renewed = True
+                forget = getattr(self.prepare, "forget_templates", None)
+                if forget is not None:
+                    forget([t.name for t in context.templates])
+                    log.warning("launch template missing; creating it again: %s", outcome.other_errors[0])
+                    continue
             if pending and not outcome.refused:
                 # Nothing launched and nothing to rule out: trying again would ask for the same thing.
                 if not outcome.other_errors:
@@ -429,6 +448,11 @@ class FleetLauncher:
                 Resources=[instance.instance_id],
                 Tags=to_aws({NODECLAIM_TAG: instance.nodeclaim, NAME_TAG: instance.nodeclaim}),
             )
+
+
+def _template_missing(errors: Iterable[str]) -> bool:
+    """True when CreateFleet said a launch template does not exist."""
+    return any(e.split(":", 1)[0].split(" ", 1)[0] in MISSING_TEMPLATE_CODES for e in errors)
 
 
 def _nothing_left(request: LaunchRequest) -> str:

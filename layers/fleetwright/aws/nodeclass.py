@@ -64,6 +64,10 @@ class NodeClassResolver:
         self.cluster = cluster
         self.templates = templates or LaunchTemplates(clients, cluster.name)
 
+    def forget_templates(self, names: Sequence[str]) -> None:
+        """Forget that these launch templates exist (they were deleted); the next launch creates them."""
+        self.templates.forget(names)
+
     def resolve(self, node_class: EC2NodeClass) -> ResolvedNodeClass:
         """Subnets, security groups, AMIs and instance profile.
 

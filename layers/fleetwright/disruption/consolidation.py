@@ -31,6 +31,7 @@ from fleetwright.disruption.candidates import (
 )
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Command, NodeState
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, ON_DEMAND, SPOT
 from fleetwright.model.quantity import CPU, MEMORY
 from fleetwright.model.requirements import Requirements
@@ -128,19 +129,24 @@ def cheaper_replacement(
         priced = priced[: settings.spot_to_spot_min_types]
     if not priced:
         return None, f"no replacement type is cheaper than ${ceiling:.3f}/h"
-    types = [claim.instance_types[i] for _, _, i in priced]
+    # Only the offerings under the ceiling stay: a launch falling back to another zone or capacity type
+    # (spot gone, so on-demand) must still save what the command promised.
+    types: list[InstanceType] = []
     allowed_zones: set[str] = set()
     allowed_capacity: set[str] = set()
-    for instance_type in types:
-        for offering in instance_type.offerings:
-            zone_ok = zones is None or offering.zone in zones
-            if (
-                offering.available
-                and zone_ok
-                and (capacity_types is None or offering.capacity_type in capacity_types)
-            ):
-                allowed_zones.add(offering.zone)
-                allowed_capacity.add(offering.capacity_type)
+    for _, _, i in priced:
+        instance_type = claim.instance_types[i]
+        offerings = tuple(
+            o
+            for o in instance_type.offerings
+            if o.available
+            and o.price < ceiling
+            and (zones is None or o.zone in zones)
+            and (capacity_types is None or o.capacity_type in capacity_types)
+        )
+        types.append(replace(instance_type, offerings=offerings))
+        allowed_zones.update(o.zone for o in offerings)
+        allowed_capacity.update(o.capacity_type for o in offerings)
     requirements = claim.requirements
     labels = dict(claim.labels)
     if spot_to_spot:

@@ -1,10 +1,9 @@
 """The disruption planner: one pass's decisions, from a :class:`DisruptionInput` alone (pure, deterministic).
 
-:func:`plan` returns the forceful expirations (several may go at once) and at most one graceful command,
-trying the methods in Karpenter's order — emptiness, drift, multi-node consolidation, single-node
-consolidation — and stopping at the first that finds one. Expired nodes are left out of the graceful
-methods. :func:`validate` re-checks a command against a fresh input before the controller acts on it.
-See docs/disruption.md.
+:func:`plan` returns the forceful expirations (several may go at once) or, in a pass with none, at most
+one graceful command, trying the methods in Karpenter's order — emptiness, drift, multi-node
+consolidation, single-node consolidation — and stopping at the first that finds one. :func:`validate`
+re-checks a command against a fresh input before the controller acts on it. See docs/disruption.md.
 """
 
 from __future__ import annotations
@@ -90,8 +89,17 @@ def plan(inp: DisruptionInput) -> Plan:
     simulator = Simulator(cluster)
     result = Plan()
     result.expirations = expiration_commands(cluster, simulator)
-    excluded = {c.name for command in result.expirations for c in command.candidates}
     skipped = result.skipped
+    if result.expirations:
+        # The graceful methods wait for the next pass: their simulations would count the expiring nodes
+        # as room (and the expirations' simulation counted the graceful candidates), and the budgets
+        # would not yet see the expiring nodes as disrupting.
+        expiring = {c.name for command in result.expirations for c in command.candidates}
+        for state in cluster.ours:
+            if state.name not in expiring and not state.terminating:
+                skipped.setdefault(state.name, "expirations go first this pass")
+        return result
+    excluded: set[str] = set()
     result.command = emptiness_command(cluster, excluded, skipped) or drift_command(
         cluster, simulator, excluded, skipped
     )
