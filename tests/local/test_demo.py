@@ -117,7 +117,10 @@ def test_demo_interrupt_replaces_the_spot_node_and_moves_the_pods(capsys) -> Non
     instance, node = warned.groups()
     after = out[warned.end() :]
     replacement = re.search(r"launched (i-\w+) \S+ in \S+, spot", after)
-    assert replacement and replacement.group(1) != instance
+    # On a busy machine the 5 pods may arrive in two batches and get two nodes; then the other node may
+    # hold the interrupted node's pods and no replacement is needed. With one node, one must launch.
+    if len(re.findall(r"launched i-\w+ ", out[: warned.start()])) == 1:
+        assert replacement and replacement.group(1) != instance, out
     assert "termination workflow SUCCEEDED: cordon → drain → terminate" in after
     assert f"node {node} gone; all 5 replicas Running elsewhere" in after
     assert node not in out.split("NODE", 1)[1]  # the final table lists only the replacement
