@@ -300,8 +300,13 @@ class FleetwrightDashboard(Construct):
                 width=third,
             ),
             cloudwatch.GraphWidget(
-                title="Nodes terminated by reason; pods evicted",
-                left=[cm.insights(cm.NODES_TERMINATED, steps, group_by="Reason", period=EVENT_PERIOD)],
+                title="Nodes terminated, disruptions called off, by reason; pods evicted",
+                left=[
+                    cm.insights(cm.NODES_TERMINATED, steps, group_by="Reason", period=EVENT_PERIOD),
+                    cm.insights(
+                        cm.DISRUPTIONS_CALLED_OFF, steps, period=EVENT_PERIOD, label="Disruptions called off"
+                    ),
+                ],
                 right=[
                     cm.metric(cm.PODS_EVICTED, steps, period=EVENT_PERIOD),
                     cm.metric(cm.EVICTIONS_BLOCKED, steps, period=EVENT_PERIOD),

@@ -133,8 +133,15 @@ class TerminationWorkflow(Construct):
         await_replacement.next(replacement_ready)
         wait_for_replacement.next(await_replacement)
 
+        called_off = sfn.Succeed(
+            self,
+            "DisruptionCalledOff",
+            comment="The deadline of a disruption that may not force pods out passed: the node was "
+            "uncordoned and kept (a DisruptionCalledOff event on the Node says why).",
+        )
         drained = (
             sfn.Choice(self, "Drained?")
+            .when(sfn.Condition.boolean_equals("$.drain.abandoned", True), called_off)
             .when(sfn.Condition.boolean_equals("$.drain.done", True), terminate)
             .otherwise(wait_between_passes)
         )

@@ -52,8 +52,10 @@ def test_an_empty_node_goes_after_consolidate_after_and_not_before(make_rig: Rig
     assert request.instance_id == rig.instance_id(empty)
     assert request.claim_id.startswith("default-")
     assert request.wait_for_replacement is False and request.replacement_claims == []
-    # No terminationGracePeriod on the pool: the default drain bound applies.
+    # No terminationGracePeriod on the pool: the default drain bound applies, and at it the disruption
+    # is called off rather than deleting pods a PodDisruptionBudget or do-not-disrupt still protects.
     assert abs(request.deadline_epoch - (rig.world.wall() + 3600)) < 2
+    assert request.on_deadline == "abandon"
     assert [c.status for c in report.commands] == ["executed"]
     assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Empty") == 1
     assert rig.metrics.total(m.DISRUPTION_COMMANDS, Method="emptiness") == 1
@@ -218,6 +220,7 @@ def test_an_expired_node_is_replaced(make_rig: RigFactory) -> None:
     assert request.node == node and request.reason == "Expired"
     assert request.replacement_claims == [replacement.id]
     assert abs(request.deadline_epoch - (rig.world.wall() + 1800)) < 2  # the pool's terminationGracePeriod
+    assert request.on_deadline == "delete"  # an explicit deadline: what is left then is deleted
     assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Expired") == 1
 
 
@@ -286,3 +289,22 @@ def test_dry_run_decides_but_acts_on_nothing(make_rig: RigFactory) -> None:
     assert rig.workflows.started == {}
     assert rig.claim_ids() == before and len(rig.world.instances()) == instances
     assert all(n["spec"].get("unschedulable") is None for n in rig.world.kube.list_nodes())
+
+
+def test_a_node_whose_disruption_was_called_off_can_be_disrupted_again(make_rig: RigFactory) -> None:
+    # The recording starter leaves the node as it was, like a workflow that called its disruption off
+    # (uncordoned) or failed before terminating: a later pass must be able to start a new execution.
+    rig = make_rig(nodepool(consolidate_after="0s", policy="WhenEmpty"))
+    empty = rig.node("m5.large")
+    controller = rig.controller()
+    controller.run_once()
+    controller.run_once()  # seen empty since the first pass
+    assert len(rig.workflows.started) == 1
+    rig.world.wall.advance(3700)
+
+    report = controller.run_once()
+
+    assert [c.status for c in report.commands] == ["executed"]
+    names = sorted(rig.workflows.started)
+    assert len(names) == 2 and all(n.startswith(f"{rig.instance_id(empty)}-Empty-") for n in names)
+    assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Empty") == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -113,9 +114,11 @@ def test_the_handler_builds_from_its_environment_and_removes_an_empty_node(
     assert command["reason"] == "Empty" and command["nodes"] == [empty] and command["status"] == "executed"
     machine = module.controller().workflow.state_machine_arn
     [execution] = sfn.list_executions(stateMachineArn=machine)["executions"]
-    assert execution["name"] == f"{instance_id}-Empty"
+    assert re.fullmatch(rf"{instance_id}-Empty-\d+", execution["name"]), execution["name"]
     request = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
     assert request["node"] == empty and request["waitForReplacement"] is False
+    # No terminationGracePeriod on the NodePool: at the deadline the disruption is called off.
+    assert request["onDeadline"] == "abandon"
 
     records = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     records += _logs(module)

@@ -157,7 +157,7 @@ def test_alarms(synthesis: Synthesis) -> None:
     )
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 8
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 9
 
 
 def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:

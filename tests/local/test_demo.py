@@ -40,7 +40,9 @@ def test_demo_scales_up_then_removes_the_empty_nodes(capsys) -> None:  # type: i
     for node in nodes:
         assert re.search(rf"disruption: emptiness \(Empty\) {re.escape(node)} \[", down), down
         assert f"node {node} deleted" in down
-    executions = re.findall(r"termination workflow i-\w+-Empty SUCCEEDED: cordon → drain → terminate", down)
+    executions = re.findall(
+        r"termination workflow i-\w+-Empty-\d+ SUCCEEDED: cordon → drain → terminate", down
+    )
     assert len(executions) == len(nodes)
     assert f"all {len(nodes)} nodes removed ({len(nodes)} instances terminated); $0.0000/hour" in down
 

@@ -241,3 +241,73 @@ def test_a_node_that_never_registered_still_has_its_instance_terminated(harness:
     output = json.loads(result["output"])
     assert output["node"] == {"deleted": False}
     assert output["claim"] == {"finalized": True}
+
+
+def _disrupted(harness: Harness, node: str) -> bool:
+    obj = harness.world.kube.get_node(node) or {}
+    spec = obj.get("spec") or {}
+    taints = [t.get("key") for t in spec.get("taints") or []]
+    return bool(spec.get("unschedulable")) or "karpenter.sh/disrupted" in taints
+
+
+def test_a_graceful_disruption_is_called_off_at_its_deadline_instead_of_overriding_a_budget(
+    harness: Harness,
+) -> None:
+    instance = harness.launch_instance()
+    _claim(harness, instance)
+    node = harness.node_for(instance, "node-a")
+    harness.pod("db-0", node, labels={"app": "db"})
+    harness.pod("web-0", node)
+    _pdb(harness, "db", {"app": "db"}, min_available=1)
+    passes: list[int] = []
+
+    def time_passes(step: str, payload: dict[str, Any]) -> None:
+        if step == "drain":
+            passes.append(1)
+            if len(passes) == 2:
+                assert _disrupted(harness, node)  # cordoned while it drains
+            if len(passes) == 3:
+                harness.clock.advance(200)  # past the deadline (120 s)
+
+    harness.before_step.append(time_passes)
+    result = harness.run(harness.request(instance, node, reason="Underutilized", onDeadline="abandon"))
+
+    assert result["status"] == "SUCCEEDED", result
+    # The budget held: the protected pod is still there, on a node back in service, on a running instance.
+    assert harness.steps.kube.get_pod("default", "db-0") is not None
+    assert harness.pods_on(node) == ["db-0"]
+    assert not _disrupted(harness, node)
+    assert harness.instance_state(instance["InstanceId"]) == "running"
+    assert "terminate" not in harness.step_names()
+    assert json.loads(result["output"])["drain"]["abandoned"] is True
+    claim = harness.world.state.nodeclaims.get("default-abcd1234")
+    assert claim is not None and claim.status == ClaimStatus.INITIALIZED
+    events = harness.world.client.list(EVENTS, "default").items
+    [event] = [e for e in events if e["reason"] == "DisruptionCalledOff"]
+    assert event["involvedObject"]["name"] == node and "terminationGracePeriod" in event["message"]
+    assert harness.metrics.total("DisruptionsCalledOff", Reason="Underutilized") == 1
+    assert harness.metrics.total("PodsDeletedAtDeadline") == 0
+
+
+def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+
+    def broken(step: str, payload: dict[str, Any]) -> None:
+        if step == "drain":
+
+            def fail(*_: Any, **__: Any) -> Any:
+                raise RuntimeError("the API server said no")
+
+            harness.steps.kube.list_pods_on_node = fail  # type: ignore[method-assign]
+
+    harness.before_step.append(broken)
+    result = harness.run(harness.request(instance, node, reason="Drifted"))
+
+    assert result["status"] == "FAILED"
+    assert harness.instance_state(instance["InstanceId"]) == "running"
+    assert not _disrupted(harness, node)  # not left cordoned with no workflow to finish the job
+    [recorded] = harness.outputs("record_failure")
+    assert recorded["failure"]["uncordoned"] is True
+    assert "the API server said no" in recorded["failure"]["cause"]

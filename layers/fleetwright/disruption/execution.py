@@ -24,8 +24,10 @@ from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetri
 from fleetwright.provisioning.reports import PassReport
 from fleetwright.scheduling.types import NewNodeClaim
 from fleetwright.termination.request import (
+    ABANDON_AT_DEADLINE,
     DEFAULT_DRAIN_INTERVAL_SECONDS,
     DEFAULT_POLL_SECONDS,
+    DELETE_AT_DEADLINE,
     TerminationRequest,
 )
 
@@ -93,8 +95,11 @@ class CommandOutcome:
 class CommandExecutor:
     """Launches a command's replacements through ``launcher`` and starts its workflows on ``workflow``.
 
-    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, or
-    ``settings.default_drain_seconds`` when the pool sets none. ``clock`` gives epoch seconds.
+    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, at which pods still on
+    the node are deleted; when the pool sets none, ``settings.default_drain_seconds``, at which the
+    disruption is called off instead (the node uncordoned and kept: PodDisruptionBudgets and
+    ``karpenter.sh/do-not-disrupt`` are never overridden without an explicit deadline). ``clock`` gives
+    epoch seconds.
     """
 
     def __init__(
@@ -139,12 +144,15 @@ class CommandExecutor:
                 claim_id=candidate.claim_id,
                 reason=command.reason,
                 deadline=self._deadline(nodepools.get(candidate.nodepool)),
+                on_deadline=self._on_deadline(nodepools.get(candidate.nodepool)),
                 wait_for_replacement=bool(launched),
                 replacement_claims=launched,
                 drain_interval_seconds=self.drain_interval_seconds,
                 poll_seconds=self.poll_seconds,
             )
-            name = execution_name(candidate.instance_id, command.reason)
+            # One name per attempt: Step Functions keeps a name for 90 days, and a node whose disruption
+            # was called off (or failed) may be disrupted again later.
+            name = execution_name(candidate.instance_id, f"{command.reason}-{int(self.clock())}")
             try:
                 started = self.workflow.start(name, request)
             except Exception as error:  # the other candidates still go; this node stays untouched
@@ -210,6 +218,13 @@ class CommandExecutor:
             extra={"method": outcome.method, "nodes": outcome.nodes, "error": detail},
         )
         return outcome
+
+    @staticmethod
+    def _on_deadline(nodepool: NodePool | None) -> str:
+        """Pods still on the node at the deadline are deleted only when the NodePool says how long they
+        may hold it (``terminationGracePeriod``); otherwise the disruption is called off."""
+        grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
+        return DELETE_AT_DEADLINE if grace is not None else ABANDON_AT_DEADLINE
 
     def _deadline(self, nodepool: NodePool | None) -> datetime:
         grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None

@@ -90,6 +90,7 @@ class Timeline:
         while time.monotonic() < deadline:
             self.poll()
             if done():
+                self.poll()  # what changed between the poll and the check (the last pod, the last node)
                 return True
             time.sleep(0.2)
         self.poll()

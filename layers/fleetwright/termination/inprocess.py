@@ -64,6 +64,11 @@ class InProcessWorkflow:
                     execution, "await_replacement", state, ("replacement", "ready"), "drainIntervalSeconds"
                 )
             state = self._loop(execution, "drain", state, ("drain", "done"), "drainIntervalSeconds")
+            if state["drain"].get("abandoned"):
+                execution.history.append("called_off")
+                execution.state = state
+                execution.status = "SUCCEEDED"
+                return execution
             state = self._step(execution, "terminate", state)
             if not state["instance"].get("gone"):
                 state = self._loop(execution, "check_instance", state, ("instance", "gone"), "pollSeconds")
@@ -93,7 +98,8 @@ class InProcessWorkflow:
     ) -> State:
         for _ in range(self.max_passes):
             state = self._step(execution, step, state)
-            if (state.get(flag[0]) or {}).get(flag[1]):
+            section = state.get(flag[0]) or {}
+            if section.get(flag[1]) or section.get("abandoned"):
                 return state
             self.sleep(float(state["request"].get(wait_key) or 0))
         raise TimeoutError(f"{step} did not finish after {self.max_passes} passes")

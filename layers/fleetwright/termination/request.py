@@ -17,13 +17,20 @@ DEFAULT_DRAIN_INTERVAL_SECONDS = 5
 DEFAULT_POLL_SECONDS = 5
 DEFAULT_DRAIN_RESERVE_SECONDS = 60
 DEFAULT_TERMINATE_TIMEOUT_SECONDS = 600
+# What happens to pods still on the node at the deadline.
+DELETE_AT_DEADLINE = (
+    "delete"  # delete them (an explicit deadline: interruption notice, terminationGracePeriod)
+)
+ABANDON_AT_DEADLINE = "abandon"  # call the disruption off: uncordon the node and keep the instance
 
 
 class TerminationRequest(BaseModel):
     """What to terminate, why, and by when.
 
     ``node`` is the Node's name ("" when the instance never registered); ``claim_id`` the NodeClaim to
-    finalize ("" when unknown). Pods still on the node at ``deadline`` are deleted. With
+    finalize ("" when unknown). Pods still on the node at ``deadline`` are deleted, or, with ``on_deadline``
+    ``abandon`` (a graceful disruption whose NodePool sets no ``terminationGracePeriod``), left alone: the
+    node is uncordoned and the instance kept. With
     ``wait_for_replacement`` the drain starts once the nodes of ``replacement_claims`` are Ready, or when
     only ``drain_reserve_seconds`` remain before the deadline. ``drain_interval_seconds`` is the Wait between
     drain passes and ``poll_seconds`` between instance state checks; a terminated instance that has not
@@ -48,6 +55,11 @@ class TerminationRequest(BaseModel):
     )
     terminate_timeout_seconds: int = Field(
         alias="terminateTimeoutSeconds", default=DEFAULT_TERMINATE_TIMEOUT_SECONDS, ge=0
+    )
+    on_deadline: str = Field(
+        alias="onDeadline",
+        default=DELETE_AT_DEADLINE,
+        pattern=f"^({DELETE_AT_DEADLINE}|{ABANDON_AT_DEADLINE})$",
     )
 
     @field_validator("deadline")

@@ -6,12 +6,16 @@
 | --- | --- | --- |
 | ``cordon`` | validates the input, cordons + taints + labels the node | ``request`` |
 | ``await_replacement`` | checks whether the replacement claims' nodes are Ready | ``replacement.ready`` |
-| ``drain`` | one drain pass (:mod:`fleetwright.termination.drain`) | ``drain.done`` |
+| ``drain`` | one drain pass (:mod:`fleetwright.termination.drain`)¹ | ``drain.done``, ``drain.abandoned`` |
 | ``terminate`` | TerminateInstances after the ownership check | ``instance`` |
 | ``check_instance`` | is the instance shutting down or gone? | ``instance.gone`` |
 | ``delete_node`` | deletes the Node (only if it is still this instance's) | ``node`` |
 | ``finalize_claim`` | marks the NodeClaim terminated | ``claim`` |
-| ``record_failure`` | Warning event on the Node and a ``TerminationFailures`` metric | ``failure`` |
+| ``record_failure`` | Warning event on the Node, ``TerminationFailures`` metric² | ``failure`` |
+
+¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
+is uncordoned and kept (``DisruptionCalledOff`` event and metric).
+² It also uncordons the node when its instance was never asked to terminate.
 """
 
 from __future__ import annotations
@@ -29,13 +33,13 @@ from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
 from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
 from fleetwright.termination.claims import ClaimBook
-from fleetwright.termination.drain import drain_pass
+from fleetwright.termination.drain import drain_pass, pod_key, pods_to_drain
 from fleetwright.termination.errors import (
     InstanceNotOwnedError,
     InvalidRequestError,
     TerminationTimeoutError,
 )
-from fleetwright.termination.request import TerminationRequest, epoch_to_iso
+from fleetwright.termination.request import ABANDON_AT_DEADLINE, TerminationRequest, epoch_to_iso
 
 State = dict[str, Any]
 GONE_STATES = frozenset({"shutting-down", "terminated"})
@@ -46,7 +50,9 @@ TERMINATION_FAILURES = "TerminationFailures"
 PODS_EVICTED = "PodsEvicted"
 PODS_DELETED_AT_DEADLINE = "PodsDeletedAtDeadline"
 EVICTIONS_BLOCKED = "EvictionsBlocked"
+DISRUPTIONS_CALLED_OFF = "DisruptionsCalledOff"
 FAILURE_EVENT_REASON = "TerminationFailed"
+CALLED_OFF_EVENT_REASON = "DisruptionCalledOff"
 
 
 class Instances(Protocol):
@@ -166,7 +172,10 @@ class TerminationSteps:
         """One drain pass; ``drain.done`` when the node holds no pod that must go."""
         request = request_of(state)
         previous = state.get("drain") or {}
-        result = drain_pass(self.kube, request.node, now=self.clock(), deadline=request.deadline_epoch)
+        now = self.clock()
+        if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
+            return self._call_off(state, request, int(previous.get("passes", 0)))
+        result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
         if result.evicted:
             self.metrics.add(PODS_EVICTED, len(result.evicted), COUNT)
         if result.deleted:
@@ -177,7 +186,40 @@ class TerminationSteps:
             "drain pass",
             extra={"node": request.node, **result.to_json(), "pass": int(previous.get("passes", 0)) + 1},
         )
-        state["drain"] = {**result.to_json(), "passes": int(previous.get("passes", 0)) + 1}
+        state["drain"] = {
+            **result.to_json(),
+            "abandoned": False,
+            "passes": int(previous.get("passes", 0)) + 1,
+        }
+        return state
+
+    def _call_off(self, state: State, request: TerminationRequest, passes: int) -> State:
+        """The deadline of a disruption that may not force its way past: uncordon the node, keep the
+        instance, say why on the Node."""
+        left = self.kube.list_pods_on_node(request.node) if request.node else []
+        remaining = [pod_key(p) for p in pods_to_drain(left)]
+        node = self.kube.unmark_disrupted(request.node) if request.node else None
+        message = (
+            f"Disruption ({request.reason}) called off: {len(remaining)} pod(s) could not be evicted before "
+            f"{epoch_to_iso(request.deadline_epoch)} (PodDisruptionBudgets or karpenter.sh/do-not-disrupt); "
+            "the node is uncordoned and kept. Set the NodePool's terminationGracePeriod to force it."
+        )[:1000]
+        if node is not None:
+            node.setdefault("kind", "Node")
+            node.setdefault("apiVersion", "v1")
+            self.kube.create_event(node, CALLED_OFF_EVENT_REASON, message, type="Warning")
+        self.metrics.add(DISRUPTIONS_CALLED_OFF, 1, COUNT, {"Reason": request.reason})
+        self.log.warning(
+            "disruption called off at its deadline",
+            extra={"node": request.node, "instanceId": request.instance_id, "pods": remaining[:20]},
+        )
+        state["drain"] = {
+            "done": False,
+            "abandoned": True,
+            "remaining": len(remaining),
+            "waiting": remaining[:50],
+            "passes": passes,
+        }
         return state
 
     def terminate(self, state: State) -> State:
@@ -271,8 +313,17 @@ class TerminationSteps:
         message = f"Termination of instance {instance_id or '?'} failed: {error}: {cause}"[:1000]
         self.metrics.add(TERMINATION_FAILURES, 1, COUNT)
         event_recorded = False
+        uncordoned = False
         if node:
             obj = self.kube.get_node(node)
+            if obj is not None and not state.get("instance") and _owned_by(obj, instance_id):
+                # The instance was never asked to terminate: give the node back rather than leave it
+                # cordoned with no workflow to finish the job (and the disruption budget used up).
+                try:
+                    if self._still_running(instance_id):
+                        uncordoned = self.kube.unmark_disrupted(node) is not None
+                except Exception as error:  # the failure must still be recorded
+                    self.log.warning("could not uncordon", extra={"node": node, "error": str(error)})
             if obj is not None:
                 obj.setdefault("kind", "Node")
                 obj.setdefault("apiVersion", "v1")
@@ -282,10 +333,22 @@ class TerminationSteps:
             "termination failed",
             extra={"node": node, "instanceId": instance_id, "error": error, "cause": cause},
         )
-        state["failure"] = {"error": error, "cause": cause, "eventRecorded": event_recorded}
+        state["failure"] = {
+            "error": error,
+            "cause": cause,
+            "eventRecorded": event_recorded,
+            "uncordoned": uncordoned,
+        }
         return state
 
     # -- helpers -------------------------------------------------------------------------------------------
+
+    def _still_running(self, instance_id: str) -> bool:
+        """True when the instance is this cluster's and neither shutting down nor terminated."""
+        if not instance_id:
+            return False
+        found = self.cloud.describe([instance_id]).get(instance_id)
+        return found is not None and str(getattr(found, "state", "")) not in GONE_STATES
 
     def _unready_replacements(self, claim_ids: list[str]) -> list[str]:
         """Replacement claims whose node is not Ready yet (a claim that failed or vanished counts as done:
@@ -301,3 +364,9 @@ class TerminationSteps:
             if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
                 pending.append(claim_id)
         return sorted(pending)
+
+
+def _owned_by(node: Mapping[str, Any], instance_id: str) -> bool:
+    """True when the Node is this instance's (or its providerID is not set yet)."""
+    owner = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
+    return not owner or not instance_id or owner == instance_id
