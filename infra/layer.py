@@ -3,7 +3,7 @@
 The layer is assembled on the machine running ``cdk synth``: the package is copied (minus the parts only
 the command line and the local emulator use) and the dependencies in ``requirements.txt`` are installed with
 ``pip install --platform manylinux2014_aarch64 --only-binary=:all:``, so the wheels match the Lambda
-runtime (arm64, CPython 3.12) whatever the build machine is.
+runtime (arm64, CPython 3.14) whatever the build machine is.
 
 boto3/botocore are left out on purpose: the Lambda Python runtime ships them, and leaving them out keeps
 the layer small (see docs/deploy.md for the measured sizes).
@@ -28,10 +28,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = REPO_ROOT / "layers" / "fleetwright"
 REQUIREMENTS_FILE = REPO_ROOT / "requirements.txt"
 
-RUNTIME = lambda_.Runtime.PYTHON_3_12
+RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
-PIP_PYTHON_VERSION = "3.12"  # must match RUNTIME
+PIP_PYTHON_VERSION = "3.14"  # must match RUNTIME
 
 # Provided by the Lambda runtime; installing them would add ~33 MB (unzipped) to the layer.
 EXCLUDED_REQUIREMENTS = frozenset({"boto3", "botocore", "s3transfer", "jmespath"})

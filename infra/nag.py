@@ -10,7 +10,6 @@ from typing import cast
 
 from aws_cdk import CfnResource, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import IConstruct
 
@@ -101,20 +100,8 @@ def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
 
 
 def _acknowledge_functions(autoscaler: FleetwrightAutoscaler) -> None:
-    """The controller functions' runtime, and the wildcards of the termination workflow's permissions."""
-    functions = [f for f in autoscaler.functions if isinstance(f, lambda_.Function)]
-    if functions:
-        NagSuppressions.add_resource_suppressions(
-            functions,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="Python 3.12 on purpose: the shared layer's native wheels (pydantic-core, PyYAML) "
-                    "are built for CPython 3.12 on arm64 (infra/layer.py), and the functions and the layer "
-                    "must move to a newer runtime together. Lambda supports Python 3.12.",
-                )
-            ],
-        )
+    """The wildcards of the termination workflow's permissions. (The functions run the newest Python
+    runtime, so AwsSolutions-L1 needs no acknowledgement.)"""
     for function in autoscaler.termination_starters:
         policy = _default_policy(function.role)
         if policy is None:

@@ -65,7 +65,7 @@ def test_disruption_runs_its_handler_every_minute_one_pass_at_a_time(synthesis: 
     function_id, function = function_by_description(stack, DESCRIPTION)
     props = function["Properties"]
     layer_id, _ = only(stack.resources("AWS::Lambda::LayerVersion"))
-    assert (props["Architectures"], props["Runtime"]) == (["arm64"], "python3.12")
+    assert (props["Architectures"], props["Runtime"]) == (["arm64"], "python3.14")
     assert render(props["Layers"]) == ["${" + layer_id + "}"]
     assert props["ReservedConcurrentExecutions"] == 1  # no lease: this is what keeps passes apart
     asset = synthesis.outdir / f"asset.{props['Code']['S3Key'].removesuffix('.zip')}"

@@ -20,7 +20,7 @@ def test_added_function_runs_on_arm64_with_the_shared_layer(synthesis: Synthesis
     props = render(function["Properties"])
     layer_id, _ = only(synthesis.user.resources("AWS::Lambda::LayerVersion"))
     assert props["Architectures"] == ["arm64"]
-    assert props["Runtime"] == "python3.12"
+    assert props["Runtime"] == "python3.14"
     assert props["Layers"] == ["${" + layer_id + "}"]
 
 
@@ -93,7 +93,7 @@ def test_consumer_slower_than_the_visibility_timeout_is_refused(synthesis: Synth
     slow = lambda_.Function(
         stack,
         "SlowHandler",
-        runtime=lambda_.Runtime.PYTHON_3_12,
+        runtime=lambda_.Runtime.PYTHON_3_14,
         handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
         timeout=cdk.Duration.minutes(5),

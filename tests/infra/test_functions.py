@@ -51,7 +51,7 @@ def _function_role(function: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize("directory", sorted(FUNCTIONS))
-def test_function_runs_its_handler_on_arm64_python_312_with_the_layer(
+def test_function_runs_its_handler_on_arm64_python_314_with_the_layer(
     synthesis: Synthesis, directory: str
 ) -> None:
     stack = synthesis.fleetwright
@@ -59,7 +59,7 @@ def test_function_runs_its_handler_on_arm64_python_312_with_the_layer(
     props = function["Properties"]
     layer_id, _ = only(stack.resources("AWS::Lambda::LayerVersion"))
     assert props["Architectures"] == ["arm64"]
-    assert props["Runtime"] == "python3.12"
+    assert props["Runtime"] == "python3.14"
     assert render(props["Layers"]) == ["${" + layer_id + "}"]
     assert props["Handler"] == "handler.handler"
     asset = synthesis.outdir / f"asset.{props['Code']['S3Key'].removesuffix('.zip')}"

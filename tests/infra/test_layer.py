@@ -23,7 +23,7 @@ def _elf_machine(path: Path) -> int:
 
 def test_layer_targets_arm64_python(synthesis: Synthesis) -> None:
     _, layer = only(synthesis.fleetwright.resources("AWS::Lambda::LayerVersion"))
-    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.14"]
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
 
@@ -34,11 +34,11 @@ def test_layer_holds_the_package_and_its_dependencies_under_python(synthesis: Sy
     assert (python / "fleetwright" / "catalog" / "data").is_dir()  # the built-in instance-type catalog
 
 
-def test_native_extensions_are_built_for_aarch64_cpython_312(synthesis: Synthesis) -> None:
+def test_native_extensions_are_built_for_aarch64_cpython_314(synthesis: Synthesis) -> None:
     extensions = sorted((_layer_dir(synthesis) / "python").rglob("*.so"))
     assert any(p.parent.name == "pydantic_core" for p in extensions)
     for path in extensions:
-        assert "cpython-312-aarch64-linux-gnu" in path.name, path.name
+        assert "cpython-314-aarch64-linux-gnu" in path.name, path.name
         assert _elf_machine(path) == EM_AARCH64, path.name
 
 

@@ -50,11 +50,6 @@ def test_checks_ran_and_every_acknowledgement_was_needed(synthesis: Synthesis) -
         # the node role's AWS managed policies and the controller policy's wildcards
         ("Node/Role", "AwsSolutions-IAM4"),
         ("ControllerPolicy", "AwsSolutions-IAM5"),
-        # Python 3.12, the layer's runtime
-        ("Provisioner", "AwsSolutions-L1"),
-        ("InterruptionHandler", "AwsSolutions-L1"),
-        ("TerminationSteps", "AwsSolutions-L1"),
-        ("Disruption", "AwsSolutions-L1"),
         # DescribeExecution on the workflow's executions; the state machine's invoke, logging and tracing
         ("InterruptionHandlerRole/DefaultPolicy", "AwsSolutions-IAM5"),
         ("DisruptionRole/DefaultPolicy", "AwsSolutions-IAM5"),
