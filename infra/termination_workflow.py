@@ -7,6 +7,7 @@ handler in ``functions/termination``), naming the step in the payload.
                │no                        ↑                  │yes                                    │
                ↓                          └──────────────────┼───────────────────────────────────────┘
              Drain ←──── WaitBetweenPasses ←─no── Drained? ←─┘ (Drain loops until done)
+                                                     │  └─abandoned→ DisruptionCalledOff (Succeed)
                                                      │yes
                                                      ↓
              Terminate → InstanceGone? ─no→ WaitForShutdown → CheckInstance ─┐
@@ -141,7 +142,14 @@ class TerminationWorkflow(Construct):
         )
         drained = (
             sfn.Choice(self, "Drained?")
-            .when(sfn.Condition.boolean_equals("$.drain.abandoned", True), called_off)
+            .when(
+                # is_present: a step function older than this definition (mid-deploy) writes no such key
+                sfn.Condition.and_(
+                    sfn.Condition.is_present("$.drain.abandoned"),
+                    sfn.Condition.boolean_equals("$.drain.abandoned", True),
+                ),
+                called_off,
+            )
             .when(sfn.Condition.boolean_equals("$.drain.done", True), terminate)
             .otherwise(wait_between_passes)
         )
@@ -198,7 +206,8 @@ class TerminationWorkflow(Construct):
         # Executions that end without the RecordFailure step (the 24 h timeout, an abort, the unrecorded
         # failure path) publish no TerminationFailures: Step Functions' own counts catch them.
         ended_badly = cloudwatch.MathExpression(
-            expression="failed + timedOut + aborted",
+            # A metric with no data in a period would leave the sum without a value: fill with 0.
+            expression="FILL(failed, 0) + FILL(timedOut, 0) + FILL(aborted, 0)",
             using_metrics={
                 "failed": self.state_machine.metric_failed(statistic="Sum", period=Duration.minutes(5)),
                 "timedOut": self.state_machine.metric_timed_out(statistic="Sum", period=Duration.minutes(5)),

@@ -56,6 +56,7 @@ def nodepool(
     grace: str | None = None,
     labels: dict[str, str] | None = None,
     instance_types: list[str] | None = None,
+    capacity_types: list[str] | None = None,
 ) -> NodePool:
     """A NodePool on the fixture's EC2NodeClass with the disruption settings a test needs."""
     spec: dict[str, Any] = {
@@ -70,7 +71,7 @@ def nodepool(
                         "operator": "In",
                         "values": instance_types or INSTANCE_TYPES,
                     },
-                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": capacity_types or ["on-demand"]},
                 ],
             },
         },
@@ -139,6 +140,7 @@ class Rig:
         image: str | None = None,
         annotations: dict[str, str] | None = None,
         ready: bool = True,
+        capacity_type: str = "on-demand",
     ) -> str:
         """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
         current hashes, and a Ready Node with the instance type's labels and allocatable."""
@@ -147,6 +149,9 @@ class Rig:
         name = f"ip-10-0-0-{self.counter}.ec2.internal"
         ec2 = self.world.aws.clients.ec2
         tags = ownership_tags(CLUSTER, nodepool=pool, nodeclaim=claim)
+        market: dict[str, Any] = (
+            {"InstanceMarketOptions": {"MarketType": "spot"}} if capacity_type == "spot" else {}
+        )
         instance = ec2.run_instances(
             ImageId=image or self.world.amis.ids[("amd64", "standard")],
             InstanceType=instance_type,
@@ -154,6 +159,7 @@ class Rig:
             MaxCount=1,
             SubnetId=self.world.aws.subnets[SUBNET_BY_ZONE[zone]],
             TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
+            **market,
         )["Instances"][0]
         instance_id = instance["InstanceId"]
         known = self.catalog()[instance_type]
@@ -169,9 +175,9 @@ class Rig:
                 instance_id=instance_id,
                 instance_type=instance_type,
                 zone=zone,
-                capacity_type="on-demand",
+                capacity_type=capacity_type,
                 price=next(
-                    o.price for o in known.offerings if o.zone == zone and o.capacity_type == "on-demand"
+                    o.price for o in known.offerings if o.zone == zone and o.capacity_type == capacity_type
                 ),
                 launched_at=now,
                 registered_at=now,
@@ -189,7 +195,7 @@ class Rig:
             wk.NODEPOOL: pool,
             wk.INSTANCE_TYPE: instance_type,
             wk.ZONE: zone,
-            wk.CAPACITY_TYPE: "on-demand",
+            wk.CAPACITY_TYPE: capacity_type,
             wk.HOSTNAME: name,
         }
         body: dict[str, Any] = {

@@ -11,7 +11,7 @@ from fleetwright.aws import amis as aws_amis
 from fleetwright.aws.amis import alias_parameters
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.planner import plan
-from fleetwright.disruption.types import DisruptionInput, Plan
+from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, Plan
 from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.aws_fakes import seed_ssm_parameter
@@ -56,6 +56,7 @@ def test_an_empty_node_goes_after_consolidate_after_and_not_before(make_rig: Rig
     # is called off rather than deleting pods a PodDisruptionBudget or do-not-disrupt still protects.
     assert abs(request.deadline_epoch - (rig.world.wall() + 3600)) < 2
     assert request.on_deadline == "abandon"
+    assert request.uncordon_on_failure is True  # a failed workflow gives the node back
     assert [c.status for c in report.commands] == ["executed"]
     assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Empty") == 1
     assert rig.metrics.total(m.DISRUPTION_COMMANDS, Method="emptiness") == 1
@@ -308,3 +309,115 @@ def test_a_node_whose_disruption_was_called_off_can_be_disrupted_again(make_rig:
     names = sorted(rig.workflows.started)
     assert len(names) == 2 and all(n.startswith(f"{rig.instance_id(empty)}-Empty-") for n in names)
     assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Empty") == 2
+
+
+def _spot_market(rig: Any) -> None:
+    """Spot prices at 35% of on-demand (moto's are all 0.00001), read before any catalog is cached."""
+    from fleetwright.aws.ttlcache import clear_all_caches
+    from fleetwright.local.aws_fakes import SpotMarket
+
+    catalog = {t.name: t for t in rig.world.cloud.instance_types(rig.config.nodeclasses[0])}
+
+    def price(name: str, zone: str) -> float:
+        on_demand = next((o.price for o in catalog[name].offerings if o.capacity_type == "on-demand"), 1.0)
+        return round(on_demand * 0.35 * (1 + 0.02 * (ord(zone[-1]) - ord("a"))), 6)
+
+    offered = {n: frozenset(o.zone for o in t.offerings) for n, t in catalog.items()}
+    SpotMarket(offered, price).install(rig.world.aws.clients.ec2)
+    clear_all_caches()
+
+
+def test_a_node_is_never_replaced_by_its_own_type_even_when_spot_is_cheaper(make_rig: RigFactory) -> None:
+    # An on-demand m5.large in a pool that may also buy spot: only a spot m5.large would be cheaper.
+    rig = make_rig(
+        nodepool(consolidate_after="0s", instance_types=["m5.large"], capacity_types=["on-demand", "spot"])
+    )
+    _spot_market(rig)
+    node = rig.node("m5.large")
+    rig.pod("web-0", node, cpu="500m")
+
+    report = rig.controller().run_once()
+
+    assert report.commands == [] and rig.workflows.started == {}
+    assert rig.claim_ids() == {c for c in rig.claim_ids() if c.endswith("0000001")}
+
+
+def test_an_on_demand_node_goes_for_a_spot_node_of_another_type(make_rig: RigFactory) -> None:
+    # The control for the test above: with m5.xlarge allowed too, the node is replaced by a spot
+    # m5.xlarge, bought as spot only (its on-demand price would not save the minimum).
+    rig = make_rig(
+        nodepool(
+            consolidate_after="0s",
+            instance_types=["m5.large", "m5.xlarge"],
+            capacity_types=["on-demand", "spot"],
+        )
+    )
+    _spot_market(rig)
+    node = rig.node("m5.large")
+    rig.pod("web-0", node, cpu="500m")
+    before = rig.claim_ids()
+
+    report = rig.controller().run_once()
+
+    [outcome] = report.commands
+    assert outcome.method == "single-node-consolidation" and outcome.nodes == [node]
+    [replacement] = rig.replacements(before)
+    assert replacement.instance_type == "m5.xlarge" and replacement.capacity_type == "spot"
+    assert replacement.capacity_types == ["spot"]
+
+
+# Types smaller than an m5.2xlarge, so cheaper than it as spot.
+SMALL_TYPES = [
+    f"{family}.{size}"
+    for family in ("m5", "c5", "r5", "m5a", "c5a", "r5a", "m6i", "c6i", "r6i", "m6a", "c6a", "t3")
+    for size in ("large", "xlarge")
+]
+
+
+def test_spot_to_spot_needs_fifteen_cheaper_types(make_rig: RigFactory) -> None:
+    few = ["m5.2xlarge", "m5.xlarge", "m5.large", "c5.large", "c5.xlarge"]
+    rig = make_rig(nodepool(consolidate_after="0s", instance_types=few, capacity_types=["spot"]))
+    _spot_market(rig)
+    node = rig.node("m5.2xlarge", capacity_type="spot")
+    rig.pod("web-0", node, cpu="500m")
+    settings = DisruptionSettings(min_node_age_seconds=0, spot_to_spot=True)
+
+    report = rig.controller(settings=settings).run_once()
+
+    assert report.commands == [] and rig.workflows.started == {}  # four cheaper types are not enough
+
+
+def test_spot_to_spot_replaces_a_spot_node_among_fifteen_cheaper_types(make_rig: RigFactory) -> None:
+    rig = make_rig(
+        nodepool(consolidate_after="0s", instance_types=["m5.2xlarge", *SMALL_TYPES], capacity_types=["spot"])
+    )
+    _spot_market(rig)
+    node = rig.node("m5.2xlarge", capacity_type="spot")
+    rig.pod("web-0", node, cpu="500m")
+    before = rig.claim_ids()
+
+    # Off by default (like Karpenter's SpotToSpotConsolidation feature gate).
+    assert rig.controller().run_once().commands == []
+
+    report = rig.controller(settings=DisruptionSettings(min_node_age_seconds=0, spot_to_spot=True)).run_once()
+
+    [outcome] = report.commands
+    assert outcome.method == "single-node-consolidation" and outcome.nodes == [node]
+    [replacement] = rig.replacements(before)
+    assert replacement.capacity_type == "spot" and replacement.instance_type != "m5.2xlarge"
+    assert len(replacement.instance_types) == 15  # the 15 cheapest candidates, not only the cheapest
+
+
+def test_an_expired_node_without_a_grace_period_stays_cordoned_for_most_of_a_day(
+    make_rig: RigFactory,
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never", expire_after="1h"))
+    node = rig.node("m5.large")
+    rig.pod("web-0", node, cpu="1500m")
+    rig.world.wall.advance(3601)
+
+    rig.controller().run_once()
+
+    [request] = rig.workflows.started.values()
+    assert request.reason == "Expired" and request.on_deadline == "abandon"
+    assert abs(request.deadline_epoch - (rig.world.wall() + 23 * 3600)) < 2

@@ -84,8 +84,9 @@ def test_a_replacement_can_only_fall_back_to_offerings_that_still_save() -> None
 def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
     nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
     few = pool(instance_types=["m5.large", "c5.large", "m5.2xlarge"], capacity_types=["spot"])
-    assert plan(planner_input(nodes, [few])).command is None
-    command = plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)])).command
+    on = DisruptionSettings(spot_to_spot=True)
+    assert plan(planner_input(nodes, [few], settings=on)).command is None
+    command = plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)], settings=on)).command
     assert command is not None and command.method == SINGLE_NODE
     [replacement] = command.replacements
     assert len(replacement.instance_types) == 15
@@ -94,8 +95,9 @@ def test_spot_to_spot_needs_fifteen_cheaper_types() -> None:
     assert replacement.price < nodes[0].price
 
 
-def test_spot_to_spot_can_be_switched_off() -> None:
+def test_spot_to_spot_is_off_unless_switched_on() -> None:
     nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
+    assert plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)])).command is None
     settings = DisruptionSettings(spot_to_spot=False)
     assert plan(planner_input(nodes, [pool(requirements=BROAD_SPOT)], settings=settings)).command is None
 

@@ -163,7 +163,7 @@ def test_alarms(synthesis: Synthesis) -> None:
 def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:
     machine_id, _ = only(synthesis.fleetwright.resources("AWS::StepFunctions::StateMachine"))
     [alarm] = [a for a in _alarms(synthesis) if "Metrics" in a and "aborted" in a["Metrics"][0]["Expression"]]
-    assert alarm["Metrics"][0]["Expression"] == "failed + timedOut + aborted"
+    assert alarm["Metrics"][0]["Expression"] == "FILL(failed, 0) + FILL(timedOut, 0) + FILL(aborted, 0)"
     used = {m["Id"]: m["MetricStat"]["Metric"] for m in alarm["Metrics"][1:]}
     assert {k: v["MetricName"] for k, v in used.items()} == {
         "failed": "ExecutionsFailed",

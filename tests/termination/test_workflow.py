@@ -303,7 +303,7 @@ def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> N
             harness.steps.kube.list_pods_on_node = fail  # type: ignore[method-assign]
 
     harness.before_step.append(broken)
-    result = harness.run(harness.request(instance, node, reason="Drifted"))
+    result = harness.run(harness.request(instance, node, reason="Drifted", uncordonOnFailure=True))
 
     assert result["status"] == "FAILED"
     assert harness.instance_state(instance["InstanceId"]) == "running"
@@ -311,3 +311,26 @@ def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> N
     [recorded] = harness.outputs("record_failure")
     assert recorded["failure"]["uncordoned"] is True
     assert "the API server said no" in recorded["failure"]["cause"]
+
+
+def test_a_failed_interruption_leaves_its_node_cordoned(harness: Harness) -> None:
+    # A spot node about to be reclaimed must not take new pods, whatever went wrong.
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+
+    def broken(step: str, payload: dict[str, Any]) -> None:
+        if step == "drain":
+
+            def fail(*_: Any, **__: Any) -> Any:
+                raise RuntimeError("the API server said no")
+
+            harness.steps.kube.list_pods_on_node = fail  # type: ignore[method-assign]
+
+    harness.before_step.append(broken)
+    result = harness.run(harness.request(instance, node))
+
+    assert result["status"] == "FAILED"
+    assert _disrupted(harness, node)
+    [recorded] = harness.outputs("record_failure")
+    assert recorded["failure"]["uncordoned"] is False

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from fleetwright.disruption import metrics as m
-from fleetwright.disruption.types import Command, DisruptionSettings
+from fleetwright.disruption.types import EXPIRED, Command, DisruptionSettings
 from fleetwright.interruption.workflow import WorkflowStarter, execution_name
 from fleetwright.model.nodepool import NodePool
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
@@ -143,8 +143,9 @@ class CommandExecutor:
                 instance_id=candidate.instance_id,
                 claim_id=candidate.claim_id,
                 reason=command.reason,
-                deadline=self._deadline(nodepools.get(candidate.nodepool)),
+                deadline=self._deadline(nodepools.get(candidate.nodepool), command.reason),
                 on_deadline=self._on_deadline(nodepools.get(candidate.nodepool)),
+                uncordon_on_failure=True,
                 wait_for_replacement=bool(launched),
                 replacement_claims=launched,
                 drain_interval_seconds=self.drain_interval_seconds,
@@ -226,7 +227,14 @@ class CommandExecutor:
         grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
         return DELETE_AT_DEADLINE if grace is not None else ABANDON_AT_DEADLINE
 
-    def _deadline(self, nodepool: NodePool | None) -> datetime:
+    def _deadline(self, nodepool: NodePool | None, reason: str) -> datetime:
         grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
-        seconds = float(grace) if grace is not None else self.settings.default_drain_seconds
+        if grace is not None:
+            seconds = float(grace)
+        elif reason == EXPIRED:
+            # Karpenter keeps an expired node cordoned until its pods may go; here for most of a day
+            # (within the workflow's 24 h limit), then it is given back and the next pass tries again.
+            seconds = self.settings.expiration_drain_seconds
+        else:
+            seconds = self.settings.default_drain_seconds
         return datetime.fromtimestamp(self.clock(), tz=UTC) + timedelta(seconds=seconds)

@@ -42,20 +42,22 @@ class DisruptionSettings:
     A consolidation must save at least ``max(min_saving_fraction × price of the removed nodes,
     min_saving_dollars)`` per hour; nodes younger than ``min_node_age_seconds`` are not consolidated
     (emptiness and drift still apply). ``max_candidates`` caps multi-node consolidation (Karpenter: 100);
-    ``spot_to_spot`` allows replacing a spot node by a cheaper spot node when at least
-    ``spot_to_spot_min_types`` cheaper types remain. A command older than ``revalidate_after_seconds``
+    ``spot_to_spot`` (off by default, like Karpenter's ``SpotToSpotConsolidation`` feature gate) allows
+    replacing a spot node by a cheaper spot node when at least ``spot_to_spot_min_types`` cheaper types
+    remain. A command older than ``revalidate_after_seconds``
     is recomputed before acting. ``default_drain_seconds`` bounds draining when the NodePool sets no
-    terminationGracePeriod.
+    terminationGracePeriod (``expiration_drain_seconds`` for expirations).
     """
 
     min_saving_fraction: float = 0.10
     min_saving_dollars: float = 0.01
     min_node_age_seconds: float = 300.0
     max_candidates: int = 100
-    spot_to_spot: bool = True
+    spot_to_spot: bool = False
     spot_to_spot_min_types: int = 15
     revalidate_after_seconds: float = 15.0
     default_drain_seconds: float = 3600.0
+    expiration_drain_seconds: float = 23 * 3600.0
 
 
 @dataclass(slots=True, eq=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,10 +40,12 @@ class Timeline:
     removed: set[str] = field(default_factory=set)
     ready: set[str] = field(default_factory=set)
     running: int = -1
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def say(self, text: str) -> None:
-        """One timeline line."""
-        print(f"{time.monotonic() - self.started:7.1f}s  {text}", file=self.out, flush=True)
+        """One timeline line (the disruption thread and the main thread both write)."""
+        with self._lock:
+            print(f"{time.monotonic() - self.started:7.1f}s  {text}", file=self.out, flush=True)
 
     def poll(self) -> None:
         """Print every launch, registration, readiness and change of running pods since the last poll."""
@@ -281,8 +284,6 @@ class _DemoClock:
 def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: bool) -> bool:
     """Delete the demo Deployment and run disruption passes until every node Fleetwright launched is
     gone; True when they are."""
-    import threading
-
     from fleetwright.disruption.wiring import run_disruption
 
     nodes = {row[0] for row in node_table(box)}

@@ -30,7 +30,9 @@ class TerminationRequest(BaseModel):
     ``node`` is the Node's name ("" when the instance never registered); ``claim_id`` the NodeClaim to
     finalize ("" when unknown). Pods still on the node at ``deadline`` are deleted, or, with ``on_deadline``
     ``abandon`` (a graceful disruption whose NodePool sets no ``terminationGracePeriod``), left alone: the
-    node is uncordoned and the instance kept. With
+    node is uncordoned and the instance kept. ``uncordon_on_failure`` (disruptions, not interruptions: a
+    node about to be reclaimed should stay cordoned) gives the node back when the workflow fails before
+    terminating its instance. With
     ``wait_for_replacement`` the drain starts once the nodes of ``replacement_claims`` are Ready, or when
     only ``drain_reserve_seconds`` remain before the deadline. ``drain_interval_seconds`` is the Wait between
     drain passes and ``poll_seconds`` between instance state checks; a terminated instance that has not
@@ -56,6 +58,7 @@ class TerminationRequest(BaseModel):
     terminate_timeout_seconds: int = Field(
         alias="terminateTimeoutSeconds", default=DEFAULT_TERMINATE_TIMEOUT_SECONDS, ge=0
     )
+    uncordon_on_failure: bool = Field(alias="uncordonOnFailure", default=False)
     on_deadline: str = Field(
         alias="onDeadline",
         default=DELETE_AT_DEADLINE,

@@ -15,7 +15,8 @@
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
 is uncordoned and kept (``DisruptionCalledOff`` event and metric).
-² It also uncordons the node when its instance was never asked to terminate.
+² With ``uncordonOnFailure`` (disruptions) it also uncordons the node when its instance was never asked to
+terminate and still runs.
 """
 
 from __future__ import annotations
@@ -316,14 +317,15 @@ class TerminationSteps:
         uncordoned = False
         if node:
             obj = self.kube.get_node(node)
-            if obj is not None and not state.get("instance") and _owned_by(obj, instance_id):
-                # The instance was never asked to terminate: give the node back rather than leave it
-                # cordoned with no workflow to finish the job (and the disruption budget used up).
+            give_back = bool(raw.get("uncordonOnFailure")) and not state.get("instance")
+            if obj is not None and give_back and _owned_by(obj, instance_id):
+                # A disruption whose instance was never asked to terminate: give the node back rather
+                # than leave it cordoned with no workflow to finish the job (and its budget used up).
                 try:
                     if self._still_running(instance_id):
                         uncordoned = self.kube.unmark_disrupted(node) is not None
-                except Exception as error:  # the failure must still be recorded
-                    self.log.warning("could not uncordon", extra={"node": node, "error": str(error)})
+                except Exception as problem:  # the failure must still be recorded
+                    self.log.warning("could not uncordon", extra={"node": node, "error": str(problem)})
             if obj is not None:
                 obj.setdefault("kind", "Node")
                 obj.setdefault("apiVersion", "v1")
