@@ -26,16 +26,6 @@ ENV_STATE_MACHINE = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
 _RUNTIME: dict[str, Any] = {}
 
 
-def _read_parameter(region: str) -> Any:
-    def read(name: str) -> str:
-        from fleetwright.aws.clients import clients_for
-
-        answer = clients_for(region).ssm.get_parameter(Name=name, WithDecryption=True)
-        return str(answer["Parameter"]["Value"])
-
-    return read
-
-
 def build_controller(environ: dict[str, str] | None = None) -> Any:
     """A ``DisruptionController`` wired to AWS, the state table, the cluster and the termination state
     machine. Raises ``fleetwright.provisioning.ConfigError`` with what to fix."""
@@ -53,8 +43,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     env = dict(os.environ if environ is None else environ)
     if not env.get(ENV_STATE_MACHINE, "").strip():
         raise ConfigError(f"missing environment variable(s): {ENV_STATE_MACHINE}")
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
-    settings = settings_from_env(env, read_parameter=_read_parameter(region))
+    settings = settings_from_env(env)
     options = options_from_env(env)
     for warning in settings.config.warnings:
         logger.warning(warning)

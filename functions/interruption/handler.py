@@ -34,13 +34,6 @@ REJECTED = "InterruptionMessagesRejected"
 _RUNTIME: dict[str, Any] = {}
 
 
-def _read_parameter(clients: Any) -> Any:
-    def read(name: str) -> str:
-        return str(clients.ssm.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"])
-
-    return read
-
-
 def build_controller(environ: dict[str, str] | None = None) -> Any:
     """An ``InterruptionController`` wired to AWS, the state table, the cluster and the state machine.
 
@@ -78,7 +71,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     )
     kube = KubeCluster(client)
     try:
-        config = settings_from_env(env, read_parameter=_read_parameter(clients)).config
+        config = settings_from_env(env).config
         replacements = ReplacementLauncher(Provisioner(kube, cloud, state, config, logger=logger))
     except Exception as error:
         logger.error("no NodePool configuration; replacements disabled", extra={"error": str(error)})

@@ -39,16 +39,6 @@ class Runtime:
 _RUNTIME: dict[str, Runtime] = {}
 
 
-def _read_parameter(region: str) -> Any:
-    def read(name: str) -> str:
-        from fleetwright.aws.clients import clients_for
-
-        answer = clients_for(region).ssm.get_parameter(Name=name, WithDecryption=True)
-        return str(answer["Parameter"]["Value"])
-
-    return read
-
-
 def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
     """Read and validate the configuration and connect to AWS, the state table and Kubernetes.
 
@@ -65,8 +55,7 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
     from fleetwright.state import StateStore
 
     env = dict(os.environ if environ is None else environ)
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
-    settings = settings_from_env(env, read_parameter=_read_parameter(region))
+    settings = settings_from_env(env)
     for warning in settings.config.warnings:
         logger.warning(warning)
     cluster = settings.config.cluster_name

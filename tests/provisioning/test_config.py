@@ -63,6 +63,29 @@ def test_an_ssm_parameter_can_hold_the_documents() -> None:
     assert [np.name for np in settings.config.nodepools] == ["default"]
 
 
+def test_without_a_reader_the_parameter_is_read_from_ssm(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from fleetwright.aws.clients import reset_clients
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    text = (EXAMPLES / "nodepool.yaml").read_text() + "---\n" + (EXAMPLES / "ec2nodeclass.yaml").read_text()
+    with mock_aws():
+        reset_clients()
+        try:
+            ssm = boto3.client("ssm", region_name="us-east-1")
+            ssm.put_parameter(Name="/fleetwright/demo/nodepools", Value=text, Type="SecureString")
+            settings = settings_from_env(_env(FLEETWRIGHT_NODEPOOLS_PARAMETER="/fleetwright/demo/nodepools"))
+            assert [np.name for np in settings.config.nodepools] == ["default"]
+            with pytest.raises(ConfigError, match="cannot read SSM parameter /fleetwright/missing"):
+                settings_from_env(_env(FLEETWRIGHT_NODEPOOLS_PARAMETER="/fleetwright/missing"))
+        finally:
+            reset_clients()
+
+
 def test_invalid_documents_fail_with_the_validate_messages(tmp_path: Path) -> None:
     bad = tmp_path / "nodepools.yaml"
     bad.write_text(

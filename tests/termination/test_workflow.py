@@ -289,10 +289,8 @@ def test_a_graceful_disruption_is_called_off_at_its_deadline_instead_of_overridi
     assert harness.metrics.total("PodsDeletedAtDeadline") == 0
 
 
-def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> None:
-    instance = harness.launch_instance()
-    node = harness.node_for(instance, "node-a")
-    harness.pod("web-0", node)
+def _break_the_drain(harness: Harness) -> None:
+    """From the drain step on, listing the node's pods fails with a non-transient error."""
 
     def broken(step: str, payload: dict[str, Any]) -> None:
         if step == "drain":
@@ -303,6 +301,14 @@ def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> N
             harness.steps.kube.list_pods_on_node = fail  # type: ignore[method-assign]
 
     harness.before_step.append(broken)
+
+
+def test_a_failure_before_terminating_gives_the_node_back(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+
+    _break_the_drain(harness)
     result = harness.run(harness.request(instance, node, reason="Drifted", uncordonOnFailure=True))
 
     assert result["status"] == "FAILED"
@@ -319,15 +325,7 @@ def test_a_failed_interruption_leaves_its_node_cordoned(harness: Harness) -> Non
     node = harness.node_for(instance, "node-a")
     harness.pod("web-0", node)
 
-    def broken(step: str, payload: dict[str, Any]) -> None:
-        if step == "drain":
-
-            def fail(*_: Any, **__: Any) -> Any:
-                raise RuntimeError("the API server said no")
-
-            harness.steps.kube.list_pods_on_node = fail  # type: ignore[method-assign]
-
-    harness.before_step.append(broken)
+    _break_the_drain(harness)
     result = harness.run(harness.request(instance, node))
 
     assert result["status"] == "FAILED"

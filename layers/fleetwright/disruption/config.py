@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.provisioning.config import FALSE_VALUES, TRUE_VALUES, ConfigError
+from fleetwright.provisioning.config import env_flag, env_number
 
 ENV_MIN_SAVING_FRACTION: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION"
 ENV_MIN_SAVING_DOLLARS: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_DOLLARS"
@@ -26,31 +26,6 @@ class DisruptionOptions:
     dry_run: bool = False
 
 
-def _number(env: Mapping[str, str], variable: str, default: float, *, at_most: float | None = None) -> float:
-    raw = env.get(variable, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{variable}: expected a number, got {raw!r}") from None
-    if not 0 <= value < float("inf") or (at_most is not None and value > at_most):
-        bound = f" from 0 to {at_most:g}" if at_most is not None else " (non-negative)"
-        raise ConfigError(f"{variable}: expected a number{bound}, got {raw!r}")
-    return value
-
-
-def _flag(env: Mapping[str, str], variable: str, default: bool) -> bool:
-    raw = env.get(variable, "").strip().lower()
-    if not raw:
-        return default
-    if raw in TRUE_VALUES:
-        return True
-    if raw in FALSE_VALUES:
-        return False
-    raise ConfigError(f"{variable}: expected true or false, got {raw!r}")
-
-
 def options_from_env(environ: Mapping[str, str] | None = None) -> DisruptionOptions:
     """Read ``FLEETWRIGHT_DISRUPTION_*``; unset variables keep :class:`DisruptionSettings`' defaults.
 
@@ -59,9 +34,11 @@ def options_from_env(environ: Mapping[str, str] | None = None) -> DisruptionOpti
     env = os.environ if environ is None else environ
     defaults = DisruptionSettings()
     settings = DisruptionSettings(
-        min_saving_fraction=_number(env, ENV_MIN_SAVING_FRACTION, defaults.min_saving_fraction, at_most=1.0),
-        min_saving_dollars=_number(env, ENV_MIN_SAVING_DOLLARS, defaults.min_saving_dollars),
-        min_node_age_seconds=_number(env, ENV_MIN_NODE_AGE_SECONDS, defaults.min_node_age_seconds),
-        spot_to_spot=_flag(env, ENV_SPOT_TO_SPOT, defaults.spot_to_spot),
+        min_saving_fraction=env_number(
+            env, ENV_MIN_SAVING_FRACTION, defaults.min_saving_fraction, at_most=1.0
+        ),
+        min_saving_dollars=env_number(env, ENV_MIN_SAVING_DOLLARS, defaults.min_saving_dollars),
+        min_node_age_seconds=env_number(env, ENV_MIN_NODE_AGE_SECONDS, defaults.min_node_age_seconds),
+        spot_to_spot=env_flag(env, ENV_SPOT_TO_SPOT, defaults.spot_to_spot),
     )
-    return DisruptionOptions(settings=settings, dry_run=_flag(env, ENV_DRY_RUN, False))
+    return DisruptionOptions(settings=settings, dry_run=env_flag(env, ENV_DRY_RUN, False))

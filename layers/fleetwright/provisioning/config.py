@@ -121,7 +121,11 @@ def parameter_file(name: str, text: str, directory: str | None = None) -> str:
     return str(path)
 
 
-def _number(environ: Mapping[str, str], variable: str, default: float) -> float:
+def env_number(
+    environ: Mapping[str, str], variable: str, default: float, *, at_most: float | None = None
+) -> float:
+    """A non-negative number (at most ``at_most``) from ``environ``; ``default`` when unset. Raises
+    :class:`ConfigError` naming the variable."""
     raw = environ.get(variable, "").strip()
     if not raw:
         return default
@@ -129,13 +133,18 @@ def _number(environ: Mapping[str, str], variable: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{variable}: expected a number, got {raw!r}") from None
-    if not 0 <= value < float("inf"):
-        raise ConfigError(f"{variable}: expected a non-negative number, got {raw!r}")
+    if not 0 <= value < float("inf") or (at_most is not None and value > at_most):
+        bound = f"a number from 0 to {at_most:g}" if at_most is not None else "a non-negative number"
+        raise ConfigError(f"{variable}: expected {bound}, got {raw!r}")
     return value
 
 
-def _flag(environ: Mapping[str, str], variable: str) -> bool:
+def env_flag(environ: Mapping[str, str], variable: str, default: bool = False) -> bool:
+    """true/false (also 1/0, yes/no, on/off) from ``environ``; ``default`` when unset. Raises
+    :class:`ConfigError` naming the variable."""
     raw = environ.get(variable, "").strip().lower()
+    if not raw:
+        return default
     if raw in TRUE_VALUES:
         return True
     if raw in FALSE_VALUES:
@@ -147,7 +156,7 @@ def options_from_env(environ: Mapping[str, str]) -> dict[str, float | int | bool
     """The numeric and boolean options set in ``environ`` (with their defaults)."""
     options: dict[str, float | int | bool] = {}
     for name, (variable, default) in NUMERIC_OPTIONS.items():
-        value = _number(environ, variable, float(default))
+        value = env_number(environ, variable, float(default))
         options[name] = int(value) if isinstance(default, int) else value
     if int(options["launch_parallelism"]) < 1:
         raise ConfigError("FLEETWRIGHT_LAUNCH_PARALLELISM: must be at least 1")
@@ -155,8 +164,20 @@ def options_from_env(environ: Mapping[str, str]) -> dict[str, float | int | bool
         raise ConfigError(
             "FLEETWRIGHT_BATCH_MAX_SECONDS must not be shorter than FLEETWRIGHT_BATCH_IDLE_SECONDS"
         )
-    options["economy"] = _flag(environ, ENV_ECONOMY)
+    options["economy"] = env_flag(environ, ENV_ECONOMY)
     return options
+
+
+def ssm_parameter_reader(region: str) -> Callable[[str], str]:
+    """Reads an SSM parameter's (decrypted) value with the process's shared clients for ``region``."""
+
+    def read(name: str) -> str:
+        from fleetwright.aws.clients import clients_for  # boto3: only when a parameter is configured
+
+        answer = clients_for(region).ssm.get_parameter(Name=name, WithDecryption=True)
+        return str(answer["Parameter"]["Value"])
+
+    return read
 
 
 def settings_from_env(
@@ -167,8 +188,9 @@ def settings_from_env(
 ) -> HandlerSettings:
     """Read and validate the handler's configuration.
 
-    ``read_parameter(name)`` returns an SSM parameter's value (used with ``FLEETWRIGHT_NODEPOOLS_PARAMETER``);
-    relative ``FLEETWRIGHT_NODEPOOLS_FILE`` paths are read from ``base_dir`` (the Lambda task root).
+    ``read_parameter(name)`` returns an SSM parameter's value (used with ``FLEETWRIGHT_NODEPOOLS_PARAMETER``;
+    default: SSM GetParameter in the function's region); relative ``FLEETWRIGHT_NODEPOOLS_FILE`` paths are
+    read from ``base_dir`` (the Lambda task root).
     Raises :class:`ConfigError`.
     """
     env = dict(os.environ if environ is None else environ)
@@ -183,10 +205,8 @@ def settings_from_env(
     if files and parameter:
         raise ConfigError(f"set only one of {ENV_NODEPOOLS_FILE} and {ENV_NODEPOOLS_PARAMETER}")
     if parameter:
-        if read_parameter is None:
-            raise ConfigError(f"{ENV_NODEPOOLS_PARAMETER} is set but no SSM reader was given")
         try:
-            text = read_parameter(parameter)
+            text = (read_parameter or ssm_parameter_reader(region))(parameter)
         except Exception as error:
             raise ConfigError(
                 f"{ENV_NODEPOOLS_PARAMETER}: cannot read SSM parameter {parameter}: {error}"
@@ -213,6 +233,6 @@ def settings_from_env(
         table_name=env[ENV_TABLE].strip(),
         region=region,
         kubeconfig=env.get(ENV_KUBECONFIG) or None,
-        tracing=_flag(env, ENV_TRACING),
+        tracing=env_flag(env, ENV_TRACING),
         sources=[parameter] if parameter else files,
     )
