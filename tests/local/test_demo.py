@@ -44,7 +44,8 @@ def test_demo_scales_up_then_removes_the_empty_nodes(capsys) -> None:  # type: i
         r"termination workflow i-\w+-Empty-\d+ SUCCEEDED: cordon → drain → terminate", down
     )
     assert len(executions) == len(nodes)
-    assert f"all {len(nodes)} nodes removed ({len(nodes)} instances terminated); $0.0000/hour" in down
+    plural = "s" if len(nodes) != 1 else ""
+    assert f"{len(nodes)} node{plural} removed, no instance left running; $0.0000/hour" in down
 
 
 def test_demo_fails_with_the_reason_when_pods_cannot_run(tmp_path: Path) -> None:

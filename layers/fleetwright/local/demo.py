@@ -345,10 +345,14 @@ def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: 
         left = sorted(nodes & {r[0] for r in node_table(box)})
         timeline.say(f"FAILED: scale-down: {'; '.join(failures) or f'nodes left: {left}'}")
         return False
-    terminated = {
-        i["InstanceId"] for i in box.instances() if i["State"]["Name"] in ("shutting-down", "terminated")
-    }
-    timeline.say(f"all {len(nodes)} nodes removed ({len(terminated)} instances terminated); $0.0000/hour")
+    running = sorted(
+        i["InstanceId"] for i in box.instances() if i["State"]["Name"] not in ("shutting-down", "terminated")
+    )
+    if running:
+        timeline.say(f"FAILED: scale-down: instances still running: {', '.join(running)}")
+        return False
+    plural = "s" if len(nodes) != 1 else ""
+    timeline.say(f"{len(nodes)} node{plural} removed, no instance left running; $0.0000/hour")
     return True
 
 
