@@ -29,16 +29,12 @@ _RUNTIME: dict[str, Any] = {}
 def build_controller(environ: dict[str, str] | None = None) -> Any:
     """A ``DisruptionController`` wired to AWS, the state table, the cluster and the termination state
     machine. Raises ``fleetwright.provisioning.ConfigError`` with what to fix."""
-    from fleetwright.aws.clients import clients_for
-    from fleetwright.aws.cluster import describe_cluster
-    from fleetwright.aws.provider import AwsProvider
     from fleetwright.disruption.config import options_from_env
     from fleetwright.disruption.wiring import build_controller as wire
     from fleetwright.interruption.workflow import StepFunctionsStarter
-    from fleetwright.kube import KubeClient, KubeCluster
     from fleetwright.provisioning.config import ConfigError, settings_from_env
+    from fleetwright.provisioning.connections import connect
     from fleetwright.provisioning.observability import PowertoolsMetrics
-    from fleetwright.state import StateStore
 
     env = dict(os.environ if environ is None else environ)
     if not env.get(ENV_STATE_MACHINE, "").strip():
@@ -48,16 +44,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     for warning in settings.config.warnings:
         logger.warning(warning)
     cluster = settings.config.cluster_name
-    clients = clients_for(settings.region)
-    state = StateStore(settings.table_name, cluster, region=settings.region)
-    cloud = AwsProvider(
-        describe_cluster(clients, cluster), settings.region, clients=clients, unavailable=state.unavailable
-    )
-    client = (
-        KubeClient.from_kubeconfig(settings.kubeconfig)
-        if settings.kubeconfig
-        else KubeClient.for_eks(cluster, settings.region, eks_client=clients.eks)
-    )
+    to = connect(cluster, settings.table_name, settings.region, settings.kubeconfig)
     logger.info(
         "disruption configured",
         extra={
@@ -74,11 +61,11 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
         },
     )
     return wire(
-        KubeCluster(client),
-        cloud,
-        state,
+        to.kube,
+        to.cloud,
+        to.state,
         settings.config,
-        StepFunctionsStarter(clients.client("stepfunctions"), env[ENV_STATE_MACHINE].strip()),
+        StepFunctionsStarter(to.clients.client("stepfunctions"), env[ENV_STATE_MACHINE].strip()),
         options=options,
         metrics=PowertoolsMetrics(metrics),
         logger=logger,

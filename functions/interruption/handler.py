@@ -40,17 +40,13 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     Without a usable NodePool configuration the controller still drains and terminates, but launches no
     replacements (logged as an error).
     """
-    from fleetwright.aws.clients import clients_for
-    from fleetwright.aws.cluster import describe_cluster
-    from fleetwright.aws.provider import AwsProvider
     from fleetwright.interruption.controller import InterruptionController, InterruptionSettings
     from fleetwright.interruption.replacement import ReplacementLauncher
     from fleetwright.interruption.workflow import StepFunctionsStarter
-    from fleetwright.kube import KubeClient, KubeCluster
     from fleetwright.provisioning.config import ENV_CLUSTER, ENV_KUBECONFIG, ENV_TABLE, settings_from_env
+    from fleetwright.provisioning.connections import connect
     from fleetwright.provisioning.observability import PowertoolsMetrics
     from fleetwright.provisioning.provisioner import Provisioner
-    from fleetwright.state import StateStore
     from fleetwright.termination.claims import StoreClaimBook
 
     env = dict(os.environ if environ is None else environ)
@@ -58,18 +54,8 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     if missing:
         raise RuntimeError(f"missing environment variable(s): {', '.join(missing)}")
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
-    cluster = env[ENV_CLUSTER]
-    clients = clients_for(region)
-    state = StateStore(env[ENV_TABLE], cluster, region=region)
-    cloud = AwsProvider(
-        describe_cluster(clients, cluster), region, clients=clients, unavailable=state.unavailable
-    )
-    client = (
-        KubeClient.from_kubeconfig(env[ENV_KUBECONFIG])
-        if env.get(ENV_KUBECONFIG)
-        else KubeClient.for_eks(cluster, region, eks_client=clients.eks)
-    )
-    kube = KubeCluster(client)
+    to = connect(env[ENV_CLUSTER], env[ENV_TABLE], region, env.get(ENV_KUBECONFIG))
+    clients, state, cloud, kube = to.clients, to.state, to.cloud, to.kube
     try:
         config = settings_from_env(env).config
         replacements = ReplacementLauncher(Provisioner(kube, cloud, state, config, logger=logger))

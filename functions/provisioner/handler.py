@@ -46,29 +46,17 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
     """
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 
-    from fleetwright.aws.clients import clients_for
-    from fleetwright.aws.cluster import describe_cluster
-    from fleetwright.aws.provider import AwsProvider
-    from fleetwright.kube import KubeClient, KubeCluster
     from fleetwright.provisioning import observability as obs
     from fleetwright.provisioning.config import settings_from_env
-    from fleetwright.state import StateStore
+    from fleetwright.provisioning.connections import connect
 
     env = dict(os.environ if environ is None else environ)
     settings = settings_from_env(env)
     for warning in settings.config.warnings:
         logger.warning(warning)
     cluster = settings.config.cluster_name
-    clients = clients_for(settings.region)
-    state = StateStore(settings.table_name, cluster, region=settings.region)
-    cloud = AwsProvider(
-        describe_cluster(clients, cluster), settings.region, clients=clients, unavailable=state.unavailable
-    )
-    client = (
-        KubeClient.from_kubeconfig(settings.kubeconfig)
-        if settings.kubeconfig
-        else KubeClient.for_eks(cluster, settings.region, eks_client=clients.eks)
-    )
+    to = connect(cluster, settings.table_name, settings.region, settings.kubeconfig)
+    state = to.state
     spans: Any = obs.NoSpans()
     if settings.tracing:
         from aws_lambda_powertools import Tracer
@@ -91,7 +79,7 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
             "economy": settings.config.economy,
         },
     )
-    return Runtime(settings, KubeCluster(client), cloud, state, spans, run, config)
+    return Runtime(settings, to.kube, to.cloud, state, spans, run, config)
 
 
 def runtime() -> Runtime:
