@@ -120,12 +120,8 @@ def test_create_fleet_request_offers_the_cheapest_types_by_price_with_ownership_
         "cost-center": "42",
     }
     # Every resource the launch creates carries the ownership tags (the IAM policy requires them).
-    assert {spec["ResourceType"] for spec in sent["TagSpecifications"]} == {
-        "instance",
-        "volume",
-        "fleet",
-        "spot-instances-request",
-    }
+    # An instant fleet may tag only the fleet and its instances; the template tags the rest.
+    assert {spec["ResourceType"] for spec in sent["TagSpecifications"]} == {"instance", "fleet"}
     assert all(spec["Tags"] == sent["TagSpecifications"][0]["Tags"] for spec in sent["TagSpecifications"])
     # moto launches the first override: the cheapest offering.
     assert (launched.instance_type, launched.zone) == (
@@ -281,9 +277,11 @@ def test_launch_templates_are_created_once_per_ami_and_carry_the_user_data(
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     root = data["BlockDeviceMappings"][0]["Ebs"]
     assert (root["VolumeSize"], root["VolumeType"], root["Encrypted"]) == (20, "gp3", True)
-    # network interfaces are tagged through the template: CreateFleet cannot tag them itself
+    # volumes, network interfaces and spot requests are tagged through the template: an instant
+    # CreateFleet cannot tag them itself
     by_kind = {spec["ResourceType"]: spec["Tags"] for spec in data["TagSpecifications"]}
-    assert {t["Key"]: t["Value"] for t in by_kind["network-interface"]}[CLUSTER_TAG] == CLUSTER
+    for kind in ("volume", "network-interface", "spot-instances-request"):
+        assert {t["Key"]: t["Value"] for t in by_kind[kind]}[CLUSTER_TAG] == CLUSTER
     message = email.message_from_string(base64.b64decode(data["UserData"]).decode())
     [nodeconfig] = [
         yaml.safe_load(p.get_payload())

@@ -231,12 +231,9 @@ def fleet_request(
             "DefaultTargetCapacityType": capacity_type,
         },
         "LaunchTemplateConfigs": list(configs.values()),
-        "TagSpecifications": tag_specifications(
-            ("instance", "volume", "fleet", "spot-instances-request")
-            if capacity_type == SPOT
-            else ("instance", "volume", "fleet"),
-            tags,
-        ),
+        # An instant fleet may tag only itself and its instances (CreateFleet API reference); volumes,
+        # network interfaces and spot requests are tagged by the launch template.
+        "TagSpecifications": tag_specifications(("fleet", "instance"), tags),
     }
     if capacity_type == SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}

@@ -65,6 +65,9 @@ def block_device_mapping(mapping: BlockDeviceMapping) -> dict[str, Any]:
         result["Ebs"] = fields
     return result
 
+# What a launch creates besides the fleet and its instances; CreateFleet (instant) may tag only those two.
+TEMPLATE_TAGGED_RESOURCES = ("volume", "network-interface", "spot-instances-request")
+
 
 def launch_template_data(
     spec: EC2NodeClassSpec,
@@ -76,8 +79,9 @@ def launch_template_data(
 ) -> dict[str, Any]:
     """``LaunchTemplateData`` for one AMI of a node class.
 
-    ``cluster_tags`` go onto the network interfaces the launch creates (CreateFleet cannot tag them
-    itself), so the IAM policy can require this cluster's tag on every resource a launch creates.
+    ``cluster_tags`` go onto the volumes, network interfaces and spot requests the launch creates: an
+    ``instant`` CreateFleet tags only the fleet and its instances, so the IAM policy's requirement of this
+    cluster's tag on every resource a launch creates is met through the template.
     """
     family = spec.resolved_ami_family()
     metadata = spec.metadata_options
@@ -111,7 +115,7 @@ def launch_template_data(
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode()).decode()
     if cluster_tags:
-        data["TagSpecifications"] = tag_specifications(("network-interface",), cluster_tags)
+        data["TagSpecifications"] = tag_specifications(TEMPLATE_TAGGED_RESOURCES, cluster_tags)
     return data
 
 
