@@ -201,3 +201,83 @@ def test_watch_lines_end_with_a_bookmark(apiserver: ApiServer) -> None:
     assert int(events[1]["object"]["metadata"]["resourceVersion"]) >= int(
         events[0]["object"]["metadata"]["resourceVersion"]
     )
+
+
+# -- injected faults -----------------------------------------------------------------------------------
+
+
+class Ticking:
+    """A clock the outage tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_outage_resets_connections_until_its_clock_has_moved_on(apiserver: ApiServer) -> None:
+    clock = Ticking()
+    apiserver.faults.outage(60, clock=clock)
+    try:
+        for _ in range(2):
+            with pytest.raises((ConnectionError, urllib.error.URLError)):
+                call(apiserver, "GET", "/api/v1/nodes")
+        clock.now = 59.0
+        with pytest.raises((ConnectionError, urllib.error.URLError)):
+            call(apiserver, "GET", "/healthz")
+        clock.now = 60.0
+        assert call(apiserver, "GET", "/api/v1/nodes")[0] == 200
+        assert apiserver.faults.reset_connections == 3
+    finally:
+        apiserver.faults.clear()
+
+
+def test_injected_conflicts_answer_the_chosen_verb_and_resource_n_times(apiserver: ApiServer) -> None:
+    body = json.dumps({"metadata": {"name": "n-faults"}}).encode()
+    assert call(apiserver, "POST", "/api/v1/nodes", body)[0] == 201
+    patch = json.dumps({"spec": {"unschedulable": True}}).encode()
+    injection = apiserver.faults.inject(409, verb="PATCH", resource="nodes", times=2)
+    try:
+        for _ in range(2):
+            assert_status(
+                call(apiserver, "PATCH", "/api/v1/nodes/n-faults", patch, "application/merge-patch+json"),
+                409,
+                "Conflict",
+            )
+        # Other verbs pass; the injected answers changed nothing.
+        status, node = call(apiserver, "GET", "/api/v1/nodes/n-faults")
+        assert status == 200 and not node.get("spec", {}).get("unschedulable")
+        status, node = call(
+            apiserver, "PATCH", "/api/v1/nodes/n-faults", patch, "application/merge-patch+json"
+        )
+        assert status == 200 and node["spec"]["unschedulable"] is True
+        assert injection.hits == 2
+    finally:
+        apiserver.faults.clear()
+        call(apiserver, "DELETE", "/api/v1/nodes/n-faults")
+
+
+def test_injected_throttling_on_eviction_carries_retry_after_and_evicts_nothing(
+    apiserver: ApiServer,
+) -> None:
+    assert (
+        call(apiserver, "POST", "/api/v1/namespaces/default/pods", json.dumps(pod("p-faults")).encode())[0]
+        == 201
+    )
+    apiserver.faults.inject(429, verb="POST", resource="pods", subresource="eviction", retry_after=3)
+    eviction = json.dumps(
+        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p-faults"}}
+    ).encode()
+    path = "/api/v1/namespaces/default/pods/p-faults/eviction"
+    request = urllib.request.Request(
+        apiserver.url + path, data=eviction, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        assert refused.value.code == 429 and refused.value.headers["Retry-After"] == "3"
+        assert call(apiserver, "GET", "/api/v1/namespaces/default/pods/p-faults")[0] == 200
+        assert call(apiserver, "POST", path, eviction)[0] == 201
+    finally:
+        apiserver.faults.clear()

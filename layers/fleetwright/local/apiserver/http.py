@@ -8,6 +8,7 @@ import json
 import logging
 import select
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from fleetwright.local.apiserver import errors
 from fleetwright.local.apiserver.controllers import selector_string
 from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.eviction import evict
+from fleetwright.local.apiserver.faults import Faults
 from fleetwright.local.apiserver.patch import APPLY_PATCH, apply_patch
 from fleetwright.local.apiserver.resources import PODS, SERVER_VERSION, ResourceType
 from fleetwright.local.apiserver.selectors import (
@@ -43,16 +45,25 @@ _OPENAPI_V2_PROTOBUF = b"\x0a\x032.0"
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer carrying the store, the optional bearer token and a stop flag for watches."""
+    """ThreadingHTTPServer carrying the store, the optional bearer token, the fault switches and a stop
+    flag for watches."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], store: Store, token: str | None, verbose: bool) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        store: Store,
+        token: str | None,
+        verbose: bool,
+        faults: Faults | None = None,
+    ) -> None:
         super().__init__(address, RequestHandler)
         self.store = store
         self.token = token
         self.verbose = verbose
+        self.faults = faults or Faults()
         self.stopping = threading.Event()
 
 
@@ -79,10 +90,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         if self.server.verbose:
             log.info("%s %s", self.address_string(), format % args)
 
-    def _send_json(self, code: int, body: Any) -> None:
+    def _send_json(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
@@ -115,10 +128,23 @@ class RequestHandler(BaseHTTPRequestHandler):
             return True
         return self.headers.get("Authorization", "") == f"Bearer {token}"
 
+    def _reset_connection(self) -> None:
+        """Drop the connection with a TCP reset, as clients see it while the API server restarts."""
+        self.server.faults.count_reset()
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
     def _handle(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
+        if self.server.faults.is_down():
+            self._reset_connection()
+            return
         try:
             if path in _HEALTH_PATHS:
                 self._send_text("ok")
@@ -241,6 +267,13 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, route: Route, query: dict[str, str]) -> None:
         method = self.command
+        injected = self.server.faults.take(method, route.resource.plural, route.subresource)
+        if injected is not None:
+            error = injected.error(route.resource.plural, route.name)
+            headers = {"Retry-After": f"{injected.retry_after:g}"} if injected.retry_after is not None else {}
+            self._read_body()
+            self._send_json(error.code, error.status(), headers)
+            return
         if route.subresource == "binding":
             if method != "POST":
                 raise _method_not_allowed(method)
@@ -530,6 +563,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         try:
             while not self.server.stopping.is_set():
+                if self.server.faults.is_down():
+                    self._reset_connection()
+                    return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if bookmarks:

@@ -18,6 +18,7 @@ from fleetwright.local.apiserver.controllers import (
     DisruptionController,
     PodLifecycleController,
 )
+from fleetwright.local.apiserver.faults import Faults
 from fleetwright.local.apiserver.http import EmulatorHTTPServer
 from fleetwright.local.apiserver.store import GracefulDeletion, Store
 
@@ -36,7 +37,9 @@ class ApiServer:
     switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``);
     ``daemonset_controller`` (``fleetwright.local.daemonsets``) and ``scheduler``
     (``fleetwright.local.kube_scheduler``) are off unless asked for, and ``kubelet`` (EC2 client and
-    cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``.
+    cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``. ``faults``
+    (``fleetwright.local.apiserver.faults.Faults``) switches an outage or injected error answers on and off
+    while the server runs.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class ApiServer:
                     poll_interval=kubelet.poll_interval,
                 )
             )
+        self.faults = Faults()
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -107,7 +111,7 @@ class ApiServer:
         """Bind the socket and start the controllers, without serving requests yet."""
         if self._httpd is None:
             self._httpd = EmulatorHTTPServer(
-                (self.host, self.requested_port), self.store, self.token, self.verbose
+                (self.host, self.requested_port), self.store, self.token, self.verbose, self.faults
             )
             for controller in self.controllers:
                 controller.start()
