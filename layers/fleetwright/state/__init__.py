@@ -7,7 +7,7 @@ access patterns. boto3 is imported on the first table call, so importing this pa
 
 from __future__ import annotations
 
-from fleetwright.state.lease import Lease, LeaseLostError
+from fleetwright.state.lease import Lease, LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord, NodeClaimStore
 from fleetwright.state.store import StateStore
 from fleetwright.state.table import DynamoTable
@@ -19,6 +19,7 @@ __all__ = [
     "DynamoUnavailableOfferings",
     "Lease",
     "LeaseLostError",
+    "LeaseUnavailableError",
     "NodeClaimRecord",
     "NodeClaimStore",
     "StateStore",

@@ -2,8 +2,10 @@
 
 A claim is written with status ``Launching`` *before* CreateFleet is called (its id is the ClientToken and
 the ``fleetwright.io/nodeclaim`` tag), so a crash between the launch and the next write leaves a record
-that the next run can match to the instance instead of launching again. Status changes are conditional
-on the status the writer expects, so two writers cannot both move a claim.
+that the next run can match to the instance instead of launching again. ``launch_deadline`` says until
+when its launcher may still be calling EC2. Status changes are conditional on the status the writer
+expects, so two writers cannot both move a claim; a launcher's writes are also fenced by its lease
+(``fence=``): they apply only while it still holds the lease, else :class:`LeaseLostError` is raised.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable, Item
+from fleetwright.state.lease import Lease
+from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable, Item, TransactOp
 
 
 class ClaimStatus(enum.StrEnum):
@@ -62,6 +65,7 @@ _ATTRIBUTES = {
     "expires_at": TTL_ATTRIBUTE,
     "nodepool_hash": "nodePoolHash",
     "nodeclass_hash": "nodeClassHash",
+    "launch_deadline": "launchDeadline",
 }
 
 
@@ -72,7 +76,8 @@ class NodeClaimRecord:
     ``instance_types`` are the candidates, cheapest first; ``allocatable`` is what the claim offers pods
     while in flight (its cheapest candidate, less DaemonSet overhead) and ``capacity`` what it counts
     against its NodePool's limits (the largest candidate until the instance is known). Times are epoch
-    seconds. ``taints`` are rendered ``key=value:Effect``. ``pods`` keeps at most 50 pod keys
+    seconds; ``launch_deadline`` is None on claims written before launches had deadlines. ``taints`` are
+    rendered ``key=value:Effect``. ``pods`` keeps at most 50 pod keys
     (``pod_count`` has the number).
     """
 
@@ -106,6 +111,7 @@ class NodeClaimRecord:
     expires_at: int | None = None
     nodepool_hash: str = ""  # drift hashes of the NodePool and EC2NodeClass at launch ("" when unknown)
     nodeclass_hash: str = ""
+    launch_deadline: float | None = None  # epoch seconds after which its launcher calls EC2 no more
 
     @property
     def provider_id(self) -> str:
@@ -153,11 +159,13 @@ class NodeClaimStore:
         self.cluster = cluster
         self.pk = f"NODECLAIM#{cluster}"
 
-    def create(self, record: NodeClaimRecord) -> bool:
-        """Write a new claim; False when a claim with that id already exists."""
-        return self.table.put(
+    def create(self, record: NodeClaimRecord, *, fence: Lease | None = None) -> bool:
+        """Write a new claim; False when a claim with that id already exists. With ``fence``, only while
+        that lease is held (else :class:`LeaseLostError`)."""
+        op = self.table.put_op(
             record.to_item(self.pk), condition="attribute_not_exists(#pk)", names={"#pk": PARTITION_KEY}
         )
+        return self._write(op, fence)
 
     def get(self, claim_id: str) -> NodeClaimRecord | None:
         """The claim, or None."""
@@ -173,16 +181,19 @@ class NodeClaimStore:
         claim_id: str,
         expected: ClaimStatus | Iterable[ClaimStatus],
         status: ClaimStatus,
+        *,
+        fence: Lease | None = None,
         **changes: Any,
     ) -> bool:
         """Move a claim to ``status`` (setting ``changes``, record field names) only while its status is
-        one of ``expected``; False otherwise (another writer got there first, or the claim is gone)."""
+        one of ``expected``; False otherwise (another writer got there first, or the claim is gone).
+        With ``fence``, only while that lease is held (else :class:`LeaseLostError`)."""
         wanted = [expected] if isinstance(expected, ClaimStatus) else list(expected)
         values: dict[str, Any] = {f":s{i}": str(s) for i, s in enumerate(wanted)}
         condition = f"#status IN ({', '.join(values)})"
         set_fields = {attribute(name): value for name, value in changes.items()}
         set_fields["status"] = str(status)
-        return self.table.update(
+        op = self.table.update_op(
             self.pk,
             claim_id,
             set_fields=set_fields,
@@ -190,6 +201,16 @@ class NodeClaimStore:
             names={"#pk": PARTITION_KEY, "#status": "status"},
             values=values,
         )
+        return self._write(op, fence)
+
+    def _write(self, op: TransactOp, fence: Lease | None) -> bool:
+        """One conditional write, in a transaction with the lease's fence when there is one."""
+        if fence is None:
+            return self.table.write(op)
+        result = self.table.transact([op, fence.check_op()])
+        if 1 in result.failed:
+            raise fence.lost()
+        return result.applied
 
     def delete(self, claim_id: str) -> bool:
         """Remove the claim's record; False when it was already gone."""

@@ -8,7 +8,8 @@ AWS call shares, with its retry configuration. Floats are stored as DynamoDB num
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -18,8 +19,29 @@ PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expiresAt"  # epoch seconds (a number); DynamoDB deletes the item some time after it
 CONDITION_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELED = "TransactionCanceledException"
+CONDITION_CHECK_FAILED = "ConditionalCheckFailed"  # a cancellation reason
 
 Item = dict[str, Any]
+TransactOp = dict[str, Any]  # one element of TransactWriteItems' TransactItems
+
+
+@dataclass(frozen=True, slots=True)
+class TransactResult:
+    """What a transactional write did: applied, or cancelled because the conditions at ``failed``
+    (indices into the operations) did not hold."""
+
+    failed: tuple[int, ...] = ()
+
+    @property
+    def applied(self) -> bool:
+        """True when every write applied."""
+        return not self.failed
+
+
+class TransactionConflictError(Exception):
+    """A transaction was cancelled for a reason other than a failed condition (a concurrent transaction
+    on the same item, throttling): nothing was written and the caller may retry."""
 
 
 def _to_dynamo(value: Any) -> Any:
@@ -152,6 +174,19 @@ class DynamoTable:
 
         Attributes set to None are removed.
         """
+        params = self._update_params(pk, sk, set_fields, remove, condition, names, values)
+        return self._conditional(self.client.update_item, params)
+
+    def _update_params(
+        self,
+        pk: str,
+        sk: str,
+        set_fields: Mapping[str, Any] | None,
+        remove: Iterable[str],
+        condition: str | None,
+        names: Mapping[str, str] | None,
+        values: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
         all_names = dict(names or {})
         all_values = dict(values or {})
         sets = []
@@ -181,7 +216,114 @@ class DynamoTable:
         if condition:
             params["ConditionExpression"] = condition
         self._expression(params, all_names, all_values)
-        return self._conditional(self.client.update_item, params)
+        return params
+
+    def update_expression(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        expression: str,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> Item | None:
+        """An UpdateItem with a hand-written ``expression`` (e.g. ``if_not_exists`` arithmetic); the item
+        as it is afterwards, or None when ``condition`` did not hold."""
+        params: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": self._serialize(self.key(pk, sk)),
+            "UpdateExpression": expression,
+            "ReturnValues": "ALL_NEW",
+        }
+        if condition:
+            params["ConditionExpression"] = condition
+        self._expression(params, names, values)
+        try:
+            response = self.client.update_item(**params)
+        except Exception as error:
+            if error_code(error) == CONDITION_FAILED:
+                return None
+            raise
+        return self._deserialize(response.get("Attributes") or {})
+
+    # -- transactions: several writes that apply together or not at all -----------------------------------
+
+    def put_op(
+        self,
+        item: Mapping[str, Any],
+        *,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> TransactOp:
+        """A put for :meth:`transact` (as :meth:`put`)."""
+        params: dict[str, Any] = {"TableName": self.name, "Item": self._serialize(item)}
+        if condition:
+            params["ConditionExpression"] = condition
+        self._expression(params, names, values)
+        return {"Put": params}
+
+    def update_op(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        set_fields: Mapping[str, Any] | None = None,
+        remove: Iterable[str] = (),
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> TransactOp:
+        """An update for :meth:`transact` (as :meth:`update`)."""
+        return {"Update": self._update_params(pk, sk, set_fields, remove, condition, names, values)}
+
+    def check_op(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        condition: str,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> TransactOp:
+        """A condition on another item that the transaction requires (a ConditionCheck)."""
+        params: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": self._serialize(self.key(pk, sk)),
+            "ConditionExpression": condition,
+        }
+        self._expression(params, names, values)
+        return {"ConditionCheck": params}
+
+    def write(self, op: TransactOp) -> bool:
+        """One put or update built for :meth:`transact`, on its own; False when its condition failed."""
+        [(kind, params)] = op.items()
+        calls = {"Put": self.client.put_item, "Update": self.client.update_item}
+        return self._conditional(calls[kind], params)
+
+    def transact(self, ops: Sequence[TransactOp]) -> TransactResult:
+        """Apply ``ops`` together (TransactWriteItems) or not at all.
+
+        A cancelled transaction reports which conditions failed (from DynamoDB's CancellationReasons);
+        raises :class:`TransactionConflictError` when it was cancelled for another reason.
+        """
+        try:
+            self.client.transact_write_items(TransactItems=list(ops))
+        except Exception as error:
+            if error_code(error) != TRANSACTION_CANCELED:
+                raise
+            reasons = list(getattr(error, "response", {}).get("CancellationReasons") or [])
+            failed = tuple(
+                i for i, reason in enumerate(reasons) if reason.get("Code") == CONDITION_CHECK_FAILED
+            )
+            if not failed:
+                codes = sorted({str(r.get("Code")) for r in reasons if r.get("Code") not in (None, "None")})
+                raise TransactionConflictError(
+                    f"transaction cancelled: {', '.join(codes) or 'no reason given'}"
+                ) from error
+            return TransactResult(failed)
+        return TransactResult()
 
     def delete(
         self,
