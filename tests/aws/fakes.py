@@ -1,6 +1,6 @@
-"""Stand-ins for what moto does not emulate: a spot market, EC2 capacity shortages, throttling, the
-EKS AMI parameters in SSM. Each hooks into a boto3 client's event system, so the code under test
-makes its real calls."""
+"""Stand-ins for what moto does not emulate: a spot market, EC2 capacity shortages, the EKS AMI
+parameters in SSM, and (re-exported from ``tests.aws.faults``) throttling and other faults. Each hooks
+into a boto3 client's event system, so the code under test makes its real calls."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from botocore.awsrequest import AWSResponse
 from moto.core.botocore_stubber import MockRawResponse
 
 from fleetwright.local.aws_fakes import SpotMarket, seed_ssm_parameter
+from tests.aws.faults import FailCall, PartialFleet, SlowCall, Throttle
 
 
 def _http(status: int = 200, body: str = "") -> AWSResponse:
@@ -82,27 +83,12 @@ class FleetCapacity:
             parsed.setdefault("Errors", []).extend(self._refused)
 
 
-@dataclass
-class Throttle:
-    """Fails the first ``times`` HTTP attempts of an operation with EC2's RequestLimitExceeded (503)."""
-
-    operation: str
-    times: int
-    attempts: int = 0
-
-    def install(self, client: Any) -> None:
-        client.meta.events.register_first(f"before-send.ec2.{self.operation}", self._send)
-
-    def _send(self, **_: Any) -> AWSResponse | None:
-        self.attempts += 1
-        if self.attempts > self.times:
-            return None  # let moto answer
-        body = (
-            "<Response><Errors><Error><Code>RequestLimitExceeded</Code>"
-            "<Message>Request limit exceeded.</Message></Error></Errors>"
-            "<RequestID>throttled</RequestID></Response>"
-        )
-        return _http(503, body)
-
-
-__all__ = ["FleetCapacity", "SpotMarket", "Throttle", "seed_ssm_parameter"]
+__all__ = [
+    "FailCall",
+    "FleetCapacity",
+    "PartialFleet",
+    "SlowCall",
+    "SpotMarket",
+    "Throttle",
+    "seed_ssm_parameter",
+]
