@@ -47,6 +47,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     from fleetwright.provisioning.connections import connect
     from fleetwright.provisioning.observability import PowertoolsMetrics
     from fleetwright.provisioning.provisioner import Provisioner
+    from fleetwright.state.interruptions import InterruptionRecords
     from fleetwright.termination.claims import StoreClaimBook
 
     env = dict(os.environ if environ is None else environ)
@@ -71,6 +72,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
         cloud=cloud,
         unavailable=state.unavailable,
         workflow=StepFunctionsStarter(clients.client("stepfunctions"), env[ENV_STATE_MACHINE]),
+        records=InterruptionRecords(state.table, state.cluster),
         claims=StoreClaimBook(state.nodeclaims),
         replacements=replacements,
         settings=settings,

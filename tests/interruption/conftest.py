@@ -17,6 +17,7 @@ from fleetwright.interruption.replacement import ReplacementLauncher
 from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
+from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.termination.claims import StoreClaimBook
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import (  # noqa: F401  (fixtures)
@@ -175,6 +176,7 @@ def interruptions(harness: Harness) -> Iterator[Interruptions]:  # noqa: F811
         cloud=w.cloud,
         unavailable=w.state.unavailable,
         workflow=StepFunctionsStarter(harness.sfn, harness.machine_arn),
+        records=InterruptionRecords(w.state.table, w.state.cluster),
         claims=StoreClaimBook(w.state.nodeclaims, clock=w.wall),
         replacements=ReplacementLauncher(Provisioner(w.kube, w.cloud, w.state, config, wall_clock=w.wall)),
         metrics=RecordingMetrics(),

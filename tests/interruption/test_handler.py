@@ -63,7 +63,7 @@ def test_spot_warning_marks_the_offering_replaces_and_terminates(interruptions: 
     )
     assert replacement.pod_count == 2
     [execution] = interruptions.executions()
-    assert execution["name"] == f"{instance_id}-SpotInterruption"
+    assert execution["name"] == f"{instance_id}-SpotInterruption-1"
     result = harness.wait(execution["executionArn"])
     assert result["status"] == "SUCCEEDED", result
     request = json.loads(result["input"])
@@ -190,7 +190,7 @@ def test_scheduled_change_waits_for_the_replacement_then_terminates_early(
     assert interruptions.deliver(for_instance(SCHEDULED_CHANGE, instance_id)) == {"batchItemFailures": []}
 
     [execution] = interruptions.executions()
-    assert execution["name"] == f"{instance_id}-ScheduledChange"
+    assert execution["name"] == f"{instance_id}-ScheduledChange-1"
     result = harness.wait(execution["executionArn"])
     assert result["status"] == "SUCCEEDED", result
     request = json.loads(result["input"])
@@ -207,6 +207,7 @@ def test_stopped_instance_is_cleaned_up_and_terminated(interruptions: Interrupti
     harness = interruptions.harness
     instance, node = _node_with_pods(harness)
     instance_id = instance["InstanceId"]
+    harness.world.aws.clients.ec2.stop_instances(InstanceIds=[instance_id])
 
     assert interruptions.deliver(for_instance(STATE_CHANGE, instance_id, state="stopped")) == {
         "batchItemFailures": []

@@ -5,13 +5,24 @@
   node's pods is launched at once, so it boots during the notice.
 - **Rebalance recommendation**: a Kubernetes event on the Node and a metric; with
   ``replace_on_rebalance`` the node is replaced and then terminated like a scheduled change.
-- **State change** (stopping, stopped, shutting-down, terminated): the instance is (nearly) gone, so its
-  pods and Node are deleted and its NodeClaim finalized; a stopping/stopped instance is also terminated.
+- **State change**: acted on by the instance's *current* state (``DescribeInstances``), never the
+  event's: an instance that is stopping, stopped, shutting down or terminated has its pods and Node
+  deleted and its NodeClaim finalized (a stopped one is also terminated); one that is running again
+  (a stop delivered after a restart) is left alone (``StaleEvent``).
 - **AWS Health scheduled change**: replacement first, then the workflow, which waits for the replacement
   and terminates before the scheduled time.
 
+One event, one replacement, one workflow: an interruption record in the state table
+(:mod:`fleetwright.state.interruptions`) is created with a conditional put before anything is launched,
+and only the delivery that created it (or took over a failed or abandoned attempt with a conditional
+update) launches and starts the workflow. A duplicate that finds an attempt claimed moments ago raises
+:class:`InterruptionInProgressError`, so the message goes back to the queue and is looked at again once the
+first delivery has finished or died. A failed, timed-out or aborted workflow whose instance still runs
+gets a new attempt (``<instance id>-<kind>-<attempt>``) on the next delivery, up to ``max_attempts``;
+then the node is given back (uncordoned) with a Warning event and a metric.
+
 Events about instances without this cluster's ownership tag are acknowledged and ignored, as are warnings
-for instances already shutting down or terminated (a late or out-of-order delivery).
+for instances already stopped, shutting down or terminated (a late or out-of-order delivery).
 """
 
 from __future__ import annotations
@@ -32,10 +43,23 @@ from fleetwright.interruption.events import (
     StateChangeEvent,
 )
 from fleetwright.interruption.replacement import ReplacementLauncher, ReplacementResult
-from fleetwright.interruption.workflow import WorkflowStarter, execution_name
+from fleetwright.interruption.workflow import (
+    ENDED_UNSUCCESSFULLY,
+    RUNNING,
+    SUCCEEDED,
+    WorkflowStarter,
+    execution_name,
+)
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
 from fleetwright.provisioning.registration import nodes_by_instance
+from fleetwright.state.interruptions import (
+    CLAIMED,
+    GAVE_UP,
+    STARTED,
+    InterruptionRecord,
+    InterruptionRecords,
+)
 from fleetwright.termination.claims import ClaimBook
 from fleetwright.termination.request import TerminationRequest
 
@@ -50,11 +74,20 @@ SPOT_UNAVAILABLE_SECONDS = 180.0
 EVENTS_RECEIVED = "InterruptionEvents"
 EVENTS_IGNORED = "InterruptionEventsIgnored"
 DUPLICATE_EVENTS = "InterruptionDuplicates"
+IN_PROGRESS = "InterruptionsInProgress"
+ATTEMPTS_RETRIED = "InterruptionAttemptsRetried"
+ATTEMPTS_EXHAUSTED = "InterruptionAttemptsExhausted"
 WORKFLOWS_STARTED = "TerminationWorkflowsStarted"
 REPLACEMENT_CLAIMS = "ReplacementNodeClaims"
 REPLACEMENT_ERRORS = "ReplacementErrors"
 REBALANCE_RECOMMENDATIONS = "RebalanceRecommendations"
 NODES_CLEANED_UP = "NodesCleanedUp"
+
+# Ignore reasons (the ``Reason`` dimension of InterruptionEventsIgnored).
+NOT_OWNED = "NotOwned"
+ALREADY_GONE = "AlreadyGone"
+STALE_EVENT = "StaleEvent"
+GIVEN_UP = "GivenUp"
 
 
 class Instances(Protocol):
@@ -70,13 +103,29 @@ class Instances(Protocol):
         ...
 
 
+class InterruptionInProgressError(RuntimeError):
+    """Another delivery of the same event is handling it right now: fail this message back to the queue,
+    so it is looked at again once that delivery has finished (or has died and can be taken over)."""
+
+    def __init__(self, outcomes: list[Outcome]) -> None:
+        names = ", ".join(f"{o.instance_id}/{o.kind}" for o in outcomes if o.action == "in-progress")
+        super().__init__(f"interruption being handled by another delivery: {names}")
+        self.outcomes = outcomes
+
+
 @dataclass(slots=True)
 class InterruptionSettings:
     """Timing: ``spot_notice_seconds`` (EC2's notice) less ``deadline_margin_seconds`` is the spot drain
     deadline; a scheduled change is met ``scheduled_change_margin_seconds`` early (at least
     ``minimum_window_seconds`` from now, ``scheduled_change_default_seconds`` when the event names no start
     time); ``rebalance_window_seconds`` is the deadline of an opt-in rebalance replacement. The workflow
-    waits ``drain_interval_seconds`` between drain passes and ``poll_seconds`` between instance checks."""
+    waits ``drain_interval_seconds`` between drain passes and ``poll_seconds`` between instance checks.
+
+    An attempt claimed less than ``handler_timeout_seconds`` + ``claim_margin_seconds`` ago may still be
+    in the hands of a live delivery (the handler's timeout bounds how long it can take); an older one
+    that never started its workflow is taken over. ``max_attempts`` bounds the workflows started for one
+    interruption.
+    """
 
     spot_notice_seconds: float = 120.0
     deadline_margin_seconds: float = 15.0
@@ -87,17 +136,28 @@ class InterruptionSettings:
     replace_on_rebalance: bool = False
     drain_interval_seconds: int = 5
     poll_seconds: int = 5
+    handler_timeout_seconds: float = 60.0
+    claim_margin_seconds: float = 30.0
+    max_attempts: int = 5
+
+    @property
+    def claim_fresh_seconds(self) -> float:
+        """How long a claimed attempt is presumed to belong to a live delivery."""
+        return self.handler_timeout_seconds + self.claim_margin_seconds
 
 
 @dataclass(slots=True)
 class Outcome:
     """What was done about one instance named in an event."""
 
+    # workflow-started, duplicate, in-progress, gave-up, cleaned-up, recorded, ignored-not-owned,
+    # ignored-gone, ignored-stale
     instance_id: str
     kind: str
-    action: str  # workflow-started, duplicate, cleaned-up, recorded, ignored-not-owned, ignored-gone
+    action: str
     node: str = ""
     execution: str = ""
+    attempt: int = 0
     replacement: ReplacementResult | None = None
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -105,6 +165,7 @@ class Outcome:
 class InterruptionController:
     """Acts on interruption events for one cluster.
 
+    ``records`` are the state table's interruption records (one per instance and event kind).
     ``replacements`` is None when no NodePool configuration is available (nodes are then drained and
     terminated without launching replacements first; the provisioner picks up the evicted pods).
     ``clock`` gives epoch seconds.
@@ -117,6 +178,7 @@ class InterruptionController:
         cloud: Instances,
         unavailable: UnavailableOfferings,
         workflow: WorkflowStarter,
+        records: InterruptionRecords,
         claims: ClaimBook | None,
         replacements: ReplacementLauncher | None,
         settings: InterruptionSettings | None = None,
@@ -128,6 +190,7 @@ class InterruptionController:
         self.cloud = cloud
         self.unavailable = unavailable
         self.workflow = workflow
+        self.records = records
         self.claims = claims
         self.replacements = replacements
         self.settings = settings or InterruptionSettings()
@@ -136,49 +199,132 @@ class InterruptionController:
         self.log = logger or log
 
     def handle(self, event: InterruptionEvent) -> list[Outcome]:
-        """Act on every instance the event names; returns what was done for each."""
+        """Act on every instance the event names; returns what was done for each.
+
+        Raises :class:`InterruptionInProgressError` (after acting on the other instances) when another
+        delivery is handling one of them right now.
+        """
         self.metrics.add(EVENTS_RECEIVED, 1, COUNT, {"Kind": str(event.kind)})
         ids = event.instance_ids
+        # The truth is the instance's state now, not the state an event (maybe late, maybe out of order)
+        # reports.
         owned = self.cloud.describe(ids) if ids else {}
         outcomes = []
         for instance_id in ids:
             instance = owned.get(instance_id)
+            state = str(getattr(instance, "state", ""))
             if instance is None:
-                outcomes.append(self._ignore(event, instance_id, "ignored-not-owned"))
+                outcomes.append(self._ignore(event, instance_id, "ignored-not-owned", NOT_OWNED))
             elif isinstance(event, StateChangeEvent):
-                outcomes.append(self._clean_up(event, instance))
-            elif str(getattr(instance, "state", "")) in GONE_STATES:
+                if state in GONE_STATES | STOPPED_STATES:
+                    outcomes.append(self._clean_up(event, instance, state))
+                else:
+                    outcomes.append(
+                        self._ignore(
+                            event,
+                            instance_id,
+                            "ignored-stale",
+                            STALE_EVENT,
+                            reported=event.detail.state,
+                            now=state,
+                        )
+                    )
+            elif state in GONE_STATES | STOPPED_STATES:
                 # Out of order (the state change came first) or late: the instance is already going.
-                outcomes.append(self._ignore(event, instance_id, "ignored-gone"))
+                outcomes.append(self._ignore(event, instance_id, "ignored-gone", ALREADY_GONE, now=state))
             elif isinstance(event, RebalanceEvent) and not self.settings.replace_on_rebalance:
                 outcomes.append(self._record_rebalance(event, instance))
             else:
                 outcomes.append(self._replace_and_terminate(event, instance))
         if not ids:
             self.metrics.add(EVENTS_IGNORED, 1, COUNT, {"Reason": "NoInstances"})
+        if any(o.action == "in-progress" for o in outcomes):
+            raise InterruptionInProgressError(outcomes)
         return outcomes
 
     # -- actions -------------------------------------------------------------------------------------------
 
-    def _ignore(self, event: InterruptionEvent, instance_id: str, action: str) -> Outcome:
-        reason = "NotOwned" if action == "ignored-not-owned" else "AlreadyGone"
+    def _ignore(
+        self, event: InterruptionEvent, instance_id: str, action: str, reason: str, **detail: str
+    ) -> Outcome:
         self.metrics.add(EVENTS_IGNORED, 1, COUNT, {"Reason": reason})
         self.log.info(
             "interruption event ignored",
-            extra={"kind": str(event.kind), "instanceId": instance_id, "why": reason, "eventId": event.id},
+            extra={
+                "kind": str(event.kind),
+                "instanceId": instance_id,
+                "why": reason,
+                "eventId": event.id,
+                **detail,
+            },
         )
-        return Outcome(instance_id, str(event.kind), action)
+        return Outcome(instance_id, str(event.kind), action, detail=dict(detail))
 
     def _replace_and_terminate(self, event: InterruptionEvent, instance: Any) -> Outcome:
         instance_id = str(instance.id)
+        kind = str(event.kind)
+        now = self.clock()
+        outcome = Outcome(instance_id, kind, "workflow-started", node=self._node_name(instance_id))
+        fresh = InterruptionRecord(
+            instance_id=instance_id, kind=kind, claimed_at=now, node=outcome.node, event_id=event.id
+        )
+        if self.records.create(fresh):
+            return self._run_attempt(event, instance, fresh, outcome)
+        record = self.records.get(instance_id, kind)
+        if record is None:  # deleted between the two calls: this delivery may start over
+            if self.records.create(fresh):
+                return self._run_attempt(event, instance, fresh, outcome)
+            return self._in_progress(outcome, event, 0)
+        outcome.attempt = record.attempt
+        outcome.execution = record.execution
+        if record.status == GAVE_UP:
+            return self._duplicate(outcome, event, "attempts exhausted earlier")
+        name = record.execution or execution_name(instance_id, kind, record.attempt)
+        status = self.workflow.status(name)
+        if status in (RUNNING, SUCCEEDED):
+            if record.status == CLAIMED:  # its delivery died after starting the workflow
+                self.records.update(record, status=STARTED, execution=name)
+            return self._duplicate(outcome, event, f"workflow {status}")
+        if (
+            status is None
+            and record.status == CLAIMED
+            and now - record.claimed_at < self.settings.claim_fresh_seconds
+        ):
+            return self._in_progress(outcome, event, record.attempt)
+        # The attempt failed (the workflow ended badly, or its delivery died before starting it).
+        why = (
+            f"workflow {status}"
+            if status in ENDED_UNSUCCESSFULLY
+            else "attempt abandoned before its workflow started"
+        )
+        if record.attempt >= self.settings.max_attempts:
+            return self._give_up(event, record, outcome, why)
+        taken = self.records.take_over(record, now)
+        if taken is None:  # another delivery took it over first
+            return self._in_progress(outcome, event, record.attempt + 1)
+        self.metrics.add(ATTEMPTS_RETRIED, 1, COUNT, {"Kind": kind})
+        self.log.warning(
+            "interruption attempt failed; starting a new one",
+            extra={
+                "instanceId": instance_id,
+                "kind": kind,
+                "failed": record.attempt,
+                "attempt": taken.attempt,
+                "why": why,
+            },
+        )
+        return self._run_attempt(event, instance, taken, outcome)
+
+    def _run_attempt(
+        self, event: InterruptionEvent, instance: Any, record: InterruptionRecord, outcome: Outcome
+    ) -> Outcome:
+        """Launch (or reuse) the replacement and start this attempt's workflow; the record follows along so
+        a later delivery (or the disruption sweep) can drive it again."""
+        instance_id = str(instance.id)
         kind = event.kind
-        name = execution_name(instance_id, str(kind))
-        node = self._node_name(instance_id)
-        outcome = Outcome(instance_id, str(kind), "workflow-started", node=node)
-        # Step Functions returns a running execution for a repeated name and input instead of refusing it,
-        # so a redelivery is recognized by asking first (and by ExecutionAlreadyExists after that).
-        if self.workflow.already_started(name):
-            return self._duplicate(outcome, event)
+        name = execution_name(instance_id, str(kind), record.attempt)
+        outcome.attempt = record.attempt
+        outcome.execution = name
         if kind is EventKind.SPOT_INTERRUPTION:
             self.unavailable.mark(
                 str(instance.instance_type),
@@ -188,42 +334,106 @@ class InterruptionController:
                 SPOT_UNAVAILABLE_SECONDS,
             )
             # Two minutes is short: cordon and drain start first, the replacement launches meanwhile.
-            started = self.workflow.start(name, self._request(event, instance, node, []))
-            outcome.execution = started.execution
-            if not started.started:
-                return self._duplicate(outcome, event)
-            outcome.replacement = self._replace(instance_id)
+            started = self._start(record, name, self._request(event, instance, outcome.node, []))
+            outcome.replacement = self._replace(instance_id, record)
         else:
-            outcome.replacement = self._replace(instance_id)
+            outcome.replacement = self._replace(instance_id, record)
             claims = outcome.replacement.claims if outcome.replacement else []
-            started = self.workflow.start(name, self._request(event, instance, node, claims))
-            outcome.execution = started.execution
-            if not started.started:
-                return self._duplicate(outcome, event)
+            started = self._start(record, name, self._request(event, instance, outcome.node, claims))
+        outcome.execution = started
         self.metrics.add(WORKFLOWS_STARTED, 1, COUNT, {"Reason": str(kind)})
         self.log.info(
             "termination workflow started",
             extra={
                 "kind": str(kind),
                 "instanceId": instance_id,
-                "node": node,
-                "execution": outcome.execution,
+                "node": outcome.node,
+                "execution": started,
+                "attempt": record.attempt,
                 "replacementClaims": outcome.replacement.claims if outcome.replacement else [],
                 "eventId": event.id,
             },
         )
         return outcome
 
-    def _duplicate(self, outcome: Outcome, event: InterruptionEvent) -> Outcome:
-        outcome.action = "duplicate"
-        self.metrics.add(DUPLICATE_EVENTS, 1, COUNT)
+    def _start(self, record: InterruptionRecord, name: str, request: TerminationRequest) -> str:
+        """Store the request, start the workflow, mark the attempt started; the execution's id."""
+        self.records.update(
+            record, request=request.to_json(), deadline=request.deadline_epoch, execution=name
+        )
+        started = self.workflow.start(name, request)
+        self.records.update(record, status=STARTED)
+        return started.execution
+
+    def _in_progress(self, outcome: Outcome, event: InterruptionEvent, attempt: int) -> Outcome:
+        """Another delivery holds the attempt: this message goes back to the queue (never dropped while
+        that delivery could still crash)."""
+        outcome.action = "in-progress"
+        self.metrics.add(IN_PROGRESS, 1, COUNT, {"Kind": outcome.kind})
         self.log.info(
-            "termination workflow already started",
-            extra={"instanceId": outcome.instance_id, "kind": outcome.kind, "eventId": event.id},
+            "interruption being handled by another delivery; message returned to the queue",
+            extra={
+                "instanceId": outcome.instance_id,
+                "kind": outcome.kind,
+                "attempt": attempt,
+                "eventId": event.id,
+            },
         )
         return outcome
 
-    def _replace(self, instance_id: str) -> ReplacementResult | None:
+    def _duplicate(self, outcome: Outcome, event: InterruptionEvent, why: str) -> Outcome:
+        outcome.action = "duplicate"
+        self.metrics.add(DUPLICATE_EVENTS, 1, COUNT)
+        self.log.info(
+            "interruption already handled",
+            extra={"instanceId": outcome.instance_id, "kind": outcome.kind, "eventId": event.id, "why": why},
+        )
+        return outcome
+
+    def _give_up(
+        self, event: InterruptionEvent, record: InterruptionRecord, outcome: Outcome, why: str
+    ) -> Outcome:
+        """Attempts exhausted: give the node back rather than leave it cordoned with nobody working on it."""
+        outcome.action = "gave-up"
+        if not self.records.update(record, status=GAVE_UP):  # taken over meanwhile
+            return self._in_progress(outcome, event, record.attempt + 1)
+        self.metrics.add(ATTEMPTS_EXHAUSTED, 1, COUNT, {"Kind": record.kind})
+        message = (
+            f"Fleetwright gave up handling {record.kind} for instance {record.instance_id} after "
+            f"{record.attempt} failed attempts ({why}); the node is uncordoned"
+        )
+        node = record.node or outcome.node
+        if node:
+            obj = self.kube.unmark_disrupted(node)
+            if obj is not None:
+                obj.setdefault("kind", "Node")
+                obj.setdefault("apiVersion", "v1")
+                self.kube.create_event(obj, "InterruptionHandlingFailed", message, type="Warning")
+        self.log.error(
+            "interruption attempts exhausted; node given back",
+            extra={
+                "instanceId": record.instance_id,
+                "kind": record.kind,
+                "node": node,
+                "attempts": record.attempt,
+                "why": why,
+                "eventId": event.id,
+            },
+        )
+        return outcome
+
+    def _replace(self, instance_id: str, record: InterruptionRecord) -> ReplacementResult | None:
+        """The replacement of this attempt: an earlier attempt's claims that are still active, else a
+        launch (a failed launch, lease refusals included, still lets the node be drained and terminated)."""
+        if record.replacement_claims and self.claims is not None:
+            active = sorted(self.claims.active_instances(record.replacement_claims))
+            if active:
+                self.log.info(
+                    "earlier replacement reused",
+                    extra={"instanceId": instance_id, "replacementClaims": active},
+                )
+                self.records.update(record, replacementClaims=active)
+                return ReplacementResult(claims=active)
         if self.replacements is None:
             return None
         try:
@@ -234,6 +444,7 @@ class InterruptionController:
             return None
         if result.claims:
             self.metrics.add(REPLACEMENT_CLAIMS, len(result.claims), COUNT)
+            self.records.update(record, replacementClaims=list(result.claims))
         if result.failed:
             self.metrics.add(REPLACEMENT_ERRORS, len(result.failed), COUNT)
         return result
@@ -256,14 +467,15 @@ class InterruptionController:
         self.log.info("rebalance recommendation recorded", extra={"instanceId": instance_id, "node": node})
         return Outcome(instance_id, str(event.kind), "recorded", node=node)
 
-    def _clean_up(self, event: StateChangeEvent, instance: Any) -> Outcome:
-        """The instance stopped or went away without a workflow: remove what is left of it."""
+    def _clean_up(self, event: StateChangeEvent, instance: Any, state: str) -> Outcome:
+        """The instance (as EC2 describes it now) stopped or went away: remove what is left of it."""
         instance_id = str(instance.id)
-        state = event.detail.state
-        outcome = Outcome(instance_id, str(event.kind), "cleaned-up", detail={"state": state})
-        if state not in GONE_STATES | STOPPED_STATES:
-            outcome.action = "ignored-running"
-            return outcome
+        outcome = Outcome(
+            instance_id,
+            str(event.kind),
+            "cleaned-up",
+            detail={"state": state, "reported": event.detail.state},
+        )
         node = self._node_object(instance_id)
         if node is not None:
             meta = node.get("metadata") or {}
@@ -289,7 +501,13 @@ class InterruptionController:
         self.metrics.add(NODES_CLEANED_UP, 1, COUNT, {"State": state})
         self.log.info(
             "instance left; node and claim cleaned up",
-            extra={"instanceId": instance_id, "state": state, "node": outcome.node, "claim": claim},
+            extra={
+                "instanceId": instance_id,
+                "state": state,
+                "reported": event.detail.state,
+                "node": outcome.node,
+                "claim": claim,
+            },
         )
         return outcome
 

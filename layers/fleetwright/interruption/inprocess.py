@@ -22,6 +22,7 @@ from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
+from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.store import StateStore
 from fleetwright.termination.claims import StoreClaimBook
 from fleetwright.termination.inprocess import InProcessWorkflow, LocalExecution
@@ -39,9 +40,20 @@ class DeferredWorkflows:
         self.runner = runner
         self.queued: dict[str, dict[str, Any]] = {}
 
+    def status(self, name: str) -> str | None:
+        """RUNNING while queued, then the local execution's status; None when unknown."""
+        if name in self.queued:
+            return "RUNNING"
+        execution = self.runner.executions.get(name)
+        return execution.status if execution is not None else None
+
     def already_started(self, name: str) -> bool:
         """True when an execution by that name was queued or has run."""
-        return name in self.queued or name in self.runner.executions
+        return self.status(name) is not None
+
+    def running(self) -> list[str]:
+        """The queued executions (they run when asked)."""
+        return [*self.queued, *(n for n, e in self.runner.executions.items() if e.status == "RUNNING")]
 
     def start(self, name: str, request: TerminationRequest) -> StartResult:
         """Queue the execution (``started=False`` when the name is taken)."""
@@ -118,6 +130,7 @@ def run_interruption(
         cloud=cloud,
         unavailable=cloud.unavailable,
         workflow=workflows,
+        records=InterruptionRecords(state.table, state.cluster),
         claims=claims,
         replacements=replacements,
         settings=settings,
