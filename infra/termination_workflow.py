@@ -3,31 +3,41 @@ handler in ``functions/termination``), naming the step in the payload.
 
 ::
 
-    Cordon → ReplacementWanted? ─yes→ AwaitReplacement → ReplacementReady? ─no→ WaitForReplacement ─┐
-               │no                        ↑                  │yes                                    │
-               ↓                          └──────────────────┼───────────────────────────────────────┘
-             Drain ←──── WaitBetweenPasses ←─no── Drained? ←─┘ (Drain loops until done)
-                                                     │  └─abandoned→ DisruptionCalledOff (Succeed)
-                                                     │yes
-                                                     ↓
+    Resumed? ─no→ Cordon → ReplacementWanted? ─yes→ AwaitReplacement → ReplacementReady? ─no→ WaitForRepl.
+       │yes                  │no                        ↑                  │yes        │continue  │
+       ↓                     ↓                          └──────────────────┼───────────┼──────────┘
+    ResumeAt? ──────────→ Drain ←── WaitBetweenPasses ←─no── Drained? ←────┘           ↓
+       └─replacement pending→ AwaitReplacement          │  ├─abandoned→ DisruptionCalledOff (Succeed)
+                                                         │  └─continue→ Continue → ContinuedInNewExecution
+                                                         │yes
+                                                         ↓
              Terminate → InstanceGone? ─no→ WaitForShutdown → CheckInstance ─┐
                             │yes  ↑──────────────────────────────────────────┘
                             ↓
                          DeleteNode → FinalizeClaim → Terminated (Succeed)
 
-    any Task's error (after retries) → RecordFailure → TerminationFailed (Fail)
+    any Task's error (after retries) → RecordFailure → FailurePending? ─yes→ WaitToRecordFailure ─┐
+                                              ↑                    │no                            │
+                                              └────────────────────┼──────────────────────────────┘
+                                                                   ↓
+                                                         TerminationFailed (Fail)
 
-Wait durations come from the input (``drainIntervalSeconds``, ``pollSeconds``; the first step fills in
-5 s defaults), so tests run the same definition with 0 s waits. ``TransientError`` is retried with
-exponential backoff; every other error is caught into ``$.error`` and ends in the failure state after the
-``record_failure`` step has left a Warning event on the Node and raised the ``TerminationFailures`` metric,
-which :attr:`TerminationWorkflow.failure_alarm` watches.
+Wait durations come from the state (``drain.waitSeconds``, computed by the drain step and growing while no
+pod leaves; ``request.drainIntervalSeconds``, ``request.pollSeconds``), so tests run the same definition
+with 0 s waits. Every Task retries Lambda's service errors and throttling and ``TransientError`` with
+exponential backoff, a maximum delay and full jitter: :data:`RETRY_BUDGET_SECONDS` rides out an outage of
+the Kubernetes API or Lambda of several minutes. Every other error is caught into ``$.error`` and ends in
+the failure state after the ``record_failure`` step has left a Warning event on the Node, given the node
+back and raised the ``TerminationFailures`` metric, which :attr:`TerminationWorkflow.failure_alarm`
+watches. Long loops continue in a new execution of the same state machine (``Continue``); the new
+execution starts at ``Resumed?`` and goes straight back to its loop.
 """
 
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -40,17 +50,46 @@ METRICS_NAMESPACE = cm.NAMESPACE
 STEP_SERVICE = cm.TERMINATION_SERVICE  # the step handler's Powertools service (a metric dimension)
 FAILURE_METRIC = cm.TERMINATION_FAILURES
 TRANSIENT_ERROR = "TransientError"
+# Errors every Task retries: Lambda's own (throttling, service errors) and the steps' TransientError.
+RETRIED_ERRORS = (
+    "Lambda.TooManyRequestsException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.ClientExecutionTimeoutException",
+    TRANSIENT_ERROR,
+)
 DEFAULT_TIMEOUT = Duration.hours(24)
 DEFAULT_RETRY_INTERVAL = Duration.seconds(2)
+DEFAULT_RETRY_MAX_DELAY = Duration.seconds(60)
+DEFAULT_RETRY_ATTEMPTS = 25
+RETRY_BACKOFF = 2
+
+
+def retry_budget_seconds(
+    interval: float, max_delay: float, attempts: int, backoff: float = RETRY_BACKOFF
+) -> float:
+    """The longest time a Task keeps retrying: the sum of its nominal delays. Full jitter draws each delay
+    between 0 and its nominal value, so half of this is the expected time."""
+    return float(sum(min(max_delay, interval * backoff**n) for n in range(attempts)))
+
+
+# 2 + 4 + 8 + 16 + 32 + 20 × 60 = 1,262 s nominal, ~631 s expected with full jitter: an outage of 5 minutes
+# is ridden out by retries alone (the chance of 25 jittered delays adding up to less than 300 s is ~1e-5).
+RETRY_BUDGET_SECONDS = retry_budget_seconds(2, 60, DEFAULT_RETRY_ATTEMPTS)
 
 
 class TerminationWorkflow(Construct):
     """``state_machine`` (standard, logged, traced), ``failure_metric``, ``failure_alarm`` (a step
     recorded a failure) and ``execution_alarm`` (an execution failed, timed out or was aborted).
 
-    Props: ``step_function`` (the Lambda serving every step), ``retry_interval``/``retry_attempts`` for
-    ``TransientError`` (doubling each time), ``timeout`` of a whole execution (a scheduled change may be
-    hours away) and ``log_removal_policy`` of the execution log group.
+    Props: ``step_function`` (the Lambda serving every step), ``retry_interval``/``retry_max_delay``/
+    ``retry_attempts`` for :data:`RETRIED_ERRORS` (doubling each time, full jitter), ``timeout`` of one
+    execution (longer workflows continue in new executions well before it) and ``log_removal_policy`` of
+    the execution log group.
+
+    The step function may start executions of this state machine (the ``Continue`` step): a standalone
+    policy on its role, so the function does not depend on the state machine that depends on it.
     """
 
     def __init__(
@@ -60,7 +99,8 @@ class TerminationWorkflow(Construct):
         *,
         step_function: lambda_.IFunction,
         retry_interval: Duration = DEFAULT_RETRY_INTERVAL,
-        retry_attempts: int = 5,
+        retry_max_delay: Duration = DEFAULT_RETRY_MAX_DELAY,
+        retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
         timeout: Duration = DEFAULT_TIMEOUT,
         log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ) -> None:
@@ -72,14 +112,26 @@ class TerminationWorkflow(Construct):
                 self,
                 state_id,
                 lambda_function=step_function,
-                payload=sfn.TaskInput.from_object({"step": step, "state": sfn.JsonPath.entire_payload}),
+                payload=sfn.TaskInput.from_object(
+                    {
+                        "step": step,
+                        "state": sfn.JsonPath.entire_payload,
+                        "context": {
+                            "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
+                            "startTime": sfn.JsonPath.string_at("$$.Execution.StartTime"),
+                            "stateMachine": sfn.JsonPath.string_at("$$.StateMachine.Id"),
+                        },
+                    }
+                ),
                 payload_response_only=True,  # the step's return value is the new state
-                retry_on_service_exceptions=True,
+                retry_on_service_exceptions=False,  # retried below, longer than CDK's default
             )
             invoke.add_retry(
-                errors=[TRANSIENT_ERROR],
+                errors=list(RETRIED_ERRORS),
                 interval=retry_interval,
-                backoff_rate=2,
+                backoff_rate=RETRY_BACKOFF,
+                max_delay=retry_max_delay,
+                jitter_strategy=sfn.JitterType.FULL,
                 max_attempts=retry_attempts,
             )
             return invoke
@@ -99,7 +151,22 @@ class TerminationWorkflow(Construct):
         )
         record_failure = task("RecordFailure", "record_failure")
         record_failure.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recordError")
-        record_failure.next(failed)
+        wait_to_record = sfn.Wait(
+            self, "WaitToRecordFailure", time=sfn.WaitTime.seconds_path("$.failure.retrySeconds")
+        )
+        wait_to_record.next(record_failure)
+        record_failure.next(
+            sfn.Choice(self, "FailurePending?")
+            .when(
+                # the Kubernetes API did not answer: the event or the uncordon is tried again
+                sfn.Condition.and_(
+                    sfn.Condition.is_present("$.failure.pending"),
+                    sfn.Condition.boolean_equals("$.failure.pending", True),
+                ),
+                wait_to_record,
+            )
+            .otherwise(failed)
+        )
 
         cordon = task("Cordon", "cordon")
         await_replacement = task("AwaitReplacement", "await_replacement")
@@ -108,10 +175,19 @@ class TerminationWorkflow(Construct):
         check_instance = task("CheckInstance", "check_instance")
         delete_node = task("DeleteNode", "delete_node")
         finalize_claim = task("FinalizeClaim", "finalize_claim")
+        continue_task = task("Continue", "continue")
+        continue_task.next(
+            sfn.Succeed(
+                self,
+                "ContinuedInNewExecution",
+                comment="The workflow goes on in a new execution of this state machine ($.continuation).",
+            )
+        )
         for step in (
             cordon,
             await_replacement,
             drain,
+            continue_task,
             terminate,
             check_instance,
             delete_node,
@@ -121,7 +197,11 @@ class TerminationWorkflow(Construct):
 
         drain_wait = sfn.WaitTime.seconds_path("$.request.drainIntervalSeconds")
         wait_for_replacement = sfn.Wait(self, "WaitForReplacement", time=drain_wait)
-        wait_between_passes = sfn.Wait(self, "WaitBetweenPasses", time=drain_wait)
+        wait_between_passes = sfn.Wait(
+            self, "WaitBetweenPasses", time=sfn.WaitTime.seconds_path("$.drain.waitSeconds")
+        )
+        # A step function older than this definition (mid-deploy) writes no drain.waitSeconds.
+        wait_drain_interval = sfn.Wait(self, "WaitDrainInterval", time=drain_wait)
         wait_for_shutdown = sfn.Wait(
             self, "WaitForShutdown", time=sfn.WaitTime.seconds_path("$.request.pollSeconds")
         )
@@ -129,6 +209,7 @@ class TerminationWorkflow(Construct):
         replacement_ready = (
             sfn.Choice(self, "ReplacementReady?")
             .when(sfn.Condition.boolean_equals("$.replacement.ready", True), drain)
+            .when(_is_true("$.replacement.continueInNewExecution"), continue_task)
             .otherwise(wait_for_replacement)
         )
         await_replacement.next(replacement_ready)
@@ -151,10 +232,13 @@ class TerminationWorkflow(Construct):
                 called_off,
             )
             .when(sfn.Condition.boolean_equals("$.drain.done", True), terminate)
+            .when(_is_true("$.drain.continueInNewExecution"), continue_task)
+            .when(sfn.Condition.is_not_present("$.drain.waitSeconds"), wait_drain_interval)
             .otherwise(wait_between_passes)
         )
         drain.next(drained)
         wait_between_passes.next(drain)
+        wait_drain_interval.next(drain)
 
         instance_gone = (
             sfn.Choice(self, "InstanceGone?")
@@ -174,6 +258,25 @@ class TerminationWorkflow(Construct):
         )
         cordon.next(replacement_wanted)
 
+        # A continuation (input with ``resume``) goes back to the loop it left: no second cordon, and no
+        # second replacement wait unless the replacement was still pending.
+        resume_at = (
+            sfn.Choice(self, "ResumeAt?")
+            .when(
+                sfn.Condition.and_(
+                    sfn.Condition.is_present("$.replacement.ready"),
+                    sfn.Condition.boolean_equals("$.replacement.ready", False),
+                ),
+                await_replacement,
+            )
+            .otherwise(drain)
+        )
+        resumed = (
+            sfn.Choice(self, "Resumed?")
+            .when(sfn.Condition.is_present("$.resume"), resume_at)
+            .otherwise(cordon)
+        )
+
         self.log_group = logs.LogGroup(
             self, "ExecutionLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=log_removal_policy
         )
@@ -181,11 +284,27 @@ class TerminationWorkflow(Construct):
             self,
             "StateMachine",
             comment="Fleetwright: cordon, drain and terminate one node, then delete its Node and NodeClaim",
-            definition_body=sfn.DefinitionBody.from_chainable(cordon),
+            definition_body=sfn.DefinitionBody.from_chainable(resumed),
             timeout=timeout,
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL),
         )
+        # The Continue step starts the next execution of this state machine. A policy of its own, attached
+        # to the step function's role: in the role's default policy the function (which depends on that
+        # policy) would depend on the state machine, which depends on the function.
+        self.continue_policy: iam.Policy | None = None
+        if step_function.role is not None:
+            self.continue_policy = iam.Policy(
+                self,
+                "ContinuePolicy",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["states:StartExecution"],
+                        resources=[self.state_machine.state_machine_arn],
+                    )
+                ],
+                roles=[step_function.role],
+            )
         self.failure_metric = cloudwatch.Metric(
             namespace=METRICS_NAMESPACE,
             metric_name=FAILURE_METRIC,
@@ -226,3 +345,8 @@ class TerminationWorkflow(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+
+
+def _is_true(path: str) -> sfn.Condition:
+    """``path`` is present and true (a step function older than the definition may not write it)."""
+    return sfn.Condition.and_(sfn.Condition.is_present(path), sfn.Condition.boolean_equals(path, True))

@@ -57,6 +57,8 @@ def build_steps(environ: dict[str, str] | None = None) -> Any:
         StoreClaimBook(state.nodeclaims),
         metrics=PowertoolsMetrics(metrics),
         logger=logger,
+        # The continue step's client, made the first time a long workflow continues in a new execution.
+        executions=lambda: clients.client("stepfunctions"),
     )
 
 
@@ -80,15 +82,22 @@ def reset_steps() -> None:
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The Lambda entry point: run ``event["step"]`` on ``event["state"]``."""
+    """The Lambda entry point: run ``event["step"]`` on ``event["state"]``; ``event["context"]`` carries
+    the execution's name, start time and state machine (``$$.Execution``, ``$$.StateMachine``)."""
     from fleetwright.termination.errors import TransientError, is_transient
 
     step = str(event.get("step") or "")
     state = event.get("state") or {}
     request = state.get("request") or state
-    logger.append_keys(step=step, node=request.get("node"), instanceId=request.get("instanceId"))
+    context_object = event.get("context") or {}
+    logger.append_keys(
+        step=step,
+        node=request.get("node"),
+        instanceId=request.get("instanceId"),
+        execution=context_object.get("execution"),
+    )
     try:
-        result: dict[str, Any] = steps().run(step, state)
+        result: dict[str, Any] = steps().run(step, state, context_object)
     except Exception as error:
         if is_transient(error):
             logger.warning("transient error; the workflow retries", extra={"error": str(error)})

@@ -160,7 +160,9 @@ def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_l
         ]
 
 
-def test_only_the_interruption_handler_and_disruption_start_workflows(synthesis: Synthesis) -> None:
+def test_interruption_and_disruption_start_workflows_and_the_steps_continue_them(
+    synthesis: Synthesis,
+) -> None:
     stack = synthesis.fleetwright
     machine_id, _ = only(stack.resources("AWS::StepFunctions::StateMachine"))
     queue_id = next(
@@ -172,13 +174,16 @@ def test_only_the_interruption_handler_and_disruption_start_workflows(synthesis:
         extra = [s for s in _role_statements(stack, _function_role(function)) if "logs:" not in json.dumps(s)]
         grants[directory] = {a: _as_list(s["Resource"]) for s in extra for a in _as_list(s["Action"])}
     assert grants["provisioner"] == {}
-    assert grants["termination"] == {}
+    # The step function starts only the next execution of its own workflow (the Continue step).
+    assert grants["termination"] == {"states:StartExecution": ["${" + machine_id + "}"]}
     for starter in ("interruption", "disruption"):
         assert grants[starter].pop("states:StartExecution") == ["${" + machine_id + "}"]
         [executions] = grants[starter].pop("states:DescribeExecution")
         assert executions.endswith(":*") and ":execution:" in executions and machine_id in executions
     # Everything else the disruption function does (launch, terminate, delete launch templates, the
     # state table) comes with the controller policy, scoped by the cluster tag (test_controller_policy).
+    # The sweep lists the workflow's running executions.
+    assert grants["disruption"].pop("states:ListExecutions") == ["${" + machine_id + "}"]
     assert grants["disruption"] == {}
     handler = grants["interruption"]
     assert set(handler) == {

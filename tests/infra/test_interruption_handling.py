@@ -18,19 +18,24 @@ def test_interruption_handler_consumes_the_queue_and_may_start_the_workflow(synt
     _, mapping = only(stack.resources("AWS::Lambda::EventSourceMapping"))
     assert render(mapping["Properties"]["FunctionName"]) == "${" + handler_id + "}"
     assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert handler["Properties"]["Timeout"] <= 90  # within the queue's visibility timeout
+    _, queue = next(
+        (k, q) for k, q in stack.resources("AWS::SQS::Queue").items() if "RedrivePolicy" in q["Properties"]
+    )
+    # AWS's guidance for Lambda event sources: visibility at least six times the function's timeout.
+    assert handler["Properties"]["Timeout"] * 6 <= queue["Properties"]["VisibilityTimeout"]
     statements = [
         s
         for p in stack.resources("AWS::IAM::Policy").values()
         for s in render(p["Properties"]["PolicyDocument"]["Statement"])
         if "states:StartExecution" in json.dumps(s)
     ]
-    # The interruption handler's and the disruption function's grants, both on this state machine only.
-    assert len(statements) == 2
+    # The interruption handler's and the disruption function's grants, and the step function's (its
+    # Continue step starts the next execution), all on this state machine only.
+    assert len(statements) == 3
     assert all(s["Resource"] == "${" + machine_id + "}" for s in statements)
 
 
-def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(synthesis: Synthesis) -> None:
+def test_every_task_invokes_the_step_function_and_waits_come_from_the_state(synthesis: Synthesis) -> None:
     stack = synthesis.fleetwright
     steps_id, steps = function_by_description(stack, "Fleetwright termination workflow steps")
     assert steps["Properties"]["Handler"] == "handler.handler"
@@ -42,6 +47,7 @@ def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(synt
         "cordon",
         "await_replacement",
         "drain",
+        "continue",
         "terminate",
         "check_instance",
         "delete_node",
@@ -49,9 +55,39 @@ def test_every_task_invokes_the_step_function_and_waits_come_from_the_input(synt
         "record_failure",
     }
     assert all(s["Resource"] == "${" + steps_id + ".Arn}" for s in tasks.values())
-    assert all(s["Retry"][-1]["ErrorEquals"] == ["TransientError"] for s in tasks.values())
+    for task in tasks.values():
+        # the execution's name, start time and state machine go with every step (the Continue step)
+        assert task["Parameters"]["context"] == {
+            "execution.$": "$$.Execution.Name",
+            "startTime.$": "$$.Execution.StartTime",
+            "stateMachine.$": "$$.StateMachine.Id",
+        }
+        [retry] = task["Retry"]
+        assert set(retry["ErrorEquals"]) >= {
+            "Lambda.TooManyRequestsException",
+            "Lambda.ServiceException",
+            "Lambda.AWSLambdaException",
+            "Lambda.SdkClientException",
+            "TransientError",
+        }
+        assert retry["JitterStrategy"] == "FULL" and retry["MaxDelaySeconds"] == 60
+        # the documented budget: 5 minutes of outage ridden out by retries alone, even with full jitter
+        delays = [
+            min(retry["MaxDelaySeconds"], retry["IntervalSeconds"] * retry["BackoffRate"] ** n)
+            for n in range(retry["MaxAttempts"])
+        ]
+        assert sum(delays) / 2 >= 2 * 300
     waits = [s for s in states.values() if s["Type"] == "Wait"]
-    assert {w["SecondsPath"] for w in waits} == {"$.request.drainIntervalSeconds", "$.request.pollSeconds"}
+    assert {w["SecondsPath"] for w in waits} == {
+        "$.request.drainIntervalSeconds",
+        "$.request.pollSeconds",
+        "$.drain.waitSeconds",
+        "$.failure.retrySeconds",
+    }
+    # a continued execution starts at Resumed? and goes back to its loop
+    assert definition["StartAt"] == "Resumed?"
+    assert states["Continue"]["Next"] == "ContinuedInNewExecution"
+    assert states["ContinuedInNewExecution"]["Type"] == "Succeed"
     assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
     assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
 

@@ -21,7 +21,9 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::SQS::QueuePolicy": 2,
         "AWS::Events::Rule": 4 + 2,  # the interruption rules; the provisioner's and disruption's schedules
         "AWS::IAM::Role": 1 + FUNCTIONS + 1,  # nodes, one per function, the state machine
-        "AWS::IAM::Policy": FUNCTIONS + 1,  # each role's own grants (logs, workflow, queue)
+        # each role's own grants (logs, workflow, queue); the step function's StartExecution on its state
+        # machine (a policy of its own: in the role's default policy it would make a dependency cycle)
+        "AWS::IAM::Policy": FUNCTIONS + 2,
         "AWS::IAM::InstanceProfile": 1,
         "AWS::EKS::AccessEntry": 1 + FUNCTIONS,  # nodes, one per function role
         "AWS::IAM::ManagedPolicy": 1,
@@ -69,8 +71,10 @@ def _queues(synthesis: Synthesis) -> tuple[str, dict[str, Any], str, dict[str, A
 
 def test_interruption_queue_and_dead_letter_queue(synthesis: Synthesis) -> None:
     _, queue, dlq_id, dlq = _queues(synthesis)
-    assert queue["MessageRetentionPeriod"] == 300
-    assert queue["VisibilityTimeout"] * 3 <= 300  # every attempt fits before the event expires
+    # A failing message is received three times, one visibility timeout apart, and must then reach the
+    # dead-letter queue rather than expire on the way.
+    assert queue["MessageRetentionPeriod"] == 4 * 24 * 3600
+    assert queue["VisibilityTimeout"] * 3 < queue["MessageRetentionPeriod"] / 10
     assert queue["SqsManagedSseEnabled"] is True
     assert render(queue["RedrivePolicy"]) == {
         "deadLetterTargetArn": "${" + dlq_id + ".Arn}",

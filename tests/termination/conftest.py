@@ -1,7 +1,11 @@
 """The termination workflow as it ships: the state machine definition synthesized by CDK from
 ``infra/termination_workflow.py`` runs on moto's Step Functions interpreter; its Lambda tasks are dispatched
 in-process to ``functions/termination/handler.py``, which works against the Kubernetes API emulator and
-moto's EC2 and DynamoDB."""
+moto's EC2 and DynamoDB.
+
+Time is virtual: the steps, the executions' start times, the Wait states and the Retry delays all run on
+the harness clock (a Wait or a Retry advances it instead of sleeping), so an outage of minutes or a drain
+of days runs in seconds and still meets the retry policy and the waits the definition ships with."""
 
 from __future__ import annotations
 
@@ -13,20 +17,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.exceptions import JsonRESTError
+from moto.stepfunctions.parser import models as sfn_models
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
 
 from fleetwright.aws.tags import ownership_tags, to_aws
 from fleetwright.kube.resources import PODS
+from fleetwright.local.apiserver import ApiServer
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.termination.claims import StoreClaimBook
 from fleetwright.termination.steps import TerminationSteps
+from tests.aws.strict import StrictEc2
 from tests.kube.objects import pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
     World,
@@ -107,6 +117,12 @@ class FakeContext:
 Hook = Callable[[str, dict[str, Any]], None]
 
 
+class ThrottledError(JsonRESTError):
+    """Lambda's answer when the function's concurrency is exhausted (HTTP 429)."""
+
+    code = 429
+
+
 @dataclass
 class Harness:
     """Everything a workflow test touches: the world (moto, emulator, state), the state machine in moto,
@@ -119,9 +135,12 @@ class Harness:
     clock: FakeClock
     steps: TerminationSteps
     handler: ModuleType
+    apiserver: ApiServer
     calls: list[tuple[str, dict[str, Any], Any]] = field(default_factory=list)
     before_step: list[Hook] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    throttled: int = 0  # invocations Lambda still refuses with TooManyRequestsException
+    strict: StrictEc2 | None = None
 
     # -- the cluster -------------------------------------------------------------------------------------
 
@@ -139,6 +158,8 @@ class Harness:
             SubnetId=self.world.aws.subnets[zone_subnet],
             TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
         )
+        if self.strict is not None:  # long launched: visible to every EC2 call
+            self.strict.consistency.settle()
         return dict(reservation["Instances"][0])
 
     def node_for(self, instance: dict[str, Any], name: str) -> str:
@@ -221,6 +242,26 @@ class Harness:
         with self.lock:
             return [out for name, _, out in self.calls if name == step]
 
+    def executions(self) -> list[dict[str, Any]]:
+        """Every execution of the state machine, oldest first."""
+        found = self.sfn.list_executions(stateMachineArn=self.machine_arn)["executions"]
+        return sorted(found, key=lambda e: (e["startDate"], e["name"]))
+
+    def wait_for_chain(self, first_arn: str, timeout: float = 600.0) -> list[dict[str, Any]]:
+        """Wait until no execution runs (a workflow that continued in new executions has ended); the
+        descriptions of every execution, oldest first."""
+        end = time.monotonic() + timeout
+        self.wait(first_arn, timeout)
+        while time.monotonic() < end:
+            running = [e for e in self.executions() if e["status"] == "RUNNING"]
+            if not running:
+                return [
+                    dict(self.sfn.describe_execution(executionArn=e["executionArn"]))
+                    for e in self.executions()
+                ]
+            self.wait(running[0]["executionArn"], max(1.0, end - time.monotonic()))
+        raise AssertionError(f"executions still running after {timeout} s")
+
     def invoke(self, payload: dict[str, Any]) -> tuple[bool, Any]:
         """Run the step handler as Lambda would; (ok, result or error payload)."""
         step = str(payload.get("step"))
@@ -241,35 +282,56 @@ class Harness:
 @pytest.fixture
 def harness(
     world: World,  # noqa: F811
+    apiserver: ApiServer,  # noqa: F811
+    strict_ec2: StrictEc2 | None,
     workflow_definition: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Harness]:
-    """The synthesized state machine in moto, its Lambda tasks served by the step handler in this process."""
+    """The synthesized state machine in moto, its Lambda tasks served by the step handler in this process,
+    on the harness's virtual clock."""
     handler = load_module(
         "termination_handler_under_test", REPO_ROOT / "functions" / "termination" / "handler.py"
     )
     metrics = RecordingMetrics()
-    steps = TerminationSteps(
-        world.kube,
-        world.cloud,
-        StoreClaimBook(world.state.nodeclaims, clock=world.wall),
-        metrics=metrics,
-        clock=world.wall,
-    )
-    handler.set_steps(steps)
+    clock = world.wall
+    _virtual_time(monkeypatch, clock)
     with mock_aws(config=MOTO_CONFIG):
         sfn = world.aws.clients.client("stepfunctions")
+        steps = TerminationSteps(
+            world.kube,
+            world.cloud,
+            StoreClaimBook(world.state.nodeclaims, clock=clock),
+            metrics=metrics,
+            clock=clock,
+            executions=lambda: sfn,
+        )
+        handler.set_steps(steps)
         machine = sfn.create_state_machine(
             name="fleetwright-termination",
             definition=json.dumps(workflow_definition),
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/fleetwright-termination",
         )
-        harness = Harness(world, sfn, machine["stateMachineArn"], metrics, world.wall, steps, handler)
+        harness = Harness(
+            world,
+            sfn,
+            machine["stateMachineArn"],
+            metrics,
+            clock,
+            steps,
+            handler,
+            apiserver,
+            strict=strict_ec2,
+        )
 
         def dispatch(
             self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
         ) -> bytes:
             assert function_name.rsplit(":", 1)[-1] == STEP_FUNCTION_NAME, function_name
+            with harness.lock:
+                throttle = harness.throttled > 0
+                harness.throttled -= 1 if throttle else 0
+            if throttle:  # as Lambda answers when the function's concurrency is exhausted
+                raise ThrottledError("TooManyRequestsException", "Rate Exceeded.")
             ok, result = harness.invoke(json.loads(body))
             if not ok:
                 response_headers["x-amz-function-error"] = "Unhandled"
@@ -282,3 +344,26 @@ def harness(
             if execution["status"] == "RUNNING":
                 harness.wait(execution["executionArn"])
     handler.reset_steps()
+
+
+def _virtual_time(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
+    """Run moto's Step Functions interpreter on ``clock``: executions start at its time, and Wait states
+    and Retry delays advance it instead of sleeping."""
+
+    class VirtualDatetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            moment = datetime.fromtimestamp(clock(), tz=UTC)
+            return moment if tz is None else moment.astimezone(tz)
+
+    monkeypatch.setattr(
+        sfn_models,
+        "datetime",
+        SimpleNamespace(datetime=VirtualDatetime, timezone=timezone, timedelta=timedelta),
+    )
+    monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance))
+
+    def wait_interval(self: Any, env: Any, wait_seconds: int) -> None:
+        clock.advance(wait_seconds)
+
+    monkeypatch.setattr(WaitFunction, "_wait_interval", wait_interval)

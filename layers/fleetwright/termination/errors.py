@@ -45,8 +45,8 @@ class TerminationTimeoutError(TerminationError):
 
 def is_transient(error: BaseException) -> bool:
     """True for errors worth retrying: Kubernetes 429/5xx and connection failures, AWS throttling and 5xx,
-    and botocore's connection errors."""
-    if isinstance(error, TransientError | KubeConnectionError):
+    botocore's and urllib3's connection errors, and refused/reset/timed-out sockets."""
+    if isinstance(error, TransientError | KubeConnectionError | ConnectionError | TimeoutError):
         return True
     if isinstance(error, KubeApiError):
         return error.status in RETRYABLE_KUBE_STATUSES
@@ -55,7 +55,11 @@ def is_transient(error: BaseException) -> bool:
         code = str((response.get("Error") or {}).get("Code", ""))
         status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode", 0) or 0)
         return code in RETRYABLE_AWS_CODES or status >= 500
-    # botocore.exceptions.{EndpointConnectionError, ConnectionClosedError, ReadTimeoutError, ...}
+    # botocore.exceptions.{EndpointConnectionError, ConnectionClosedError, ReadTimeoutError, ...} and
+    # urllib3.exceptions.{NewConnectionError, ProtocolError, ReadTimeoutError, MaxRetryError, ...}
     name = type(error).__name__
-    from_botocore = type(error).__module__.startswith("botocore")
+    module = type(error).__module__
+    if module.startswith("urllib3"):
+        return name != "SSLError"
+    from_botocore = module.startswith("botocore")
     return from_botocore and ("Connection" in name or name.endswith("TimeoutError"))

@@ -17,6 +17,12 @@ DEFAULT_DRAIN_INTERVAL_SECONDS = 5
 DEFAULT_POLL_SECONDS = 5
 DEFAULT_DRAIN_RESERVE_SECONDS = 60
 DEFAULT_TERMINATE_TIMEOUT_SECONDS = 600
+# Growing waits between drain passes: up to this many seconds while no pod leaves.
+DEFAULT_MAX_DRAIN_INTERVAL_SECONDS = 60
+# Continue in a new execution after this many loop passes or this execution age, well inside Step
+# Functions' 25,000 history events (a drain pass costs ~9) and the state machine's 24 h timeout.
+DEFAULT_PASSES_PER_EXECUTION = 500
+DEFAULT_EXECUTION_SECONDS = 20 * 3600
 # What happens to pods still on the node at the deadline.
 DELETE_AT_DEADLINE = (
     "delete"  # delete them (an explicit deadline: interruption notice, terminationGracePeriod)
@@ -30,13 +36,15 @@ class TerminationRequest(BaseModel):
     ``node`` is the Node's name ("" when the instance never registered); ``claim_id`` the NodeClaim to
     finalize ("" when unknown). Pods still on the node at ``deadline`` are deleted, or, with ``on_deadline``
     ``abandon`` (a graceful disruption whose NodePool sets no ``terminationGracePeriod``), left alone: the
-    node is uncordoned and the instance kept. ``uncordon_on_failure`` (disruptions, not interruptions: a
-    node about to be reclaimed should stay cordoned) gives the node back when the workflow fails before
-    terminating its instance. With
+    node is uncordoned and the instance kept. ``uncordon_on_failure`` is accepted for older callers: a
+    workflow that fails before terminating a still running instance now gives the node back whatever the
+    reason. With
     ``wait_for_replacement`` the drain starts once the nodes of ``replacement_claims`` are Ready, or when
     only ``drain_reserve_seconds`` remain before the deadline. ``drain_interval_seconds`` is the Wait between
-    drain passes and ``poll_seconds`` between instance state checks; a terminated instance that has not
-    reached shutting-down after ``terminate_timeout_seconds`` fails the workflow.
+    drain passes (growing up to ``max_drain_interval_seconds`` while no pod leaves) and ``poll_seconds``
+    between instance state checks; a terminated instance that has not reached shutting-down after
+    ``terminate_timeout_seconds`` fails the workflow. After ``passes_per_execution`` loop passes, or once an
+    execution is ``execution_seconds`` old, the workflow continues in a new execution.
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
@@ -57,6 +65,15 @@ class TerminationRequest(BaseModel):
     )
     terminate_timeout_seconds: int = Field(
         alias="terminateTimeoutSeconds", default=DEFAULT_TERMINATE_TIMEOUT_SECONDS, ge=0
+    )
+    max_drain_interval_seconds: int = Field(
+        alias="maxDrainIntervalSeconds", default=DEFAULT_MAX_DRAIN_INTERVAL_SECONDS, ge=0
+    )
+    passes_per_execution: int = Field(
+        alias="passesPerExecution", default=DEFAULT_PASSES_PER_EXECUTION, ge=1, le=2000
+    )
+    execution_seconds: int = Field(
+        alias="executionSeconds", default=DEFAULT_EXECUTION_SECONDS, ge=60, le=23 * 3600
     )
     uncordon_on_failure: bool = Field(alias="uncordonOnFailure", default=False)
     on_deadline: str = Field(

@@ -6,7 +6,8 @@
 | --- | --- | --- |
 | ``cordon`` | validates the input, cordons + taints + labels the node | ``request`` |
 | ``await_replacement`` | checks whether the replacement claims' nodes are Ready | ``replacement.ready`` |
-| ``drain`` | one drain pass (:mod:`fleetwright.termination.drain`)¹ | ``drain.done``, ``drain.abandoned`` |
+| ``drain`` | one drain pass (:mod:`fleetwright.termination.drain`)¹ | ``drain.done``, ``drain.waitSeconds`` |
+| ``continue`` | starts the next execution (:mod:`fleetwright.termination.continuation`) | ``continuation`` |
 | ``terminate`` | TerminateInstances after the ownership check | ``instance`` |
 | ``check_instance`` | is the instance shutting down or gone? | ``instance.gone`` |
 | ``delete_node`` | deletes the Node (only if it is still this instance's) | ``node`` |
@@ -15,8 +16,13 @@
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
 is uncordoned and kept (``DisruptionCalledOff`` event and metric).
-² With ``uncordonOnFailure`` (disruptions) it also uncordons the node when its instance was never asked to
-terminate and still runs.
+A pass the Kubernetes API refused (unreachable, 5xx, throttled) is a pass that did not finish: it counts
+``drain.apiErrors`` and the loop goes on. ``drain.waitSeconds`` grows while no pod leaves
+(:mod:`fleetwright.termination.pacing`); ``drain.continueInNewExecution`` asks for a ``continue``.
+² Best effort on the API: what it could not do is listed in ``failure.problems`` and, while the API may
+come back, ``failure.pending`` asks the state machine to run it again. It also uncordons the node when its
+instance was never asked to terminate and still runs (every reason: a cordoned node with no workflow is the
+worst outcome).
 """
 
 from __future__ import annotations
@@ -34,12 +40,21 @@ from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
 from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
 from fleetwright.termination.claims import ClaimBook
+from fleetwright.termination.continuation import (
+    ExecutionContext,
+    carried_state,
+    continuation_name,
+    origin_of,
+    should_continue,
+)
 from fleetwright.termination.drain import drain_pass, pod_key, pods_to_drain
 from fleetwright.termination.errors import (
     InstanceNotOwnedError,
     InvalidRequestError,
     TerminationTimeoutError,
+    is_transient,
 )
+from fleetwright.termination.pacing import next_drain_wait, next_retry_wait
 from fleetwright.termination.request import ABANDON_AT_DEADLINE, TerminationRequest, epoch_to_iso
 
 State = dict[str, Any]
@@ -52,8 +67,14 @@ PODS_EVICTED = "PodsEvicted"
 PODS_DELETED_AT_DEADLINE = "PodsDeletedAtDeadline"
 EVICTIONS_BLOCKED = "EvictionsBlocked"
 DISRUPTIONS_CALLED_OFF = "DisruptionsCalledOff"
+DRAIN_API_ERRORS = "DrainApiErrors"
+WORKFLOW_CONTINUATIONS = "WorkflowContinuations"
+FAILURE_RECORD_ATTEMPTS = 30  # with waits doubling to 60 s: the API gets ~27 minutes to come back
 FAILURE_EVENT_REASON = "TerminationFailed"
 CALLED_OFF_EVENT_REASON = "DisruptionCalledOff"
+
+
+StepFunctions = Any  # a boto3 ``stepfunctions`` client (``start_execution``)
 
 
 class Instances(Protocol):
@@ -100,7 +121,8 @@ def failure_message(error: Mapping[str, Any] | None) -> tuple[str, str]:
 class TerminationSteps:
     """The steps, bound to a cluster (``kube``), the cloud (``cloud``) and the claim records (``claims``).
 
-    ``clock`` gives epoch seconds (deadlines are wall-clock times).
+    ``clock`` gives epoch seconds (deadlines are wall-clock times); ``executions`` makes the Step
+    Functions client the ``continue`` step starts the next execution with (made on first use).
     """
 
     def __init__(
@@ -112,6 +134,7 @@ class TerminationSteps:
         metrics: MetricsSink | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
+        executions: Callable[[], StepFunctions] | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -119,15 +142,22 @@ class TerminationSteps:
         self.metrics = metrics or NullMetrics()
         self.clock = clock
         self.log = logger or logging.getLogger("fleetwright.termination")
-        self._steps: dict[str, Callable[[State], State]] = {
-            "cordon": self.cordon,
+        self._executions = executions
+        self._client: StepFunctions = None
+
+        def plain(step: Callable[[State], State]) -> Callable[[State, ExecutionContext], State]:
+            return lambda state, _context: step(state)
+
+        self._steps: dict[str, Callable[[State, ExecutionContext], State]] = {
+            "cordon": plain(self.cordon),
             "await_replacement": self.await_replacement,
             "drain": self.drain,
-            "terminate": self.terminate,
-            "check_instance": self.check_instance,
-            "delete_node": self.delete_node,
-            "finalize_claim": self.finalize_claim,
-            "record_failure": self.record_failure,
+            "continue": self.continue_execution,
+            "terminate": plain(self.terminate),
+            "check_instance": plain(self.check_instance),
+            "delete_node": plain(self.delete_node),
+            "finalize_claim": plain(self.finalize_claim),
+            "record_failure": plain(self.record_failure),
         }
 
     @property
@@ -135,12 +165,13 @@ class TerminationSteps:
         """The step names the workflow may ask for."""
         return list(self._steps)
 
-    def run(self, step: str, state: State) -> State:
-        """Run ``step`` on ``state``; raises InvalidRequestError for an unknown step."""
+    def run(self, step: str, state: State, context: Mapping[str, Any] | None = None) -> State:
+        """Run ``step`` on ``state`` (``context``: the Task payload's execution details); raises
+        InvalidRequestError for an unknown step."""
         handler = self._steps.get(step)
         if handler is None:
             raise InvalidRequestError(f"unknown step {step!r} (known: {', '.join(self._steps)})")
-        return handler(dict(state))
+        return handler(dict(state), ExecutionContext.from_payload(context))
 
     # -- steps ---------------------------------------------------------------------------------------------
 
@@ -155,28 +186,39 @@ class TerminationSteps:
             )
         return {"request": request.to_json()}
 
-    def await_replacement(self, state: State) -> State:
+    def await_replacement(self, state: State, context: ExecutionContext | None = None) -> State:
         """``replacement.ready`` once every replacement claim's node is Ready, or once the deadline is
         closer than the drain reserve (the drain must start anyway)."""
         request = request_of(state)
         now = self.clock()
         pending = self._unready_replacements(request.replacement_claims)
         out_of_time = now >= request.deadline_epoch - request.drain_reserve_seconds
+        ready = not pending or out_of_time or not request.wait_for_replacement
+        passes = self._count_pass(state)
         state["replacement"] = {
-            "ready": not pending or out_of_time or not request.wait_for_replacement,
+            "ready": ready,
             "pending": pending,
             "gaveUp": bool(pending) and out_of_time,
+            "continueInNewExecution": not ready and self._time_to_continue(request, passes, context),
         }
         return state
 
-    def drain(self, state: State) -> State:
-        """One drain pass; ``drain.done`` when the node holds no pod that must go."""
+    def drain(self, state: State, context: ExecutionContext | None = None) -> State:
+        """One drain pass; ``drain.done`` when the node holds no pod that must go. A pass the API refused
+        did not finish (``drain.apiErrors``); ``drain.waitSeconds`` is the wait before the next one."""
         request = request_of(state)
         previous = state.get("drain") or {}
         now = self.clock()
-        if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
-            return self._call_off(state, request, int(previous.get("passes", 0)))
-        result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
+        passes = int(previous.get("passes", 0))
+        api_errors = int(previous.get("apiErrors", 0))
+        try:
+            if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
+                return self._call_off(state, request, passes)
+            result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            return self._drain_refused(state, request, context, error, now)
         if result.evicted:
             self.metrics.add(PODS_EVICTED, len(result.evicted), COUNT)
         if result.deleted:
@@ -187,11 +229,126 @@ class TerminationSteps:
             "drain pass",
             extra={"node": request.node, **result.to_json(), "pass": int(previous.get("passes", 0)) + 1},
         )
+        before = previous.get("remaining")
+        progressed = bool(result.evicted or result.deleted) or (
+            isinstance(before, int) and result.remaining < before
+        )
+        loop_passes = self._count_pass(state)
         state["drain"] = {
             **result.to_json(),
             "abandoned": False,
-            "passes": int(previous.get("passes", 0)) + 1,
+            "passes": passes + 1,
+            "apiErrors": api_errors,
+            "waitSeconds": self._drain_wait(request, previous, progressed, False, now),
+            "continueInNewExecution": not result.done
+            and self._time_to_continue(request, loop_passes, context),
         }
+        return state
+
+    def _drain_refused(
+        self,
+        state: State,
+        request: TerminationRequest,
+        context: ExecutionContext | None,
+        error: BaseException,
+        now: float,
+    ) -> State:
+        """A pass the Kubernetes API refused: not finished, counted; the deadline still applies."""
+        previous = state.get("drain") or {}
+        api_errors = int(previous.get("apiErrors", 0)) + 1
+        self.metrics.add(DRAIN_API_ERRORS, 1, COUNT)
+        self.log.warning(
+            "drain pass refused by the Kubernetes API; the next pass tries again",
+            extra={"node": request.node, "error": str(error)[:500], "apiErrors": api_errors},
+        )
+        loop_passes = self._count_pass(state)
+        state["drain"] = {
+            "done": False,
+            "abandoned": False,
+            "evicted": [],
+            "blocked": {},
+            "waiting": [],
+            "deleted": [],
+            "remaining": previous.get("remaining", 0),
+            "passes": int(previous.get("passes", 0)) + 1,
+            "apiErrors": api_errors,
+            "apiError": f"{type(error).__name__}: {error}"[:500],
+            "waitSeconds": self._drain_wait(request, previous, False, True, now),
+            "continueInNewExecution": self._time_to_continue(request, loop_passes, context),
+        }
+        return state
+
+    def _drain_wait(
+        self,
+        request: TerminationRequest,
+        previous: Mapping[str, Any],
+        progressed: bool,
+        api_error: bool,
+        now: float,
+    ) -> int:
+        last = previous.get("waitSeconds")
+        return next_drain_wait(
+            int(last) if isinstance(last, int | float) else None,
+            interval=request.drain_interval_seconds,
+            ceiling=request.max_drain_interval_seconds,
+            progressed=progressed,
+            api_error=api_error,
+            now=now,
+            deadline=request.deadline_epoch,
+        )
+
+    def _count_pass(self, state: State) -> int:
+        """Count one more loop pass in this execution (``execution.passes``; a continuation starts at 0)."""
+        execution = dict(state.get("execution") or {})
+        execution["passes"] = int(execution.get("passes", 0)) + 1
+        state["execution"] = execution
+        return int(execution["passes"])
+
+    def _time_to_continue(
+        self, request: TerminationRequest, passes: int, context: ExecutionContext | None
+    ) -> bool:
+        return should_continue(
+            passes,
+            context or ExecutionContext(),
+            now=self.clock(),
+            max_passes=request.passes_per_execution,
+            max_seconds=request.execution_seconds,
+        )
+
+    def continue_execution(self, state: State, context: ExecutionContext | None = None) -> State:
+        """Start the next execution of this state machine with the state and a ``resume`` marker; this
+        execution then ends (``ContinuedInNewExecution``). A retry after a start that went through finds
+        the execution already there."""
+        request = request_of(state)
+        context = context or ExecutionContext()
+        if not context.state_machine_arn:
+            raise InvalidRequestError("continue needs the state machine ARN in the payload's context")
+        resume = state.get("resume")
+        count = int(resume.get("count", 0)) + 1 if isinstance(resume, Mapping) else 1
+        origin = origin_of(state, context)
+        name = continuation_name(origin, request.instance_id, count)
+        carried = carried_state(state)
+        carried["resume"] = {"origin": origin, "count": count, "from": context.name}
+        if self._client is None:
+            if self._executions is None:
+                raise InvalidRequestError("no Step Functions client to continue the workflow with")
+            self._client = self._executions()
+        try:
+            answer = self._client.start_execution(
+                stateMachineArn=context.state_machine_arn, name=name, input=json.dumps(carried)
+            )
+            execution_arn = str(answer["executionArn"])
+        except Exception as error:
+            code = str(((getattr(error, "response", None) or {}).get("Error") or {}).get("Code", ""))
+            if code != "ExecutionAlreadyExists":
+                raise
+            execution_arn = context.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        self.metrics.add(WORKFLOW_CONTINUATIONS, 1, COUNT)
+        self.log.info(
+            "workflow continues in a new execution",
+            extra={"node": request.node, "instanceId": request.instance_id, "execution": name},
+        )
+        state["continuation"] = {"execution": name, "executionArn": execution_arn, "count": count}
         return state
 
     def _call_off(self, state: State, request: TerminationRequest, passes: int) -> State:
@@ -305,41 +462,74 @@ class TerminationSteps:
 
     def record_failure(self, state: State) -> State:
         """The failure path: say why on the Node (a Warning event) and in the ``TerminationFailures``
-        metric. Never raises for a missing node or an unreadable request."""
+        metric, and give the node back (uncordon) when its instance was never asked to terminate and still
+        runs. Best effort: never raises; what it could not do is in ``failure.problems``, and while that
+        may heal (the API unreachable) ``failure.pending`` asks for another attempt after
+        ``failure.retrySeconds``. Later attempts only do what is still undone."""
         error, cause = failure_message(state.get("error"))
         nested = state.get("request")
         raw: Mapping[str, Any] = nested if isinstance(nested, Mapping) else state
         node = str(raw.get("node") or "")
         instance_id = str(raw.get("instanceId") or "")
-        message = f"Termination of instance {instance_id or '?'} failed: {error}: {cause}"[:1000]
-        self.metrics.add(TERMINATION_FAILURES, 1, COUNT)
-        event_recorded = False
-        uncordoned = False
-        if node:
-            obj = self.kube.get_node(node)
-            give_back = bool(raw.get("uncordonOnFailure")) and not state.get("instance")
-            if obj is not None and give_back and _owned_by(obj, instance_id):
-                # A disruption whose instance was never asked to terminate: give the node back rather
-                # than leave it cordoned with no workflow to finish the job (and its budget used up).
+        before = state.get("failure")
+        done: Mapping[str, Any] = before if isinstance(before, Mapping) else {}
+        attempts = int(done.get("attempts", 0)) + 1
+        event_recorded = bool(done.get("eventRecorded"))
+        uncordoned = bool(done.get("uncordoned"))
+        if attempts == 1:
+            self.metrics.add(TERMINATION_FAILURES, 1, COUNT)
+            self.log.error(
+                "termination failed",
+                extra={"node": node, "instanceId": instance_id, "error": error, "cause": cause},
+            )
+        problems: list[str] = []
+        retryable = False
+
+        def could_not(what: str, problem: Exception) -> None:
+            nonlocal retryable
+            retryable = retryable or is_transient(problem)
+            problems.append(f"{what}: {type(problem).__name__}: {problem}"[:300])
+            self.log.warning("failure path: could not " + what, extra={"node": node, "error": str(problem)})
+
+        if node and not (event_recorded and (uncordoned or state.get("instance"))):
+            obj: Mapping[str, Any] | None = None
+            try:
+                obj = self.kube.get_node(node)
+            except Exception as problem:
+                could_not("read the Node", problem)
+            if (
+                obj is not None
+                and not uncordoned
+                and not state.get("instance")
+                and _owned_by(obj, instance_id)
+            ):
+                # Never asked to terminate: give the node back rather than leave it cordoned with no
+                # workflow to finish the job. An interruption that still applies starts a new workflow.
                 try:
                     if self._still_running(instance_id):
                         uncordoned = self.kube.unmark_disrupted(node) is not None
-                except Exception as problem:  # the failure must still be recorded
-                    self.log.warning("could not uncordon", extra={"node": node, "error": str(problem)})
-            if obj is not None:
-                obj.setdefault("kind", "Node")
-                obj.setdefault("apiVersion", "v1")
-                self.kube.create_event(obj, FAILURE_EVENT_REASON, message, type="Warning")
-                event_recorded = True
-        self.log.error(
-            "termination failed",
-            extra={"node": node, "instanceId": instance_id, "error": error, "cause": cause},
-        )
+                except Exception as problem:
+                    could_not("uncordon the Node", problem)
+            if obj is not None and not event_recorded:
+                message = f"Termination of instance {instance_id or '?'} failed: {error}: {cause}"[:1000]
+                body = dict(obj)
+                body.setdefault("kind", "Node")
+                body.setdefault("apiVersion", "v1")
+                try:
+                    self.kube.create_event(body, FAILURE_EVENT_REASON, message, type="Warning")
+                    event_recorded = True
+                except Exception as problem:
+                    could_not("record the event", problem)
+        pending = bool(problems) and retryable and attempts < FAILURE_RECORD_ATTEMPTS
         state["failure"] = {
             "error": error,
             "cause": cause,
             "eventRecorded": event_recorded,
             "uncordoned": uncordoned,
+            "attempts": attempts,
+            "problems": problems,
+            "pending": pending,
+            "retrySeconds": next_retry_wait(attempts, base=_int(raw.get("pollSeconds"))),
         }
         return state
 
@@ -366,6 +556,14 @@ class TerminationSteps:
             if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
                 pending.append(claim_id)
         return sorted(pending)
+
+
+def _int(value: Any) -> int:
+    """``value`` as a non-negative int (0 when it is not a number)."""
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _owned_by(node: Mapping[str, Any], instance_id: str) -> bool:
