@@ -38,7 +38,7 @@ from constructs import Construct
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
 from infra.dashboard import FleetwrightDashboard
-from infra.interruption_queue import VISIBILITY_TIMEOUT, InterruptionQueue
+from infra.interruption_queue import VISIBILITY_TIMEOUT, VISIBILITY_TO_TIMEOUT_RATIO, InterruptionQueue
 from infra.kubernetes_access import controller_access_entry
 from infra.layer import ARCHITECTURE, RUNTIME, FleetwrightLayer
 from infra.node_role import NodeRole
@@ -317,14 +317,16 @@ class FleetwrightAutoscaler(Construct):
     def consume_interruptions(self, function: lambda_.IFunction, batch_size: int = 10) -> None:
         """Deliver the interruption queue's messages to ``function`` (reporting partial batch failures).
 
-        The function's timeout may not exceed the queue's visibility timeout (90 s), or a message still
-        being handled would be delivered again.
+        The queue's visibility timeout must be at least six times the function's timeout (AWS's guidance
+        for Lambda event sources), or a message still being handled would be delivered again.
         """
         timeout = getattr(function, "timeout", None)
-        if isinstance(timeout, Duration) and timeout.to_seconds() > VISIBILITY_TIMEOUT.to_seconds():
+        limit = VISIBILITY_TIMEOUT.to_seconds() / VISIBILITY_TO_TIMEOUT_RATIO
+        if isinstance(timeout, Duration) and timeout.to_seconds() > limit:
             raise ValueError(
                 f"{function.node.id}: timeout {timeout.to_seconds():.0f} s exceeds the interruption queue's "
-                f"visibility timeout ({VISIBILITY_TIMEOUT.to_seconds():.0f} s)"
+                f"visibility timeout ({VISIBILITY_TIMEOUT.to_seconds():.0f} s) "
+                f"/ {VISIBILITY_TO_TIMEOUT_RATIO}"
             )
         function.add_event_source(
             event_sources.SqsEventSource(
@@ -426,6 +428,8 @@ class FleetwrightAutoscaler(Construct):
             max_event_age=DISRUPTION_MAX_EVENT_AGE,
         )
         self.grant_terminations(function)
+        # The sweep lists the workflow's running executions to find nodes nobody is working on.
+        self.interruption_handling.workflow.state_machine.grant(function, "states:ListExecutions")
         schedule = events.Rule(
             self,
             "DisruptionSchedule",

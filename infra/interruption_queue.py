@@ -1,8 +1,19 @@
 """The interruption queue: EC2 and AWS Health events that mean a node is going away, delivered by EventBridge.
 
-Messages older than five minutes are useless (a Spot instance gets two minutes' notice), so the queue keeps
-them for 300 s; a message that fails three times goes to a dead-letter queue kept for 14 days. The
-visibility timeout (90 s) lets three attempts fit in those 300 s, so a consumer must finish within 90 s.
+Delivery settings follow from two rules:
+
+- **A message must reach the dead-letter queue, never expire on the way.** A message that fails is
+  received up to ``MAX_RECEIVE_COUNT`` (3) times, one visibility timeout apart, so retention (4 days) is
+  far longer than 3 x the visibility timeout (18 minutes). A late event is harmless: the handler acts on
+  the instance's current state and on the interruption record in the state table, never on the event
+  alone (docs/termination.md).
+- **A message is not delivered again while a consumer still works on it.** The visibility timeout is six
+  times the consumer's timeout (AWS's guidance for Lambda event sources, which leaves room for the event
+  source mapping's own retries); :meth:`FleetwrightAutoscaler.consume_interruptions` refuses a consumer
+  whose timeout breaks that rule. A copy handled concurrently anyway finds the interruption record and
+  goes back to the queue.
+
+The dead-letter queue keeps messages 14 days.
 """
 
 from __future__ import annotations
@@ -15,11 +26,13 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-RETENTION = Duration.seconds(300)
-# Three receives must fit in the retention period, and a consumer must finish within one.
-VISIBILITY_TIMEOUT = Duration.seconds(90)
-DLQ_RETENTION = Duration.days(14)
 MAX_RECEIVE_COUNT = 3
+# AWS recommends a visibility timeout of at least six times the consuming function's timeout.
+VISIBILITY_TO_TIMEOUT_RATIO = 6
+# The interruption handler's timeout is one minute.
+VISIBILITY_TIMEOUT = Duration.seconds(VISIBILITY_TO_TIMEOUT_RATIO * 60)
+RETENTION = Duration.days(4)
+DLQ_RETENTION = Duration.days(14)
 # Instance states that mean the node is leaving; "pending"/"running" would only add noise.
 LEAVING_STATES = ("stopping", "stopped", "shutting-down", "terminated")
 
@@ -66,7 +79,7 @@ INTERRUPTION_EVENTS = (
 
 
 class InterruptionQueue(Construct):
-    """``queue`` (SSE-SQS, TLS only, 300 s retention), its ``dead_letter_queue`` and the four ``rules``.
+    """``queue`` (SSE-SQS, TLS only, 4 days' retention), its ``dead_letter_queue`` and the four ``rules``.
 
     Each rule's target adds a statement to the queue policy allowing ``events.amazonaws.com`` to send,
     limited to that rule's ARN.

@@ -112,13 +112,14 @@ def test_disruption_may_start_and_look_up_only_termination_workflows(synthesis: 
     [describe] = _granting(statements, "states:DescribeExecution")
     [executions] = _as_list(describe["Resource"])
     assert ":execution:" in executions and machine_id in executions and executions.endswith(":*")
+    # The sweep lists the running executions of this state machine, and of no other.
+    [listing] = _granting(statements, "states:ListExecutions")
+    assert _as_list(listing["Resource"]) == ["${" + machine_id + "}"]
+    allowed = ("states:StartExecution", "states:DescribeExecution", "states:ListExecutions")
     assert not [
         s
         for s in statements
-        if any(
-            a.startswith("states:") and a not in ("states:StartExecution", "states:DescribeExecution")
-            for a in _as_list(s["Action"])
-        )
+        if any(a.startswith("states:") and a not in allowed for a in _as_list(s["Action"]))
     ]
 
 

@@ -96,7 +96,7 @@ def test_consumer_slower_than_the_visibility_timeout_is_refused(synthesis: Synth
         runtime=lambda_.Runtime.PYTHON_3_14,
         handler="index.handler",
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
-        timeout=cdk.Duration.minutes(5),
+        timeout=cdk.Duration.minutes(2),
     )
-    with pytest.raises(ValueError, match="timeout 300 s exceeds the interruption queue's visibility timeout"):
+    with pytest.raises(ValueError, match="timeout 120 s exceeds the interruption queue's visibility timeout"):
         synthesis.user_autoscaler.consume_interruptions(slow)
