@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import email
+from collections.abc import Iterator
 
 import pytest
 import yaml
 
+from fleetwright.aws.failures import FailureKind, Offering
 from fleetwright.aws.fleet import MAX_INSTANCE_TYPES, FleetLauncher
 from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.nodeclass import NodeClassResolver
@@ -19,6 +21,7 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.taints import Taint
 from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
+from tests.aws.strict import StrictEc2
 
 
 def _catalog(aws: Aws) -> dict[str, InstanceType]:
@@ -62,7 +65,19 @@ def _overrides(request: dict[str, object]) -> list[dict[str, str]]:
     return [o for c in request["LaunchTemplateConfigs"] for o in c["Overrides"]]  # type: ignore[attr-defined]
 
 
+@pytest.fixture(autouse=True)
+def _settled(strict_ec2: StrictEc2) -> Iterator[None]:
+    _STRICT.append(strict_ec2)
+    yield
+    _STRICT.clear()
+
+
+_STRICT: list[StrictEc2] = []
+
+
 def _instance_tags(aws: Aws, instance_id: str) -> dict[str, str]:
+    # Looked at a few seconds after the launch, when DescribeInstances shows the instance.
+    _STRICT[0].consistency.settle()
     reservations = aws.clients.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
     return from_aws(reservations[0]["Instances"][0].get("Tags"))
 
@@ -200,10 +215,14 @@ def test_claim_fails_with_the_collected_reasons_when_nothing_remains(aws: Aws, a
     with pytest.raises(LaunchError) as failure:
         _launcher(aws).launch(_request(aws, ["m5.large", "c5.large"]))
     message = str(failure.value)
+    assert FailureKind.INSUFFICIENT_CAPACITY in {f.kind for f in failure.value.failures}
+    assert Offering("c5.large", "us-east-1a", "spot") in {f.offering for f in failure.value.failures}
+    assert not failure.value.may_have_launched
     assert "claim-1" in message
     assert "InsufficientInstanceCapacity for c5.large (spot) in us-east-1a" in message
     assert "InsufficientInstanceCapacity for m5.large (on-demand) in us-east-1b" in message
     assert "no available offering left" in message
+    _STRICT[0].consistency.settle()
     running = aws.clients.ec2.describe_instances(
         Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [CLUSTER]}]
     )
@@ -213,8 +232,11 @@ def test_claim_fails_with_the_collected_reasons_when_nothing_remains(aws: Aws, a
 def test_other_errors_fail_the_claim_without_retrying(aws: Aws, amis: SeededAmis) -> None:
     aws.fleet.code = "InvalidParameterValue"
     aws.fleet.exhausted = {("m5.large", "us-east-1a"), ("m5.large", "us-east-1b")}
-    with pytest.raises(LaunchError, match="InvalidParameterValue"):
+    with pytest.raises(LaunchError, match="InvalidParameterValue") as failure:
         _launcher(aws).launch(_request(aws, ["m5.large"]))
+    assert {(f.kind, f.code) for f in failure.value.failures} == {
+        (FailureKind.INVALID_REQUEST, "InvalidParameterValue")
+    }
     assert len(aws.fleet.requests) == 1
     assert aws.unavailable.entries() == []
 
@@ -222,25 +244,45 @@ def test_other_errors_fail_the_claim_without_retrying(aws: Aws, amis: SeededAmis
 def test_launching_the_same_claim_twice_yields_one_instance(aws: Aws, amis: SeededAmis) -> None:
     launcher = _launcher(aws)
     first = launcher.launch(_request(aws, ["m5.large", "c5.large"]))
+    _STRICT[0].consistency.settle()  # a minute later, DescribeInstances shows the instance
     # A retried Lambda (or one started after a crash) has a fresh process: new launcher, empty caches.
     second = _launcher(aws).launch(_request(aws, ["m5.large", "c5.large"]))
     assert second.instance_id == first.instance_id
     assert second.reused and not first.reused
     assert len(aws.fleet.requests) == 1
+    _STRICT[0].consistency.settle()
     tagged = aws.clients.ec2.describe_instances(
         Filters=[{"Name": f"tag:{NODECLAIM_TAG}", "Values": ["claim-1"]}]
     )
     assert sum(len(r["Instances"]) for r in tagged["Reservations"]) == 1
 
 
-def test_identical_claims_share_one_create_fleet_call(aws: Aws, amis: SeededAmis) -> None:
+def test_a_launch_retried_before_its_instance_is_visible_gets_the_same_instance(
+    aws: Aws, amis: SeededAmis
+) -> None:
+    first = _launcher(aws).launch(_request(aws, ["m5.large", "c5.large"]))
+    # DescribeInstances does not show the instance yet: the same ClientToken returns the same fleet.
+    second = _launcher(aws).launch(_request(aws, ["m5.large", "c5.large"]))
+    assert second.instance_id == first.instance_id
+    assert [r["ClientToken"] for r in aws.fleet.requests] == ["claim-1", "claim-1"]
+
+
+def test_each_claim_gets_its_own_create_fleet_tagged_with_its_id_at_launch(
+    aws: Aws, amis: SeededAmis
+) -> None:
+    tagging_calls: list[object] = []
+    aws.clients.ec2.meta.events.register(
+        "before-call.ec2.CreateTags", lambda **kwargs: tagging_calls.append(kwargs)
+    )
     requests = [_request(aws, ["m5.large", "c5.large"], claim=f"claim-{i}") for i in range(3)]
     results = _launcher(aws).launch_many(requests)
 
-    [sent] = aws.fleet.requests
-    assert sent["TargetCapacitySpecification"]["TotalTargetCapacity"] == 3
-    assert NODECLAIM_TAG not in {t["Key"] for t in sent["TagSpecifications"][0]["Tags"]}
-    assert all(isinstance(r, LaunchedInstance) for r in results)
+    assert [r["ClientToken"] for r in aws.fleet.requests] == ["claim-0", "claim-1", "claim-2"]
+    for sent, request in zip(aws.fleet.requests, requests, strict=True):
+        assert sent["TargetCapacitySpecification"]["TotalTargetCapacity"] == 1
+        for spec in sent["TagSpecifications"]:
+            assert {t["Key"]: t["Value"] for t in spec["Tags"]}[NODECLAIM_TAG] == request.nodeclaim
+    assert tagging_calls == []  # nothing is left to tag after the launch
     launched = [r for r in results if isinstance(r, LaunchedInstance)]
     assert len({r.instance_id for r in launched}) == 3
     for result in launched:

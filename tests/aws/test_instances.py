@@ -7,6 +7,13 @@ import pytest
 from fleetwright.aws.instances import NotOwnedError, describe_instances, list_instances, terminate_instances
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, to_aws
 from tests.aws.conftest import CLUSTER, Aws
+from tests.aws.strict import StrictEc2
+
+
+@pytest.fixture(autouse=True)
+def _launched_a_while_ago(strict_ec2: StrictEc2) -> None:
+    """These instances were launched long before the calls under test: DescribeInstances shows them."""
+    strict_ec2.consistency.hidden_calls = 0
 
 
 def _run(aws: Aws, tags: dict[str, str]) -> str:

@@ -28,6 +28,7 @@ from tests.aws.conftest import (  # noqa: F401  (fixtures)
     listing,
     node_class,
 )
+from tests.aws.strict import StrictEc2
 from tests.kube.conftest import apiserver, client, cluster  # noqa: F401  (fixtures)
 from tests.kube.objects import create_unschedulable_pod, node_object
 from tests.state.conftest import TABLE, FakeClock, create_state_table
@@ -94,6 +95,7 @@ class World:
     state: StateStore
     cloud: AwsProvider
     wall: FakeClock
+    strict: StrictEc2
 
     def provisioner(self, config: ProvisionerConfig | None = None, **kwargs: Any) -> Provisioner:
         kwargs.setdefault("metrics", RecordingMetrics())
@@ -115,6 +117,8 @@ class World:
         return len(self.aws.fleet.requests)
 
     def instances(self, states: tuple[str, ...] = ("pending", "running")) -> list[dict[str, Any]]:
+        """The account's instances, as EC2 shows them once every launch is visible."""
+        self.strict.consistency.settle()
         reservations = self.aws.clients.ec2.describe_instances(
             Filters=[{"Name": "instance-state-name", "Values": list(states)}]
         )["Reservations"]
@@ -139,12 +143,18 @@ class World:
 
 
 @pytest.fixture
-def world(aws: Aws, amis: SeededAmis, cluster: KubeCluster, client: KubeClient) -> World:  # noqa: F811
+def world(
+    aws: Aws,  # noqa: F811
+    amis: SeededAmis,  # noqa: F811
+    cluster: KubeCluster,  # noqa: F811
+    client: KubeClient,  # noqa: F811
+    strict_ec2: StrictEc2,
+) -> World:
     create_state_table(aws.clients.client("dynamodb"))
     wall = FakeClock()
     state = StateStore(TABLE, CLUSTER, client=aws.clients.client("dynamodb"), clock=wall)
     cloud = AwsProvider(aws.cluster, REGION, clients=aws.clients, unavailable=state.unavailable)
-    return World(aws, amis, cluster, client, state, cloud, wall)
+    return World(aws, amis, cluster, client, state, cloud, wall, strict_ec2)
 
 
 Factory = Callable[..., Provisioner]

@@ -94,6 +94,8 @@ def handler_module(
         "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
         "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
         "FLEETWRIGHT_DEADLINE_MARGIN_SECONDS": "0",
+        # The invocations here last a second or two: launches may use all of it.
+        "FLEETWRIGHT_LAUNCH_MARGIN_SECONDS": "0",
         "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0.2",
         "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightTest",
     }.items():
@@ -130,7 +132,7 @@ def test_the_handler_launches_for_pending_pods_and_reports(
     world: World, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world.pending(2)
-    result = handler_module.handler(_event("event-1"), FakeContext(2.0))
+    result = handler_module.handler(_event("event-1"), FakeContext(3.0))
     assert result["leaseAcquired"] and len(result["launched"]) == 1
     assert len(world.instances()) == 1
     records = _json_lines(capsys.readouterr().out) + _logs(handler_module)
@@ -149,9 +151,9 @@ def test_the_handler_launches_for_pending_pods_and_reports(
 
 def test_a_repeated_event_is_not_run_again(world: World, handler_module: ModuleType) -> None:
     world.pending(1)
-    first = handler_module.handler(_event("event-7"), FakeContext(1.0))
+    first = handler_module.handler(_event("event-7"), FakeContext(2.5))
     _logs(handler_module)
-    again = handler_module.handler(_event("event-7"), FakeContext(1.0))
+    again = handler_module.handler(_event("event-7"), FakeContext(2.5))
     assert again == first
     finished = [r for r in _logs(handler_module) if r.get("message") == "provisioner finished"]
     assert finished == []  # answered from the idempotency record

@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.aws.request import LaunchedInstance, LaunchRequest
+from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.config import ClusterConfig
 from fleetwright.provisioning import Provisioner
 from fleetwright.provisioning.observability import REGISTRATION_TIMEOUTS, RecordingMetrics
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config
+from tests.provisioning.conftest import World, make_config, nodepool
 
 
 class CrashAfterLaunch(AwsProvider):
     """Launches for real, then fails as if the process died before recording the result."""
 
-    def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
-        super().launch_many(requests)
+    def launch(self, request: LaunchRequest) -> LaunchedInstance:
+        super().launch(request)
         raise TimeoutError("Lambda timed out after CreateFleet")
 
 
 class FailBeforeLaunch(AwsProvider):
-    def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
+    def launch(self, request: LaunchRequest) -> LaunchedInstance:
         raise ConnectionError("EC2 endpoint unreachable")
 
 
@@ -34,39 +34,54 @@ def _provider(world: World, cls: type[AwsProvider]) -> AwsProvider:
     return cls(world.aws.cluster, "us-east-1", clients=world.aws.clients, unavailable=world.state.unavailable)
 
 
-def test_a_crash_after_create_fleet_does_not_launch_twice(world: World) -> None:
-    world.pending(2)
-    crashed = world.provisioner(holder="crashed")
+@pytest.mark.parametrize(("pods", "cpu", "claims"), [(2, "0.5", 1), (3, "1.5", 3)])
+def test_a_crash_after_create_fleet_does_not_launch_twice(
+    world: World, pods: int, cpu: str, claims: int
+) -> None:
+    # On 2-CPU types, pods of 1.5 CPU need a node each: several claims launched in one pass.
+    config = make_config(nodepool(instance_types=["c5.large", "m5.large"]))
+    world.pending(pods, cpu=cpu)
+    crashed = world.provisioner(config, holder="crashed")
     crashed.cloud = _provider(world, CrashAfterLaunch)
     report = crashed.run_once()
-    assert report.launched == [] and "TimeoutError" in report.passes[0].error
-    [orphan] = world.state.nodeclaims.list()
-    assert orphan.status == ClaimStatus.LAUNCHING  # recorded before the launch
-    assert len(world.instances()) == 1
+    orphans = world.state.nodeclaims.list()
+    assert report.launched == [] and set(report.passes[0].failed) == {o.id for o in orphans}
+    assert all("TimeoutError" in reason for reason in report.passes[0].failed.values())
+    assert {o.status for o in orphans} == {ClaimStatus.LAUNCHING}  # recorded before the launch
+    assert len(world.instances()) == len(orphans) == claims
 
-    world.wall.advance(60)
-    recovered = world.provisioner(holder="next-run").run_once()
-    assert recovered.reconciles[0].adopted == [orphan.id]
-    assert recovered.launched == []  # the pods wait for the adopted instance
-    adopted = world.state.nodeclaims.get(orphan.id)
-    assert adopted is not None and adopted.status == ClaimStatus.LAUNCHED
-    assert adopted.instance_id == world.instances()[0]["InstanceId"]
-    assert len(world.instances()) == 1
-    assert world.create_fleet_calls() == 1
+    # Until the launches' deadline and the settle grace have passed, the claims are capacity in flight.
+    world.wall.advance(30)
+    waiting = world.provisioner(config, holder="next-run").run_once()
+    assert waiting.launched == [] and waiting.reconciles[0].adopted == []
+    world.wall.advance(30)
+    recovered = world.provisioner(config, holder="later-run").run_once()
+    assert sorted(recovered.reconciles[0].adopted) == sorted(o.id for o in orphans)
+    assert recovered.launched == []  # the pods wait for the adopted instances
+    claimed = {}
+    for orphan in orphans:
+        adopted = world.state.nodeclaims.get(orphan.id)
+        assert adopted is not None and adopted.status == ClaimStatus.LAUNCHED
+        claimed[adopted.instance_id] = orphan.id
+    instances = world.instances()
+    assert {i["InstanceId"]: world.instance_tags(i)[NODECLAIM_TAG] for i in instances} == claimed
+    assert world.create_fleet_calls() == len(orphans)
 
 
-def test_a_launch_that_never_reached_ec2_is_retried_after_the_grace_period(world: World) -> None:
+def test_a_launch_that_never_reached_ec2_is_retried_after_its_deadline_and_grace(world: World) -> None:
     world.pending(2)
     failing = world.provisioner(holder="failing")
     failing.cloud = _provider(world, FailBeforeLaunch)
-    assert "ConnectionError" in failing.run_once().passes[0].error
+    first = failing.run_once()
     [orphan] = world.state.nodeclaims.list()
+    assert "ConnectionError" in first.passes[0].failed[orphan.id]
+    assert orphan.launch_deadline is not None
 
-    # Within the grace period the claim still counts as launching: nothing new.
-    world.wall.advance(10)
+    # Until its launch deadline and the settle grace have passed, the claim still counts as launching.
+    world.wall.advance(orphan.launch_deadline - world.wall() + 29)
     assert world.provisioner().run_once().launched == []
     # After it, the claim is failed and the pods get a new one.
-    world.wall.advance(30)
+    world.wall.advance(2)
     report = world.provisioner().run_once()
     assert report.reconciles[0].abandoned == [orphan.id]
     [claim] = report.launched
@@ -74,6 +89,23 @@ def test_a_launch_that_never_reached_ec2_is_retried_after_the_grace_period(world
     gone = world.state.nodeclaims.get(orphan.id)
     assert gone is not None and gone.status == ClaimStatus.FAILED
     assert len(world.instances()) == 1
+    assert world.create_fleet_calls() == 1
+
+
+def test_a_claim_from_an_older_version_is_settled_after_the_orphan_grace(world: World) -> None:
+    world.pending(2)
+    failing = world.provisioner(holder="old-version")
+    failing.cloud = _provider(world, FailBeforeLaunch)
+    failing.run_once()
+    [orphan] = world.state.nodeclaims.list()
+    # Written without a launch deadline, as versions before launch deadlines did.
+    world.state.table.update(world.state.nodeclaims.pk, orphan.id, remove=["launchDeadline"])
+    world.wall.advance(29)
+    assert world.provisioner().run_once().launched == []
+    world.wall.advance(2)
+    report = world.provisioner().run_once()
+    assert report.reconciles[0].abandoned == [orphan.id]
+    assert len(report.launched) == 1
 
 
 def test_kubernetes_unreachable_changes_nothing_and_the_next_run_launches(world: World) -> None:
@@ -114,6 +146,7 @@ def test_a_node_that_never_registers_is_terminated_after_15_minutes(world: World
     provisioner = world.provisioner(metrics=metrics)
     [claim] = provisioner.run_once().launched
     world.wall.advance(14 * 60)
+    world.strict.consistency.settle()  # minutes later, EC2 shows the instance everywhere
     assert provisioner.reconcile().timed_out == []
     world.wall.advance(61)
     assert provisioner.reconcile().timed_out == [claim.id]

@@ -13,6 +13,10 @@ from typing import Any
 
 # The Pricing API is served from a few regions only; us-east-1 answers for every region's prices.
 PRICING_REGION = "us-east-1"
+# Every request is bounded: a connection within 5 s, each read of the answer within 20 s (CreateFleet
+# instant answers in a few seconds). A launch's settle grace (docs/provisioner.md) covers the read timeout.
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 20.0
 THROTTLING_CODES = frozenset(
     {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
 )
@@ -24,12 +28,15 @@ class AwsClients:
 
     ``retry_mode`` is botocore's ``adaptive`` (client-side rate limiting on throttles, the default) or
     ``standard``; both retry throttling and transient errors with exponential backoff up to
-    ``max_attempts`` tries. ``session`` is a ``boto3.Session`` (a new default one when omitted).
+    ``max_attempts`` tries. ``session`` is a ``boto3.Session`` (a new default one when omitted). Every
+    request is bounded by ``connect_timeout`` and ``read_timeout`` (seconds).
     """
 
     region: str
     retry_mode: str = "adaptive"
     max_attempts: int = 10
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+    read_timeout: float = READ_TIMEOUT_SECONDS
     session: Any = None
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -53,6 +60,8 @@ class AwsClients:
         config = Config(
             region_name=region,
             retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
             user_agent_extra="fleetwright",
         )
         return self.session.client(service, config=config)

@@ -1,11 +1,14 @@
 """Launching NodeClaims with EC2 CreateFleet (type ``instant``).
 
-One call offers EC2 every compatible instance type × zone (at most the 60 cheapest types) and lets it
-pick: spot with ``price-capacity-optimized``, on-demand with ``lowest-price``. Offerings EC2 refuses
-(insufficient capacity, quotas, no free addresses) go into the unavailable-offerings cache for three
-minutes and the launch is retried with what remains. Identical claims share one call with a target
-capacity of N. ``ClientToken`` is derived from the claim ids, and instances already tagged with a
-claim's id are returned instead of launching again, so a retried or crashed launch never doubles up.
+One call per NodeClaim offers EC2 every compatible instance type × zone (at most the 60 cheapest types)
+and lets it pick: spot with ``price-capacity-optimized``, on-demand with ``lowest-price``. Offerings EC2
+refuses (insufficient capacity, quotas, no free addresses) go into the unavailable-offerings cache for
+three minutes and the launch is retried with what remains. The call tags the fleet and its instance with
+the claim's id at launch (``fleetwright.io/nodeclaim``), so an instance is never without its claim, and
+``ClientToken`` is derived from the claim id: an instance already tagged with a claim's id is returned
+instead of launching again, so a retried or crashed launch never doubles up. Failures are typed
+(:mod:`fleetwright.aws.failures`); calls made inside a :func:`~fleetwright.aws.deadline.deadline_scope`
+stop at its deadline.
 """
 
 from __future__ import annotations
@@ -16,17 +19,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fleetwright.aws.clients import AwsClients, error_code, error_message
+from fleetwright.aws import deadline
+from fleetwright.aws.clients import THROTTLING_CODES, AwsClients, error_code, error_message
+from fleetwright.aws.failures import (
+    DEADLINE_EXCEEDED,
+    NO_LAUNCHABLE_OFFERING,
+    NO_OFFERING_LEFT,
+    NOTHING_LAUNCHED,
+    FailureKind,
+    LaunchFailure,
+    Offering,
+    classify,
+)
 from fleetwright.aws.instances import find_claimed_instances
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
-from fleetwright.aws.tags import (
-    NAME_TAG,
-    NODECLAIM_TAG,
-    merge_tags,
-    ownership_tags,
-    tag_specifications,
-    to_aws,
-)
+from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
 from fleetwright.aws.variants import arch_of, variant_of
 from fleetwright.model.instancetype import InstanceType
@@ -37,22 +44,6 @@ log = logging.getLogger(__name__)
 MAX_INSTANCE_TYPES = 60
 MAX_ATTEMPTS = 20
 CLIENT_TOKEN_MAX = 64
-
-# Errors that say "not this offering, not now": remember it and try the others.
-UNAVAILABLE_OFFERING_CODES = frozenset(
-    {
-        "InsufficientInstanceCapacity",
-        "InsufficientCapacity",
-        "MaxSpotInstanceCountExceeded",
-        "VcpuLimitExceeded",
-        "UnfulfillableCapacity",
-        "InsufficientFreeAddressesInSubnet",
-        "Unsupported",
-        "SpotMaxPriceTooLow",
-        "ReservationCapacityExceeded",
-        "InsufficientHostCapacity",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +78,6 @@ class Preparer(Protocol):
     """Resolves a request's node class into subnets and launch templates for one capacity type."""
 
     def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext: ...
-
-
-MISSING_TEMPLATE_CODES = frozenset(
-    {
-        "InvalidLaunchTemplateName.NotFoundException",
-        "InvalidLaunchTemplateId.NotFound",
-        "InvalidLaunchTemplateId.NotFoundException",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +165,10 @@ def _cheapest(
     return min(prices) if prices else None
 
 
-def client_token(nodeclaims: Sequence[str], attempt: int) -> str:
-    """The idempotency token of one CreateFleet call: the claim id itself for a single first attempt."""
-    base = nodeclaims[0] if len(nodeclaims) == 1 else "batch-" + _digest(",".join(sorted(nodeclaims)))
+def client_token(nodeclaim: str, attempt: int) -> str:
+    """The idempotency token of one CreateFleet call: the claim id itself for its first attempt."""
     suffix = f"-{attempt}" if attempt else ""
+    base = nodeclaim
     if len(base) + len(suffix) > CLIENT_TOKEN_MAX:
         base = _digest(base)[: CLIENT_TOKEN_MAX - len(suffix)]
     return base + suffix
@@ -244,17 +226,30 @@ def fleet_request(
 
 @dataclass(slots=True)
 class FleetOutcome:
-    """What one CreateFleet call gave: instances (type, zone, capacity type, id) and refused offerings."""
+    """What one CreateFleet call gave: instances (type, zone, capacity type, id, template) and failures
+    (offerings EC2 refused, and other errors)."""
 
     launched: list[tuple[str, str, str, str, TemplateChoice | None]]
-    refused: list[tuple[str, str, str, str, str]]  # type, zone, capacity type, code, message
-    other_errors: list[str]
+    failures: list[LaunchFailure]
+
+    @property
+    def refused(self) -> list[LaunchFailure]:
+        """The offerings EC2 refused for capacity or quota."""
+        return [
+            f for f in self.failures if f.offering is not None and f.kind == FailureKind.INSUFFICIENT_CAPACITY
+        ]
+
+    @property
+    def other_errors(self) -> list[LaunchFailure]:
+        """Everything else that went wrong."""
+        refused = self.refused
+        return [f for f in self.failures if f not in refused]
 
 
 def parse_fleet_response(
     response: Mapping[str, Any], overrides: Sequence[Override], capacity_type: str
 ) -> FleetOutcome:
-    """Split a CreateFleet response into launched instances and refused offerings."""
+    """Split a CreateFleet response into launched instances and typed failures."""
     zone_of_subnet = {o.subnet_id: o.zone for o in overrides}
     templates = {o.template.name: o.template for o in overrides}
     launched = []
@@ -267,8 +262,7 @@ def parse_fleet_response(
         instance_type = entry.get("InstanceType") or chosen.get("InstanceType", "")
         for instance_id in entry.get("InstanceIds") or []:
             launched.append((instance_type, zone, lifecycle, instance_id, templates.get(name)))
-    refused = []
-    others = []
+    failures = []
     for error in response.get("Errors") or []:
         spec = error.get("LaunchTemplateAndOverrides") or {}
         chosen = spec.get("Overrides") or {}
@@ -277,19 +271,18 @@ def parse_fleet_response(
         instance_type = chosen.get("InstanceType", "")
         zone = chosen.get("AvailabilityZone") or zone_of_subnet.get(chosen.get("SubnetId", ""), "")
         lifecycle = error.get("Lifecycle") or capacity_type
-        if code in UNAVAILABLE_OFFERING_CODES and instance_type and zone:
-            refused.append((instance_type, zone, lifecycle, code, message))
-        else:
-            where = f" ({instance_type} in {zone})" if instance_type else ""
-            others.append(f"{code}{where}: {message}")
-    return FleetOutcome(launched, refused, others)
+        offering = Offering(instance_type, zone, lifecycle) if instance_type and zone else None
+        failures.append(classify(code, message, offering))
+    return FleetOutcome(launched, failures)
 
 
 class FleetLauncher:
-    """Launches NodeClaims through CreateFleet for one cluster.
+    """Launches NodeClaims through CreateFleet for one cluster, one call per claim.
 
     ``prepare`` resolves a request's EC2NodeClass into subnets and launch templates
-    (:class:`fleetwright.aws.nodeclass.NodeClassResolver` in production).
+    (:class:`fleetwright.aws.nodeclass.NodeClassResolver` in production). The EC2 client gets the
+    deadline handlers (:mod:`fleetwright.aws.deadline`), so launches made inside a deadline scope stop
+    at its deadline.
     """
 
     def __init__(
@@ -306,73 +299,75 @@ class FleetLauncher:
         self.prepare = prepare
         self.unavailable = unavailable if unavailable is not None else default_cache()
         self.max_instance_types = max_instance_types
+        deadline.install(clients.ec2)
 
     def launch(self, request: LaunchRequest) -> LaunchedInstance:
-        """Launch one NodeClaim (or return the instance already launched for it); raises LaunchError."""
-        result = self.launch_many([request])[0]
-        if isinstance(result, LaunchError):
-            raise result
-        return result
+        """Launch one NodeClaim (or return the instance already launched for it); raises LaunchError.
+
+        Runs out of time with a :data:`~fleetwright.aws.failures.FailureKind.DEADLINE_EXCEEDED` failure
+        when called inside a deadline scope.
+        """
+        failures: list[LaunchFailure] = []
+        try:
+            existing = find_claimed_instances(self.clients, self.cluster, [request.nodeclaim])
+            if request.nodeclaim in existing:
+                return existing[request.nodeclaim]
+            return self._launch(request, failures)
+        except deadline.DeadlineExceededError as exceeded:
+            failures.append(LaunchFailure(FailureKind.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED, str(exceeded)))
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=exceeded.uncertain) from None
 
     def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
-        """Launch several NodeClaims, one CreateFleet per group of identical requests.
-
-        The result lists, in the order of ``requests``, each claim's instance or its LaunchError.
-        """
-        existing = find_claimed_instances(self.clients, self.cluster, [r.nodeclaim for r in requests])
-        results: dict[str, LaunchedInstance | LaunchError] = {}
-        groups: dict[tuple[Any, ...], list[LaunchRequest]] = {}
+        """Launch several NodeClaims one after the other (one CreateFleet each): each claim's instance,
+        or its LaunchError, in the order of ``requests``."""
+        results: list[LaunchedInstance | LaunchError] = []
         for request in requests:
-            if request.nodeclaim in existing:
-                results[request.nodeclaim] = existing[request.nodeclaim]
-            else:
-                groups.setdefault(request.batch_key(), []).append(request)
-        for group in groups.values():
-            results.update(self._launch_group(group))
-        return [results[r.nodeclaim] for r in requests]
+            try:
+                results.append(self.launch(request))
+            except LaunchError as error:
+                results.append(error)
+        return results
 
-    def _launch_group(self, group: list[LaunchRequest]) -> dict[str, LaunchedInstance | LaunchError]:
-        template_request = group[0]
-        pending = [r.nodeclaim for r in group]
-        results: dict[str, LaunchedInstance | LaunchError] = {}
-        reasons: list[str] = []
+    def _launch(self, request: LaunchRequest, failures: list[LaunchFailure]) -> LaunchedInstance:
         excluded: set[str] = set()
         templates_renewed = False
         for attempt in range(MAX_ATTEMPTS):
-            if not pending:
-                break
-            capacity_type = choose_capacity_type(template_request, self.unavailable, excluded)
+            capacity_type = choose_capacity_type(request, self.unavailable, excluded)
             if capacity_type is None:
-                reasons.append(_nothing_left(template_request))
+                failures.append(
+                    LaunchFailure(FailureKind.INSUFFICIENT_CAPACITY, NO_OFFERING_LEFT, _nothing_left(request))
+                )
                 break
-            context = self.prepare(template_request, capacity_type)
+            context = self.prepare(request, capacity_type)
             overrides = plan_overrides(
-                template_request, context, capacity_type, self.unavailable, self.max_instance_types
+                request, context, capacity_type, self.unavailable, self.max_instance_types
             )
             if not overrides:
                 # No remaining offering of this capacity type has a subnet and a bootable AMI.
                 cheaper = " and cheaper than on-demand" if capacity_type == SPOT else ""
-                reasons.append(
-                    f"no available {capacity_type} offering is in a zone with a subnet "
-                    f"({', '.join(sorted(context.subnets)) or 'none found'}), bootable by an AMI{cheaper}"
+                failures.append(
+                    LaunchFailure(
+                        FailureKind.INVALID_REQUEST,
+                        NO_LAUNCHABLE_OFFERING,
+                        f"no available {capacity_type} offering is in a zone with a subnet "
+                        f"({', '.join(sorted(context.subnets)) or 'none found'}), "
+                        f"bootable by an AMI{cheaper}",
+                    )
                 )
                 excluded.add(capacity_type)
                 continue
-            outcome = self._create_fleet(
-                template_request, pending, overrides, capacity_type, context, attempt
-            )
-            for instance_type, zone, lifecycle, code, message in outcome.refused:
-                self.unavailable.mark(instance_type, zone, lifecycle, f"{code}: {message}")
-                reasons.append(f"{code} for {instance_type} ({lifecycle}) in {zone}")
-            reasons.extend(outcome.other_errors)
+            outcome = self._create_fleet(request, overrides, capacity_type, context, attempt)
+            for refused in outcome.refused:
+                assert refused.offering is not None
+                o = refused.offering
+                self.unavailable.mark(
+                    o.instance_type, o.zone, o.capacity_type, f"{refused.code}: {refused.message}"
+                )
+            failures.extend(outcome.failures)
             prices = {(o.instance_type, o.zone): o.price for o in overrides}
-            fresh: list[LaunchedInstance] = []
-            for instance_type, zone, lifecycle, instance_id, template in outcome.launched:
-                if not pending:
-                    break
-                nodeclaim = pending.pop(0)
-                results[nodeclaim] = launched = LaunchedInstance(
-                    nodeclaim=nodeclaim,
+            for instance_type, zone, lifecycle, instance_id, template in outcome.launched[:1]:
+                return LaunchedInstance(
+                    nodeclaim=request.nodeclaim,
                     instance_id=instance_id,
                     instance_type=instance_type,
                     zone=zone,
@@ -381,75 +376,69 @@ class FleetLauncher:
                     launch_template=template.name if template else "",
                     price=prices.get((instance_type, zone)),
                 )
-                fresh.append(launched)
-            if fresh and len(fresh) + len(pending) > 1:
-                self._tag_claims(fresh)
-            if pending and not templates_renewed and _template_missing(outcome.other_errors):
+            missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
+            if missing and not templates_renewed:
                 # A launch template this process knew was deleted meanwhile (garbage collection of unused
                 # templates): forget the names and try once more, which creates them again.
                 templates_renewed = True
                 forget = getattr(self.prepare, "forget_templates", None)
                 if forget is not None:
                     forget([t.name for t in context.templates])
-                    log.warning("launch template missing; creating it again: %s", outcome.other_errors[0])
+                    log.warning("launch template missing; creating it again: %s", missing[0].render())
                     continue
-            if pending and not outcome.refused:
+            if not outcome.refused:
                 # Nothing launched and nothing to rule out: trying again would ask for the same thing.
-                if not outcome.other_errors:
-                    reasons.append(
-                        "CreateFleet launched fewer instances than requested and reported no error"
+                if not outcome.failures:
+                    failures.append(
+                        LaunchFailure(
+                            FailureKind.UNKNOWN,
+                            NOTHING_LAUNCHED,
+                            "CreateFleet launched no instance and reported no error",
+                        )
                     )
                 break
-        for nodeclaim in pending:
-            results[nodeclaim] = LaunchError(nodeclaim, _unique(reasons))
-        return results
+        raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
 
     def _create_fleet(
         self,
         request: LaunchRequest,
-        pending: list[str],
         overrides: list[Override],
         capacity_type: str,
         context: LaunchContext,
         attempt: int,
     ) -> FleetOutcome:
-        ownership = ownership_tags(
-            self.cluster,
-            request.nodepool,
-            pending[0] if len(pending) == 1 else "",
-            request.node_class_name,
-        )
+        ownership = ownership_tags(self.cluster, request.nodepool, request.nodeclaim, request.node_class_name)
         params = fleet_request(
             overrides,
             capacity_type,
-            len(pending),
-            client_token(pending, attempt),
+            1,
+            client_token(request.nodeclaim, attempt),
             merge_tags(context.tags, ownership),
         )
         try:
             response = self.clients.ec2.create_fleet(**params)
+        except deadline.DeadlineExceededError:
+            raise
         except Exception as error:
             code = error_code(error)
             if not code:
                 raise
             log.warning("CreateFleet failed: %s", error)
-            return FleetOutcome([], [], [f"{code}: {error_message(error)}"])
+            failure = classify(code, error_message(error))
+            status = int(
+                (getattr(error, "response", {}).get("ResponseMetadata") or {}).get("HTTPStatusCode", 0)
+            )
+            if status >= 500 and code not in THROTTLING_CODES:
+                # EC2 failed internally: the fleet may exist. Only its tag can tell.
+                raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
+            return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
 
-    def _tag_claims(self, launched: list[LaunchedInstance]) -> None:
-        # A batched CreateFleet cannot tag each instance with its own claim; tag them right after.
-        for instance in launched:
-            if instance.reused:
-                continue
-            self.clients.ec2.create_tags(
-                Resources=[instance.instance_id],
-                Tags=to_aws({NODECLAIM_TAG: instance.nodeclaim, NAME_TAG: instance.nodeclaim}),
-            )
 
-
-def _template_missing(errors: Iterable[str]) -> bool:
-    """True when CreateFleet said a launch template does not exist."""
-    return any(e.split(":", 1)[0].split(" ", 1)[0] in MISSING_TEMPLATE_CODES for e in errors)
+def _uncertain() -> bool:
+    """True when a request of the current deadline scope may have taken effect without an answer."""
+    scope = deadline.current_deadline()
+    return scope is not None and scope.uncertain
 
 
 def _nothing_left(request: LaunchRequest) -> str:
@@ -458,7 +447,3 @@ def _nothing_left(request: LaunchRequest) -> str:
     return (
         f"no available offering left among {len(request.instance_types)} instance types ({allowed}; {zones})"
     )
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

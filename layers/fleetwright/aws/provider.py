@@ -11,6 +11,7 @@ from fleetwright.aws.instances import (
     Instance,
     TerminateResult,
     describe_instances,
+    find_claimed_instances,
     find_instances,
     list_instances,
     terminate_instances,
@@ -63,12 +64,17 @@ class AwsProvider:
         )
 
     def launch(self, request: LaunchRequest) -> LaunchedInstance:
-        """Launch one NodeClaim; raises LaunchError."""
+        """Launch one NodeClaim with its own CreateFleet (or find the instance already launched for it);
+        raises LaunchError. Inside a deadline scope, stops at its deadline."""
         return self.launcher.launch(request)
 
     def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
-        """Launch NodeClaims, batching identical ones."""
+        """Launch NodeClaims one after the other, one CreateFleet each."""
         return self.launcher.launch_many(requests)
+
+    def find_claimed(self, nodeclaims: Iterable[str]) -> dict[str, LaunchedInstance]:
+        """Live instances launched for these NodeClaims (by their ``fleetwright.io/nodeclaim`` tag)."""
+        return find_claimed_instances(self.clients, self.cluster.name, nodeclaims)
 
     def describe(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
         """This cluster's instances among ``instance_ids`` (gone or foreign ones are left out)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.aws.failures import LaunchFailure
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.taints import Taint
 
@@ -31,26 +33,6 @@ class LaunchRequest:
     node_class: Any = None
     node_class_name: str = ""
 
-    def batch_key(self) -> tuple[Any, ...]:
-        """Requests with equal keys differ only by NodeClaim id and may share one CreateFleet call."""
-        return (
-            self.nodepool,
-            tuple(t.name for t in self.instance_types),
-            tuple(sorted(self.zones)),
-            tuple(sorted(self.capacity_types)),
-            tuple(sorted(self.labels.items())),
-            self.taints,
-            self.startup_taints,
-            self.node_class_name,
-            _content_key(self.node_class),
-        )
-
-
-def _content_key(node_class: Any) -> Any:
-    # Equal node classes parsed twice are still the same node class.
-    dump = getattr(node_class, "model_dump_json", None)
-    return dump() if callable(dump) else id(node_class)
-
 
 @dataclass(frozen=True, slots=True)
 class LaunchedInstance:
@@ -73,10 +55,29 @@ class LaunchedInstance:
 
 
 class LaunchError(Exception):
-    """No instance could be launched for a NodeClaim; ``reasons`` says what EC2 answered."""
+    """No instance was launched for a NodeClaim; ``failures`` say why (typed, see
+    :mod:`fleetwright.aws.failures`).
 
-    def __init__(self, nodeclaim: str, reasons: list[str]) -> None:
+    ``may_have_launched`` is True when a CreateFleet request may have taken effect without an answer
+    (it timed out, or EC2 failed internally): the claim must then be settled by finding its instance by
+    tag, not failed at once.
+    """
+
+    def __init__(
+        self, nodeclaim: str, failures: Sequence[LaunchFailure], *, may_have_launched: bool = False
+    ) -> None:
         self.nodeclaim = nodeclaim
-        self.reasons = list(reasons)
-        summary = "; ".join(self.reasons) if self.reasons else "no reason given"
+        self.failures = list(dict.fromkeys(failures))
+        self.may_have_launched = may_have_launched
+        summary = "; ".join(self.reasons) if self.failures else "no reason given"
         super().__init__(f"cannot launch nodeclaim {nodeclaim}: {summary}")
+
+    @property
+    def reasons(self) -> list[str]:
+        """The failures as readable lines."""
+        return [f.render() for f in self.failures]
+
+    @property
+    def codes(self) -> list[str]:
+        """The distinct failure codes (metric dimensions)."""
+        return list(dict.fromkeys(f.code for f in self.failures))

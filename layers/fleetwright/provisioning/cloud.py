@@ -3,10 +3,10 @@ or any stand-in with the same methods)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 
@@ -19,8 +19,14 @@ class Cloud(Protocol):
         only those it can boot."""
         ...
 
-    def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
-        """Launch NodeClaims (finding instances already launched for them by tag)."""
+    def launch(self, request: LaunchRequest) -> LaunchedInstance:
+        """Launch one NodeClaim with its own CreateFleet, tagged with the claim's id (or find the instance
+        already launched for it by that tag); raises ``LaunchError``. Called from several threads at once,
+        each inside its own deadline scope (``fleetwright.aws.deadline``)."""
+        ...
+
+    def find_claimed(self, nodeclaims: Iterable[str]) -> Mapping[str, LaunchedInstance]:
+        """Live instances launched for these NodeClaims, found by their tag."""
         ...
 
     def list(self) -> list[Any]:

@@ -34,6 +34,9 @@ NUMERIC_OPTIONS: dict[str, tuple[str, float]] = {
     "lease_seconds": ("FLEETWRIGHT_LEASE_SECONDS", 30.0),
     "reconcile_interval_seconds": ("FLEETWRIGHT_RECONCILE_INTERVAL_SECONDS", 5.0),
     "orphan_grace_seconds": ("FLEETWRIGHT_ORPHAN_GRACE_SECONDS", 30.0),
+    "lease_wait_seconds": ("FLEETWRIGHT_LEASE_WAIT_SECONDS", 20.0),
+    "launch_margin_seconds": ("FLEETWRIGHT_LAUNCH_MARGIN_SECONDS", 5.0),
+    "settle_grace_seconds": ("FLEETWRIGHT_SETTLE_GRACE_SECONDS", 30.0),
     "launch_parallelism": ("FLEETWRIGHT_LAUNCH_PARALLELISM", 8),
 }
 TRUE_VALUES = ("1", "true", "yes", "on")
@@ -50,9 +53,15 @@ class ProvisionerConfig:
 
     Batching: a batch opens with the first pending pod and closes after ``batch_idle_seconds`` without a
     new one, or ``batch_max_seconds`` after it opened. Claims whose node has not registered
-    ``registration_timeout_seconds`` after launch are terminated. A claim left ``Launching`` by a run
-    that died is matched to its instance by tag, or failed after ``orphan_grace_seconds``. ``economy``
-    makes each invocation a single pass instead of watching until the deadline.
+    ``registration_timeout_seconds`` after launch are terminated.
+
+    Each pass holds the lease (``lease_seconds`` long, renewed while launching); a pass or a replacement
+    launch waits at most ``lease_wait_seconds`` for another launcher's. Launches end by the lease's
+    expiry (or the invocation's deadline) less ``launch_margin_seconds``, recorded on the claim as its
+    launch deadline. A claim left ``Launching`` by a launcher that died is matched to its instance by
+    tag, or failed, ``settle_grace_seconds`` after its launch deadline (claims recorded without one:
+    ``orphan_grace_seconds`` after creation). ``economy`` makes each invocation a single pass instead of
+    watching until the deadline.
     """
 
     cluster_name: str
@@ -65,6 +74,9 @@ class ProvisionerConfig:
     lease_seconds: float = 30.0
     reconcile_interval_seconds: float = 5.0
     orphan_grace_seconds: float = 30.0
+    lease_wait_seconds: float = 20.0
+    launch_margin_seconds: float = 5.0
+    settle_grace_seconds: float = 30.0
     launch_parallelism: int = 8
     economy: bool = False
     failed_claim_ttl_seconds: float = 3600.0

@@ -20,6 +20,8 @@ NODES_INITIALIZED = "NodesInitialized"
 REGISTRATION_TIMEOUTS = "RegistrationTimeouts"
 UNSCHEDULABLE_PODS = "UnschedulablePods"
 PASS_ERRORS = "ProvisioningErrors"
+# A launcher found its lease taken (fencing refused a write, or a renewal failed) and stopped.
+LEASE_LOST = "LeaseLost"
 # A claim launched after EC2 refused one of its offerings for capacity (or quota) in the same launch.
 INSUFFICIENT_CAPACITY_RECOVERED = "InsufficientCapacityRecovered"
 

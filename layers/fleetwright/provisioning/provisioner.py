@@ -1,23 +1,35 @@
 """The provisioning loop: pending pods → scheduling simulation → NodeClaims launched and followed.
 
-One :class:`Provisioner` per invocation (or per demo run). :meth:`Provisioner.run_until` takes the lease,
-watches unschedulable pods, batches them, and runs a pass per batch until the deadline;
-:meth:`Provisioner.run_once` is the economy mode's single pass. Every step leaves the state table
-consistent: claims are recorded before they are launched, status changes are conditional, and whatever
-a crash leaves half done is finished by the next run's reconciliation.
+One :class:`Provisioner` per invocation (or per demo run). :meth:`Provisioner.run_until` watches
+unschedulable pods, batches them, and runs a pass per batch until the deadline; :meth:`Provisioner.run_once`
+is the economy mode's single pass. Each pass (reconcile, schedule, launch) holds the lease, and only the
+pass: watching and batching run without it, so interruption and disruption replacements
+(:meth:`Provisioner.launch_for`, :meth:`Provisioner.launch_claims`), which take the same lease, wait
+seconds, not a minute.
+
+Every write a pass makes to a claim it launches is fenced by the lease (``docs/state.md``): a pass that
+lost the lease writes and launches nothing more. Claims are recorded, with their launch deadline, before
+they are launched; each claim gets its own CreateFleet (tagged with its id) in a bounded thread pool, and
+no AWS request of a launch is sent after the deadline. A claim left ``Launching`` by a launcher that died
+or lost its lease counts as capacity in flight until its deadline plus a settle grace has passed; then
+reconciliation adopts its instance (found by tag) or fails it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
+from fleetwright.aws.deadline import Deadline, deadline_scope
+from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube.cluster import KubeCluster
@@ -46,7 +58,7 @@ from fleetwright.provisioning.watcher import PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate, Results, SchedulingInput
-from fleetwright.state.lease import LeaseLostError
+from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
 
@@ -54,11 +66,8 @@ MAX_LOGGED_PODS = 20
 RETRY_MIN_SECONDS = 2.0
 RETRY_MAX_SECONDS = 30.0
 
-
-def error_code(reason: str) -> str:
-    """The EC2 error code a launch failure reason starts with (``InsufficientInstanceCapacity: ...``)."""
-    head = reason.split(":", 1)[0].split(" ", 1)[0].strip()
-    return head if head and head[0].isupper() and head.isalnum() else "Other"
+# A launch needs at least this long before its deadline, or it is not started.
+MIN_LAUNCH_SECONDS = 1.0
 
 
 class Provisioner:
@@ -68,6 +77,9 @@ class Provisioner:
     ``state`` records claims and holds the lease. ``clock`` is monotonic (deadlines, batching);
     ``wall_clock`` gives epoch seconds (records, the lease, registration timeouts). ``holder`` names this
     run in the lease (default: a random id).
+
+    One pass at a time per provisioner (passes of one object are serialized); launches within a pass run
+    in parallel.
     """
 
     def __init__(
@@ -99,49 +111,90 @@ class Provisioner:
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
         self._launching: set[str] = set()  # claims this process is launching right now
         self._retry_delay = RETRY_MIN_SECONDS
+        self._pass_lock = threading.RLock()
+        self._lease_depth = 0  # > 0 while a pass of this provisioner holds the lease
+        self._run_deadline: float | None = None  # epoch seconds: the invocation's end, during run_until
 
     # -- runs ------------------------------------------------------------------------------------------
 
     def run_until(self, deadline: float) -> RunReport:
-        """Take the lease (waiting for it up to ``deadline``), then watch and provision until ``deadline``
-        (on ``clock``); with ``config.economy`` make one pass instead. Releases the lease at the end."""
+        """Watch and provision until ``deadline`` (on ``clock``), taking the lease for each pass; with
+        ``config.economy`` make one pass instead (waiting for the lease up to the deadline). Launches end
+        by ``deadline`` plus ``deadline_margin_seconds`` (the invocation's end) less the launch margin."""
         report = RunReport()
-        if not self._acquire(deadline):
-            self.log.info("lease held by another provisioner; nothing to do", extra={"holder": self.holder})
-            return report
-        report.lease_acquired = True
+        # The invocation ends ``deadline_margin_seconds`` after the watch deadline (the handler keeps that
+        # margin): launches started before the deadline may run until then.
+        left = max(0.0, deadline - self.clock()) + self.config.deadline_margin_seconds
+        self._run_deadline = self.wall_clock() + left
         try:
             if self.config.economy:
-                self._single_pass(report)
+                if not self._locked_pass(report, deadline, provision=True):
+                    self.log.info(
+                        "lease held by another launcher; nothing to do", extra={"holder": self.holder}
+                    )
             else:
                 self._loop(deadline, report)
         except LeaseLostError as lost:
-            report.lease_lost = True
-            self.log.warning("lease lost; stopping", extra={"reason": str(lost)})
-        except Exception as error:  # e.g. the lease could not be renewed: stop acting, the next run resumes
+            self._lease_lost(report, lost)
+        except Exception as error:  # stop acting, the next run resumes
             report.error = f"{type(error).__name__}: {error}"
             self.log.exception("provisioner stopped", extra={"error": report.error})
         finally:
-            self._release()
+            self._run_deadline = None
         return report
 
     def run_once(self) -> RunReport:
         """Take the lease (without waiting), reconcile and make one provisioning pass, release."""
         report = RunReport()
-        if not self._acquire(self.clock()):
-            return report
-        report.lease_acquired = True
         try:
-            self._single_pass(report)
-        except LeaseLostError:
-            report.lease_lost = True
-        finally:
-            self._release()
+            self._locked_pass(report, self.clock(), provision=True)
+        except LeaseLostError as lost:
+            self._lease_lost(report, lost)
         return report
 
-    def _single_pass(self, report: RunReport) -> None:
-        report.reconciles.append(self.reconcile())
-        report.passes.append(self.provision())
+    def _locked_pass(
+        self, report: RunReport, wait_until: float, *, provision: bool, batch_size: int = 0
+    ) -> bool:
+        """Take the lease (waiting up to ``wait_until`` on ``clock``), reconcile and, with ``provision``,
+        make a provisioning pass; release the lease. False when the lease could not be taken."""
+        try:
+            with self._lease_held(wait_until):
+                report.lease_acquired = True
+                report.reconciles.append(self.reconcile())
+                if provision:
+                    report.passes.append(self.provision(batch_size=batch_size))
+        except LeaseUnavailableError:
+            return False
+        return True
+
+    def _lease_lost(self, report: RunReport, lost: LeaseLostError) -> None:
+        report.lease_lost = True
+        self.metrics.add(obs.LEASE_LOST, 1)
+        self.log.warning("lease lost; stopping", extra={"holder": self.holder, "reason": str(lost)})
+
+    @contextlib.contextmanager
+    def _lease_held(self, wait_until: float) -> Iterator[None]:
+        """Hold the lease for a pass: take it (waiting up to ``wait_until`` on ``clock``) unless a pass of
+        this provisioner already holds it, and release it at the end. Raises
+        :class:`LeaseUnavailableError` when another launcher keeps it."""
+        with self._pass_lock:
+            if self._lease_depth:
+                self._lease_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lease_depth -= 1
+                return
+            if not self._acquire(wait_until):
+                raise LeaseUnavailableError(
+                    f"the launch lease is held by another launcher ({self.lease.name})"
+                )
+            self._lease_depth = 1
+            try:
+                yield
+            finally:
+                self._lease_depth = 0
+                self._release()
 
     def _acquire(self, deadline: float) -> bool:
         try:
@@ -166,32 +219,32 @@ class Provisioner:
         try:
             while True:
                 now = self.clock()
-                if now >= next_reconcile:
-                    self.lease.renew()
-                    reconciled = self.reconcile()
-                    report.reconciles.append(reconciled)
-                    if reconciled.freed_pods or reconciled.error:
-                        retry_at = self.clock() if retry_at is None else retry_at
-                    next_reconcile = self.clock() + self.config.reconcile_interval_seconds
                 if now >= deadline and not batcher.open:
                     break
                 wake = min(deadline, next_reconcile, batcher.closes_at() or deadline, retry_at or deadline)
-                self._collect(watcher, batcher, max(0.0, wake - self.clock()))
+                self._collect(watcher, batcher, max(0.0, wake - now))
                 now = self.clock()
-                due = batcher.ready(now) or (batcher.open and now >= deadline)
-                if due or (retry_at is not None and now >= retry_at):
-                    size = batcher.reset()
+                provision = (
+                    batcher.ready(now)
+                    or (batcher.open and now >= deadline)
+                    or (retry_at is not None and now >= retry_at)
+                )
+                if not provision and now < next_reconcile:
+                    continue
+                size = batcher.reset() if provision else 0
+                # A pass waits a while for a lease another launcher holds; a reconciliation alone does not.
+                wait_until = min(deadline, now + self.config.lease_wait_seconds) if provision else now
+                taken = self._locked_pass(report, wait_until, provision=provision, batch_size=size)
+                next_reconcile = self.clock() + self.config.reconcile_interval_seconds
+                if provision:
                     retry_at = None
-                    self.lease.renew()
-                    done = self.provision(batch_size=size)
-                    report.passes.append(done)
-                    if done.needs_retry:
+                    if not taken or report.passes[-1].needs_retry:
                         retry_at = self.clock() + self._retry_delay
                         self._retry_delay = min(RETRY_MAX_SECONDS, self._retry_delay * 2)
                     else:
                         self._retry_delay = RETRY_MIN_SECONDS
-                if self.clock() >= deadline and not batcher.open:
-                    break
+                elif taken and (report.reconciles[-1].freed_pods or report.reconciles[-1].error):
+                    retry_at = self.clock() if retry_at is None else retry_at
         finally:
             watcher.stop()
 
@@ -212,16 +265,17 @@ class Provisioner:
     # -- one provisioning pass -------------------------------------------------------------------------
 
     def provision(self, batch_size: int = 0) -> PassReport:
-        """Read the cluster, schedule the pending pods, launch the claims the scheduler opens.
+        """Read the cluster, schedule the pending pods, launch the claims the scheduler opens (holding the
+        lease: a pass of ``run_until``/``run_once`` already does, otherwise it is taken without waiting).
 
-        Errors are reported (``PassReport.error``), never raised: the next pass or run starts over from
-        the cluster and the state table.
+        Errors are reported (``PassReport.error``), never raised, except :class:`LeaseLostError`: the next
+        pass or run starts over from the cluster and the state table.
         """
         report = PassReport(batch_size=batch_size)
         if batch_size:
             self.metrics.add(obs.BATCH_SIZE, batch_size)
         try:
-            with self.spans.span("provision"):
+            with self._lease_held(self.clock()), self.spans.span("provision"):
                 self._provision(report)
         except LeaseLostError:
             raise
@@ -240,26 +294,60 @@ class Provisioner:
         if snapshot.pending_pods:
             self._schedule_and_launch(snapshot, list(snapshot.pending_pods), list(snapshot.nodes), report)
 
-    def launch_for(self, pods: Sequence[Pod], snapshot: ClusterSnapshot, nodes: Sequence[Node]) -> PassReport:
+    def launch_for(
+        self,
+        pods: Sequence[Pod],
+        snapshot: ClusterSnapshot,
+        nodes: Sequence[Node],
+        *,
+        deadline: float | None = None,
+    ) -> PassReport:
         """Schedule ``pods`` against ``nodes`` (and the claims in flight) and launch what the scheduler opens,
         recording claims exactly as a provisioning pass does. The interruption handler uses it for the pods
-        of a node about to go (``nodes`` then leaves that node out). Errors are raised."""
+        of a node about to go (``nodes`` then leaves that node out).
+
+        Takes the provisioner's lease first, waiting at most ``lease_wait_seconds`` (and not past
+        ``deadline``, epoch seconds, which also bounds the launches). Errors are raised:
+        :class:`LeaseUnavailableError` when the lease stays taken, :class:`LeaseLostError` when it is lost.
+        """
         report = PassReport(pending=len(pods))
         if pods:
-            self._schedule_and_launch(snapshot, list(pods), list(nodes), report)
+            with self._replacement_pass(deadline):
+                self._schedule_and_launch(snapshot, list(pods), list(nodes), report)
         return report
 
-    def launch_claims(self, claims: Sequence[NewNodeClaim]) -> PassReport:
+    def launch_claims(self, claims: Sequence[NewNodeClaim], *, deadline: float | None = None) -> PassReport:
         """Launch NodeClaims decided elsewhere (the disruption controller's replacements), recording and
-        launching them exactly as a provisioning pass does. Claims that could not launch are in
-        ``PassReport.failed``; other errors are raised."""
+        launching them exactly as a provisioning pass does, under the same lease as :meth:`launch_for`.
+        Claims that could not launch are in ``PassReport.failed``; other errors are raised."""
         report = PassReport(pending=sum(len(c.pods) for c in claims))
         if claims:
-            catalog, accepted = self.catalogs()
-            templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses)
-            by_name = {t.name: t for t in catalog}
-            self._launch(claims, {t.name: t for t in templates}, by_name, accepted, report)
+            with self._replacement_pass(deadline):
+                catalog, accepted = self.catalogs()
+                templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses)
+                by_name = {t.name: t for t in catalog}
+                self._launch(claims, {t.name: t for t in templates}, by_name, accepted, report)
         return report
+
+    @contextlib.contextmanager
+    def _replacement_pass(self, deadline: float | None) -> Iterator[None]:
+        """The lease for a replacement launch, waited for at most ``lease_wait_seconds`` (and not past
+        ``deadline``); the deadline also bounds the launch."""
+        wait = self.config.lease_wait_seconds
+        if deadline is not None:
+            wait = min(wait, max(0.0, deadline - self.wall_clock()))
+        saved = self._run_deadline
+        if deadline is not None:
+            self._run_deadline = deadline if saved is None else min(saved, deadline)
+        try:
+            with self._lease_held(self.clock() + wait):
+                yield
+        except LeaseLostError as lost:
+            self.metrics.add(obs.LEASE_LOST, 1)
+            self.log.warning("lease lost during a replacement launch", extra={"reason": str(lost)})
+            raise
+        finally:
+            self._run_deadline = saved
 
     def _schedule_and_launch(
         self, snapshot: ClusterSnapshot, pods: list[Pod], cluster_nodes: list[Node], report: PassReport
@@ -352,6 +440,14 @@ class Provisioner:
 
     # -- launching ---------------------------------------------------------------------------------------
 
+    def _launch_deadline(self) -> float:
+        """When this pass's launches must be done (epoch seconds): the lease's expiry or the invocation's
+        end, whichever comes first, less a safety margin."""
+        limit = self.lease.expires_at
+        if self._run_deadline is not None:
+            limit = min(limit, self._run_deadline)
+        return limit - self.config.launch_margin_seconds
+
     def _launch(
         self,
         claims: Sequence[NewNodeClaim],
@@ -360,6 +456,14 @@ class Provisioner:
         accepted: Mapping[str, set[str]],
         report: PassReport,
     ) -> None:
+        # Renewing proves the lease is still ours and gives the launches a full lease to finish in.
+        self.lease.renew()
+        deadline = self._launch_deadline()
+        if deadline - self.wall_clock() < MIN_LAUNCH_SECONDS:
+            for claim in claims:
+                report.failed[claim.name] = f"{DEADLINE_EXCEEDED}: no time left to launch before the deadline"
+            self.log.warning("no time left to launch", extra={"claims": len(claims)})
+            return
         planned: list[tuple[NewNodeClaim, NodeClaimRecord, LaunchRequest]] = []
         pool_hashes = nodepool_hashes(self.config.nodepools)
         class_hashes = nodeclass_hashes(self.config.nodeclasses)
@@ -384,54 +488,86 @@ class Provisioner:
                     holder=self.holder,
                     now=self.wall_clock(),
                 )
+                record.launch_deadline = deadline
                 # What the node is meant to look like, so the disruption controller can tell drift.
                 record.nodepool_hash = pool_hashes.get(claim.nodepool, "")
                 record.nodeclass_hash = class_hashes.get(template.node_class, "")
-                # Recorded before the launch: a crash after CreateFleet leaves a claim to match by tag.
-                self.state.nodeclaims.create(record)
+                # Recorded before the launch, fenced: a crash after CreateFleet leaves a claim to match by
+                # tag, and a launcher that lost the lease records (and so launches) nothing.
+                if not self.state.nodeclaims.create(record, fence=self.lease):
+                    report.failed[claim.name] = f"claim id {record.id} already exists"
+                    continue
                 self._launching.add(record.id)
                 planned.append((claim, record, launch_request(record, candidates, node_class)))
             refused_before = self._refused_offerings()
-            outcomes = self._launch_parallel([p[2] for p in planned])
-            refused = self._refused_offerings() - refused_before
-        except Exception:
-            # Claims recorded but not launched stay Launching: the next reconciliation matches them to an
-            # instance by tag (if CreateFleet went through) or fails them after the grace period.
-            self._launching.clear()
-            raise
-        self._launching.clear()
-        for (claim, record, _), outcome in zip(planned, outcomes, strict=True):
-            if isinstance(outcome, LaunchedInstance):
-                self._record_launched(claim, record, outcome, templates[claim.nodepool], by_name, report)
-                self._record_recovery(record, outcome, refused)
-            else:
-                self._record_failed(record, outcome, report)
+            self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
+        finally:
+            # Claims recorded but not settled here stay Launching: reconciliation adopts their instance
+            # (found by tag) or fails them once their deadline and the settle grace have passed.
+            self._launching.difference_update(r.id for _, r, _ in planned)
 
-    def _launch_parallel(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
-        """Launch distinct claims in parallel (identical ones share a CreateFleet call in one group)."""
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, request in enumerate(requests):
-            groups.setdefault(request.batch_key(), []).append(i)
-        outcomes: list[LaunchedInstance | LaunchError | None] = [None] * len(requests)
+    def _launch_parallel(
+        self,
+        planned: Sequence[tuple[NewNodeClaim, NodeClaimRecord, LaunchRequest]],
+        deadline: float,
+        templates: Mapping[str, NodePoolTemplate],
+        by_name: Mapping[str, InstanceType],
+        report: PassReport,
+        refused_before: set[tuple[str, str, str]],
+    ) -> None:
+        """One CreateFleet per claim, ``launch_parallelism`` at a time, each bounded by ``deadline``;
+        outcomes are recorded (fenced) as they come in."""
+        if not planned:
+            return
+        stop = threading.Event()  # set when the lease is lost: launches not started yet are skipped
+        workers = max(1, min(self.config.launch_parallelism, len(planned)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleetwright-launch") as pool:
+            futures: dict[Future[LaunchedInstance | BaseException], int] = {
+                pool.submit(self._launch_one, request, deadline, stop): i
+                for i, (_, _, request) in enumerate(planned)
+            }
+            try:
+                for future in as_completed(futures):
+                    claim, record, _ = planned[futures[future]]
+                    outcome = future.result()
+                    if isinstance(outcome, LeaseLostError):
+                        raise outcome
+                    # Still ours? (Renews when the launch took most of the lease; proves no one took it.)
+                    self.lease.ensure(self.config.launch_margin_seconds)
+                    if isinstance(outcome, LaunchedInstance):
+                        refused = self._refused_offerings() - refused_before
+                        self._record_launched(
+                            claim, record, outcome, templates[claim.nodepool], by_name, report
+                        )
+                        self._record_recovery(record, outcome, refused)
+                    elif isinstance(outcome, LaunchError):
+                        self._record_failed(record, outcome, report)
+                    else:
+                        self._record_unknown(record, outcome, report)
+            except LeaseLostError:
+                stop.set()
+                raise
 
-        def run(indices: list[int]) -> None:
-            with self.spans.span("launch"):
-                results = self.cloud.launch_many([requests[i] for i in indices])
-            for i, result in zip(indices, results, strict=True):
-                outcomes[i] = result
-
-        if len(groups) <= 1:
-            for indices in groups.values():
-                run(indices)
-        else:
-            workers = min(self.config.launch_parallelism, len(groups))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleetwright-launch") as pool:
-                for future in [pool.submit(run, indices) for indices in groups.values()]:
-                    future.result()
-        return [
-            o if o is not None else LaunchError(requests[i].nodeclaim, ["no result"])
-            for i, o in enumerate(outcomes)
-        ]
+    def _launch_one(
+        self, request: LaunchRequest, deadline: float, stop: threading.Event
+    ) -> LaunchedInstance | BaseException:
+        """One claim's launch (in a pool thread): the instance, or what went wrong (returned, not raised)."""
+        if stop.is_set():
+            return LeaseLostError("the lease was lost before this launch started")
+        try:
+            # The lease must outlast the launch: renew now if it would expire before the deadline.
+            self.lease.ensure(max(0.0, deadline - self.wall_clock()) + self.config.launch_margin_seconds)
+        except LeaseLostError as lost:
+            return lost
+        except Exception as error:  # the lease could not be checked: do not launch
+            return LaunchError(
+                request.nodeclaim, [LaunchFailure(FailureKind.UNKNOWN, "LeaseCheckFailed", str(error))]
+            )
+        try:
+            with deadline_scope(Deadline(deadline, self.wall_clock)), self.spans.span("launch"):
+                return self.cloud.launch(request)
+        except Exception as error:  # LaunchError, or an unexpected error after which the outcome is unknown
+            return error
 
     def _record_launched(
         self,
@@ -456,8 +592,16 @@ class Provisioner:
             changes["capacity"] = dict(launched_type.capacity)
         for name, value in changes.items():
             setattr(record, name, value)
+        if not self.state.nodeclaims.transition(
+            record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, fence=self.lease, **changes
+        ):
+            # Settled by someone else meanwhile (it should not happen: settling waits for the deadline).
+            self.log.error(
+                "instance launched for a claim that is no longer launching",
+                extra={"nodeclaim": record.id, "instanceId": instance.instance_id},
+            )
+            return
         record.status = str(ClaimStatus.LAUNCHED)
-        self.state.nodeclaims.transition(record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, **changes)
         report.launched.append(record)
         dimensions = {
             "NodePool": record.nodepool,
@@ -505,19 +649,30 @@ class Provisioner:
 
     def _record_failed(self, record: NodeClaimRecord, error: LaunchError, report: PassReport) -> None:
         reason = "; ".join(error.reasons) or str(error)
-        now = self.wall_clock()
-        self.state.nodeclaims.transition(
-            record.id,
-            ClaimStatus.LAUNCHING,
-            ClaimStatus.FAILED,
-            reason=reason[:1000],
-            expires_at=int(now + self.config.failed_claim_ttl_seconds),
-        )
-        report.failed[record.id] = reason
-        for code in sorted({error_code(r) for r in error.reasons} or {"Other"}):
+        for code in error.codes or ["Unknown"]:
             self.metrics.add(
                 obs.LAUNCH_ERRORS, 1, obs.COUNT, {"NodePool": record.nodepool, "ErrorCode": code}
             )
+        if error.may_have_launched:
+            # A request may have created the instance without telling us: only its tag can tell, once
+            # DescribeInstances shows it. Reconciliation settles the claim after its deadline and grace.
+            report.failed[record.id] = f"{reason} (the instance may exist; settled after the launch deadline)"
+            self.log.warning(
+                "nodeclaim launch outcome unknown; left for reconciliation",
+                extra={"nodeclaim": record.id, "nodePool": record.nodepool, "reason": reason},
+            )
+            return
+        now = self.wall_clock()
+        if not self.state.nodeclaims.transition(
+            record.id,
+            ClaimStatus.LAUNCHING,
+            ClaimStatus.FAILED,
+            fence=self.lease,
+            reason=reason[:1000],
+            expires_at=int(now + self.config.failed_claim_ttl_seconds),
+        ):
+            self.log.warning("failed claim was settled by another writer", extra={"nodeclaim": record.id})
+        report.failed[record.id] = reason
         self.log.error(
             "nodeclaim launch failed",
             extra={
@@ -526,18 +681,37 @@ class Provisioner:
                 "podCount": record.pod_count,
                 "candidates": record.instance_types[:10],
                 "reason": reason,
+                "kinds": sorted({str(f.kind) for f in error.failures}),
             },
+        )
+
+    def _record_unknown(self, record: NodeClaimRecord, error: BaseException, report: PassReport) -> None:
+        """A launch that ended with an unexpected error: whether CreateFleet took effect is unknown, so the
+        claim stays Launching for reconciliation to settle."""
+        reason = f"{type(error).__name__}: {error}"
+        report.failed[record.id] = f"{reason} (the instance may exist; settled after the launch deadline)"
+        self.metrics.add(
+            obs.LAUNCH_ERRORS, 1, obs.COUNT, {"NodePool": record.nodepool, "ErrorCode": "Unknown"}
+        )
+        self.log.error(
+            "nodeclaim launch ended with an unexpected error",
+            extra={"nodeclaim": record.id, "nodePool": record.nodepool, "error": reason},
+            exc_info=error,
         )
 
     # -- following launched claims -----------------------------------------------------------------------
 
     def reconcile(self) -> ReconcileReport:
         """Match registering nodes to claims, mark them initialized, terminate claims that never
-        registered, and settle claims a dead run left ``Launching``. Errors are reported, not raised."""
+        registered, and settle claims a dead launcher left ``Launching`` (holding the lease: a pass of
+        ``run_until``/``run_once`` already does, otherwise it is taken without waiting). Errors are
+        reported, not raised, except :class:`LeaseLostError`."""
         report = ReconcileReport()
         try:
-            with self.spans.span("reconcile"):
+            with self._lease_held(self.clock()), self.spans.span("reconcile"):
                 self._reconcile(report)
+        except LeaseLostError:
+            raise
         except Exception as error:
             report.error = f"{type(error).__name__}: {error}"
             self.metrics.add(obs.PASS_ERRORS, 1)
@@ -561,13 +735,15 @@ class Provisioner:
                 if node is None:
                     self._check_timeout(record, now, report)
                     continue
-                if self.state.nodeclaims.transition(
+                if not self.state.nodeclaims.transition(
                     record.id,
                     ClaimStatus.LAUNCHED,
                     ClaimStatus.REGISTERED,
                     registered_at=now,
                     node_name=node_name(node),
                 ):
+                    self._lost_transition(record, ClaimStatus.REGISTERED)
+                else:
                     record.status = str(ClaimStatus.REGISTERED)
                     report.registered.append(record.id)
                     self.metrics.add(obs.NODES_REGISTERED, 1, obs.COUNT, {"NodePool": record.nodepool})
@@ -579,14 +755,13 @@ class Provisioner:
                             "instanceId": record.instance_id,
                         },
                     )
-            if (
-                record.status == ClaimStatus.REGISTERED
-                and node is not None
-                and is_initialized(node, record)
-                and self.state.nodeclaims.transition(
-                    record.id, ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED, initialized_at=now
-                )
+            if record.status != ClaimStatus.REGISTERED or node is None or not is_initialized(node, record):
+                continue
+            if not self.state.nodeclaims.transition(
+                record.id, ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED, initialized_at=now
             ):
+                self._lost_transition(record, ClaimStatus.INITIALIZED)
+            else:
                 report.initialized.append(record.id)
                 self.metrics.add(obs.NODES_INITIALIZED, 1, obs.COUNT, {"NodePool": record.nodepool})
                 self.log.info("node initialized", extra={"nodeclaim": record.id, "node": node_name(node)})
@@ -596,13 +771,15 @@ class Provisioner:
         if now - since < self.config.registration_timeout_seconds:
             return
         self.cloud.terminate([record.instance_id])
-        if self.state.nodeclaims.transition(
+        if not self.state.nodeclaims.transition(
             record.id,
             ClaimStatus.LAUNCHED,
             ClaimStatus.TERMINATED,
             reason=f"node did not register within {self.config.registration_timeout_seconds:.0f} s",
             expires_at=int(now + self.config.terminated_claim_ttl_seconds),
         ):
+            self._lost_transition(record, ClaimStatus.TERMINATED)
+        else:
             report.timed_out.append(record.id)
             self.metrics.add(obs.REGISTRATION_TIMEOUTS, 1, obs.COUNT, {"NodePool": record.nodepool})
             self.log.warning(
@@ -616,24 +793,55 @@ class Provisioner:
                 },
             )
 
+    def _lost_transition(self, record: NodeClaimRecord, status: ClaimStatus) -> None:
+        self.log.info(
+            "claim changed meanwhile; transition skipped",
+            extra={"nodeclaim": record.id, "from": record.status, "to": str(status)},
+        )
+
+    def settle_at(self, record: NodeClaimRecord) -> float:
+        """When a ``Launching`` claim no live launcher holds may be settled (epoch seconds): its launch
+        deadline plus the settle grace (the last request's read timeout, and DescribeInstances showing a
+        new instance late); for claims recorded without a deadline, ``orphan_grace_seconds`` after
+        creation."""
+        if record.launch_deadline is not None:
+            return float(record.launch_deadline) + self.config.settle_grace_seconds
+        return record.created_at + self.config.orphan_grace_seconds
+
     def _settle_orphans(self, orphans: Sequence[NodeClaimRecord], report: ReconcileReport) -> None:
-        """Claims recorded but never marked launched: a run died (or failed) around CreateFleet."""
-        instances = {i.nodeclaim: i for i in self.cloud.list() if getattr(i, "nodeclaim", "")}
+        """Claims recorded but never marked launched or failed: their launcher died, lost the lease, or
+        does not know whether CreateFleet took effect. Once past their settle time each is adopted (its
+        instance found by tag) or failed, fenced by the lease."""
         now = self.wall_clock()
-        for record in orphans:
-            instance = instances.get(record.id)
-            if instance is not None:
-                launched = LaunchedInstance(
-                    nodeclaim=record.id,
-                    instance_id=instance.id,
-                    instance_type=instance.instance_type,
-                    zone=instance.zone,
-                    capacity_type=instance.capacity_type,
-                    reused=True,
+        due = [r for r in orphans if now >= self.settle_at(r)]
+        if not due:
+            return
+        instances: dict[str, LaunchedInstance] = {}
+        for instance in self.cloud.list():
+            claim = getattr(instance, "nodeclaim", "")
+            if claim:
+                instances.setdefault(
+                    claim,
+                    LaunchedInstance(
+                        nodeclaim=claim,
+                        instance_id=instance.id,
+                        instance_type=instance.instance_type,
+                        zone=instance.zone,
+                        capacity_type=instance.capacity_type,
+                        reused=True,
+                    ),
                 )
+        missing = [r.id for r in due if r.id not in instances]
+        find = getattr(self.cloud, "find_claimed", None)
+        if missing and find is not None:
+            # Look once more, by tag, before failing a claim: a listing can miss a new instance.
+            instances.update(find(missing))
+        for record in due:
+            launched = instances.get(record.id)
+            if launched is not None:
                 changes = launched_fields(launched, now, record.expected_price)
                 if self.state.nodeclaims.transition(
-                    record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, **changes
+                    record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, fence=self.lease, **changes
                 ):
                     for name, value in changes.items():
                         setattr(record, name, value)
@@ -641,18 +849,21 @@ class Provisioner:
                     report.adopted.append(record.id)
                     self.log.info(
                         "interrupted launch found its instance",
-                        extra={"nodeclaim": record.id, "instanceId": instance.id},
+                        extra={"nodeclaim": record.id, "instanceId": launched.instance_id},
                     )
-            elif now - record.created_at >= self.config.orphan_grace_seconds and (
-                self.state.nodeclaims.transition(
-                    record.id,
-                    ClaimStatus.LAUNCHING,
-                    ClaimStatus.FAILED,
-                    reason="launch interrupted before an instance was created",
-                    expires_at=int(now + self.config.failed_claim_ttl_seconds),
-                )
+                else:
+                    self._lost_transition(record, ClaimStatus.LAUNCHED)
+            elif self.state.nodeclaims.transition(
+                record.id,
+                ClaimStatus.LAUNCHING,
+                ClaimStatus.FAILED,
+                fence=self.lease,
+                reason="launch interrupted before an instance was created",
+                expires_at=int(now + self.config.failed_claim_ttl_seconds),
             ):
                 report.abandoned.append(record.id)
                 self.log.warning(
                     "interrupted launch had no instance; claim failed", extra={"nodeclaim": record.id}
                 )
+            else:
+                self._lost_transition(record, ClaimStatus.FAILED)

@@ -1,0 +1,126 @@
+"""Deadlines for AWS calls: no request is sent, and no retry is slept, past the caller's deadline.
+
+A launch runs inside :func:`deadline_scope`; the botocore event handlers :func:`install` registers on a
+client then refuse to send a request once the deadline has passed (``before-send``) and give up instead of
+retrying when the next backoff could end after it (``needs-retry``), raising :class:`DeadlineExceededError`.
+The deadline lives in a context variable, so parallel launches in a thread pool each see their own; calls
+made outside any scope are not bounded (beyond the clients' connect and read timeouts).
+
+A request that reached AWS without a clear answer (a read timeout, a 5xx other than throttling) may have
+taken effect; the scope records it (:attr:`Deadline.uncertain`) so the caller does not conclude that
+nothing was launched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from fleetwright.aws.clients import THROTTLING_CODES
+
+# botocore's retry modes back off exponentially, at most this long between two attempts.
+MAX_BACKOFF_SECONDS = 20.0
+_HANDLER_ID = "fleetwright-deadline"
+
+
+class DeadlineExceededError(Exception):
+    """The call was abandoned at its deadline. ``uncertain``: an earlier attempt may have taken effect."""
+
+    def __init__(self, message: str, *, uncertain: bool = False) -> None:
+        super().__init__(message)
+        self.uncertain = uncertain
+
+
+@dataclass(eq=False, slots=True)
+class Deadline:
+    """A point in time (``at``, on ``clock``: epoch seconds) after which no AWS request goes out."""
+
+    at: float
+    clock: Callable[[], float] = time.time
+    uncertain: bool = False  # set when a request may have reached AWS without an answer
+
+    def remaining(self) -> float:
+        """Seconds left (negative once passed)."""
+        return self.at - self.clock()
+
+
+_CURRENT: ContextVar[Deadline | None] = ContextVar("fleetwright_aws_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline_scope(deadline: Deadline) -> Iterator[Deadline]:
+    """Bound every AWS call made in this context (thread) by ``deadline``."""
+    token = _CURRENT.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_deadline() -> Deadline | None:
+    """The deadline of the calling context, if any."""
+    return _CURRENT.get()
+
+
+def install(client: Any) -> None:
+    """Register the deadline handlers on a boto3 client (idempotent)."""
+    events = client.meta.events
+    events.register_first("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send")
+    events.register_first("needs-retry", _needs_retry, unique_id=f"{_HANDLER_ID}-retry")
+
+
+def _operation(event_name: str) -> str:
+    return event_name.rsplit(".", 1)[-1]
+
+
+def _before_send(event_name: str = "", **_: Any) -> None:
+    deadline = _CURRENT.get()
+    if deadline is not None and deadline.remaining() <= 0:
+        raise DeadlineExceededError(
+            f"{_operation(event_name)} not sent: the launch deadline has passed",
+            uncertain=deadline.uncertain,
+        )
+
+
+def _needs_retry(
+    event_name: str = "",
+    response: Any = None,
+    attempts: int = 1,
+    caught_exception: BaseException | None = None,
+    **_: Any,
+) -> None:
+    deadline = _CURRENT.get()
+    if deadline is None:
+        return
+    if caught_exception is not None:
+        retryable = True
+        # The request may have been executed when the connection failed after sending it.
+        deadline.uncertain = deadline.uncertain or not _never_sent(caught_exception)
+    elif response is not None:
+        status = getattr(response[0], "status_code", 200)
+        code = str(((response[1] or {}).get("Error") or {}).get("Code", ""))
+        if status < 400:
+            return
+        throttled = code in THROTTLING_CODES
+        retryable = status >= 500 or throttled
+        if status >= 500 and not throttled:
+            deadline.uncertain = True  # an internal error says nothing about whether it happened
+    else:
+        return
+    if retryable and deadline.remaining() < min(MAX_BACKOFF_SECONDS, 2.0**attempts):
+        raise DeadlineExceededError(
+            f"{_operation(event_name)} not retried: its next attempt could not end before the launch "
+            f"deadline ({attempts} attempt{'s' if attempts != 1 else ''} made)",
+            uncertain=deadline.uncertain,
+        )
+
+
+def _never_sent(error: BaseException) -> bool:
+    """True for connection errors that happen before a request leaves this process."""
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError  # type: ignore[import-untyped]
+
+    return isinstance(error, (ConnectTimeoutError, EndpointConnectionError))
