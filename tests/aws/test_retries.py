@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.aws.clients import AwsClients
+from fleetwright.aws.deadline import Deadline, DeadlineExceededError, deadline_scope
+from fleetwright.aws.deadline import install as install_deadline
 from fleetwright.aws.subnets import resolve_subnets
 from fleetwright.model.ec2nodeclass import SubnetSelectorTerm
 from tests.aws.conftest import CLUSTER, REGION, Aws
 from tests.aws.fakes import Throttle
+from tests.state.conftest import FakeClock
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +36,21 @@ def test_throttling_beyond_the_attempt_budget_surfaces_the_error(aws: Aws) -> No
     Throttle("DescribeSubnets", times=5).install(clients.ec2)
     with pytest.raises(Exception, match="RequestLimitExceeded"):
         resolve_subnets(clients, [SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})])
+
+
+def test_retries_stop_at_the_deadline_of_the_calling_scope(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr("botocore.endpoint.time.sleep", clock.advance)  # backoff passes on the fake clock
+    clients = AwsClients(REGION, retry_mode="standard", max_attempts=50)
+    install_deadline(clients.ec2)
+    throttle = Throttle("DescribeSubnets", times=1000)
+    throttle.install(clients.ec2)
+    terms = [SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})]
+    deadline = Deadline(clock() + 10, clock)
+    with deadline_scope(deadline), pytest.raises(DeadlineExceededError, match="DescribeSubnets not retried"):
+        resolve_subnets(clients, terms)
+    assert clock() <= deadline.at  # no backoff was slept past the deadline
+    assert 1 < throttle.attempts < 50
+    # Outside the scope the same client is not bounded.
+    throttle.times = throttle.attempts + 1
+    assert resolve_subnets(clients, terms)

@@ -96,6 +96,8 @@ def _needs_retry(
     deadline = _CURRENT.get()
     if deadline is None:
         return
+    if isinstance(caught_exception, DeadlineExceededError):
+        raise caught_exception  # refused by _before_send: nothing was sent, nothing to retry
     if caught_exception is not None:
         retryable = True
         # The request may have been executed when the connection failed after sending it.

@@ -26,6 +26,7 @@ from fleetwright.aws.failures import (
     NO_LAUNCHABLE_OFFERING,
     NO_OFFERING_LEFT,
     NOTHING_LAUNCHED,
+    UNAVAILABLE_OFFERING_CODES,
     FailureKind,
     LaunchFailure,
     Offering,
@@ -40,6 +41,9 @@ from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import ON_DEMAND, SPOT
 
 log = logging.getLogger(__name__)
+
+# Re-exported: the dashboards (infra/controller_metrics.py) list these codes.
+__all__ = ["UNAVAILABLE_OFFERING_CODES", "FleetLauncher", "LaunchContext", "TemplateChoice"]
 
 MAX_INSTANCE_TYPES = 60
 MAX_ATTEMPTS = 20
