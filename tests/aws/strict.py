@@ -117,8 +117,9 @@ def check_tag_specifications(
 
 @dataclass
 class TagRestrictions(Rule):
-    """Tags on CreateTags, CreateFleet and CreateLaunchTemplate keep EC2's limits: 50 tags per resource,
-    keys up to 127 characters, values up to 256, and no key beginning with ``aws:``.
+    """CreateTags keeps EC2's tag limits: 50 tags per resource, keys up to 127 characters, values up to
+    256, and no key beginning with ``aws:`` (:class:`FleetTagging` and :class:`LaunchTemplateRules` apply
+    the same limits to the tags those calls carry).
 
     Tag restrictions: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions
     """
@@ -418,14 +419,16 @@ class EventualConsistency(Rule):
     filter leaves it out, and DescribeInstances by id, TerminateInstances and CreateTags naming it fail
     with ``InvalidInstanceID.NotFound``.
 
-    Count-based by default: each instance stays hidden from the first ``hidden_calls`` calls that would
-    have shown or touched it. With a ``clock`` it is time-based instead: hidden until ``lag_seconds`` after
-    its launch on that clock. :meth:`settle` makes everything launched so far visible.
+    It stays hidden from the first ``hidden_calls`` calls that would have shown or touched it (``None``:
+    no count) and, with a ``clock``, until ``lag_seconds`` after its launch on that clock; it shows once
+    either has run out (with both ``None`` it never hides). :meth:`follow` attaches a test's fake clock
+    later, so time a test moves forward also makes instances visible. :meth:`settle` makes everything
+    launched so far visible.
 
     Eventual consistency in the EC2 API: https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html
     """
 
-    hidden_calls: int = 1
+    hidden_calls: int | None = 1
     clock: Callable[[], float] | None = None
     lag_seconds: float = 2.0
     _remaining: dict[str, int] = field(default_factory=dict, init=False)
@@ -440,6 +443,15 @@ class EventualConsistency(Rule):
         self._on(client, "provide-client-params.ec2.TerminateInstances", self._terminate)
         self._on(client, "provide-client-params.ec2.CreateTags", self._tag)
 
+    def follow(self, clock: Callable[[], float], lag_seconds: float | None = None) -> None:
+        """From now on, instances also show once ``lag_seconds`` have passed on ``clock``."""
+        self.clock = clock
+        if lag_seconds is not None:
+            self.lag_seconds = lag_seconds
+        now = clock()
+        for instance_id in self._remaining:
+            self._visible_at.setdefault(instance_id, now + self.lag_seconds)
+
     def settle(self) -> None:
         """Everything launched so far becomes visible (as it does after a few seconds in EC2)."""
         self._remaining.clear()
@@ -449,10 +461,14 @@ class EventualConsistency(Rule):
         for instance_id in ids:
             if instance_id in self._remaining or instance_id in self._visible_at:
                 continue
+            if self.hidden_calls is None and self.clock is None:
+                continue
+            if self.hidden_calls is not None:
+                if self.hidden_calls <= 0:
+                    continue
+                self._remaining[instance_id] = self.hidden_calls
             if self.clock is not None:
                 self._visible_at[instance_id] = self.clock() + self.lag_seconds
-            elif self.hidden_calls > 0:
-                self._remaining[instance_id] = self.hidden_calls
 
     def _fleet_launched(self, parsed: Mapping[str, Any], **_: Any) -> None:
         self._launched(i for entry in parsed.get("Instances") or [] for i in entry.get("InstanceIds") or [])
@@ -460,16 +476,19 @@ class EventualConsistency(Rule):
     def _instances_launched(self, parsed: Mapping[str, Any], **_: Any) -> None:
         self._launched(str(entry["InstanceId"]) for entry in parsed.get("Instances") or [])
 
+    def _forget(self, instance_id: str) -> None:
+        self._remaining.pop(instance_id, None)
+        self._visible_at.pop(instance_id, None)
+
     def _is_hidden(self, instance_id: str) -> bool:
-        if self.clock is not None:
-            visible_at = self._visible_at.get(instance_id)
-            if visible_at is None:
-                return False
-            if self.clock() >= visible_at:
-                del self._visible_at[instance_id]
-                return False
-            return True
-        return self._remaining.get(instance_id, 0) > 0
+        counted = instance_id in self._remaining
+        timed = instance_id in self._visible_at
+        if not counted and not timed:
+            return False
+        if timed and self.clock is not None and self.clock() >= self._visible_at[instance_id]:
+            self._forget(instance_id)
+            return False
+        return True
 
     def _hide(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` still hidden; each counts one call against its lag."""
@@ -479,7 +498,7 @@ class EventualConsistency(Rule):
             if instance_id in self._remaining:
                 self._remaining[instance_id] -= 1
                 if self._remaining[instance_id] <= 0:
-                    del self._remaining[instance_id]
+                    self._forget(instance_id)
         return hidden
 
     def _describe_by_id(self, params: Mapping[str, Any], **_: Any) -> None:

@@ -325,7 +325,7 @@ def test_with_a_clock_an_instance_appears_once_the_lag_has_passed(
 ) -> None:
     strict_ec2.consistency.uninstall()
     clock = FakeClock()
-    lagging = EventualConsistency(clock=clock, lag_seconds=3.0)
+    lagging = EventualConsistency(hidden_calls=None, clock=clock, lag_seconds=3.0)
     lagging.install(aws.clients.ec2)
     template = _template(aws, amis)
     [instance] = aws.clients.ec2.create_fleet(**_fleet(template, aws))["Instances"][0]["InstanceIds"]
@@ -346,3 +346,19 @@ def test_a_test_can_turn_one_rule_off_with_a_reason(
     template = _template(aws, amis)
     [instance] = aws.clients.ec2.create_fleet(**_fleet(template, aws))["Instances"][0]["InstanceIds"]
     aws.clients.ec2.describe_instances(InstanceIds=[instance])
+
+
+def test_a_followed_clock_moving_on_shows_an_instance_before_its_calls_run_out(
+    aws: Aws, amis: SeededAmis, strict_ec2: StrictEc2
+) -> None:
+    clock = FakeClock()
+    strict_ec2.consistency.hidden_calls = 5
+    strict_ec2.consistency.follow(clock, lag_seconds=2.0)
+    template = _template(aws, amis)
+    [instance] = aws.clients.ec2.create_fleet(**_fleet(template, aws))["Instances"][0]["InstanceIds"]
+
+    with pytest.raises(ClientError):
+        aws.clients.ec2.describe_instances(InstanceIds=[instance])
+    clock.advance(2.0)
+    aws.clients.ec2.describe_instances(InstanceIds=[instance])
+    assert strict_ec2.consistency.hidden == [instance]
