@@ -23,16 +23,23 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
 from moto.stepfunctions.parser import models as sfn_models
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils import (
+    LambdaFunctionErrorException,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import StateTaskLambda
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+from moto.stepfunctions.parser.backend import execution as sfn_execution
 
 from fleetwright.aws.tags import ownership_tags, to_aws
 from fleetwright.kube.resources import PODS
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.http import RequestHandler
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.termination.claims import StoreClaimBook
 from fleetwright.termination.steps import TerminationSteps
@@ -295,6 +302,10 @@ def harness(
     metrics = RecordingMetrics()
     clock = world.wall
     _virtual_time(monkeypatch, clock)
+    _lambda_error_names(monkeypatch)
+    # Headers and body go out in separate writes: without TCP_NODELAY each answer waits ~40 ms for a
+    # delayed ACK, which a drain of thousands of passes cannot afford.
+    monkeypatch.setattr(RequestHandler, "disable_nagle_algorithm", True)
     with mock_aws(config=MOTO_CONFIG):
         sfn = world.aws.clients.client("stepfunctions")
         steps = TerminationSteps(
@@ -356,14 +367,27 @@ def _virtual_time(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
             moment = datetime.fromtimestamp(clock(), tz=UTC)
             return moment if tz is None else moment.astimezone(tz)
 
-    monkeypatch.setattr(
-        sfn_models,
-        "datetime",
-        SimpleNamespace(datetime=VirtualDatetime, timezone=timezone, timedelta=timedelta),
-    )
+    virtual = SimpleNamespace(datetime=VirtualDatetime, timezone=timezone, timedelta=timedelta)
+    monkeypatch.setattr(sfn_models, "datetime", virtual)  # start dates
+    monkeypatch.setattr(sfn_execution, "datetime", virtual)  # stop dates
     monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance))
 
     def wait_interval(self: Any, env: Any, wait_seconds: int) -> None:
         clock.advance(wait_seconds)
 
     monkeypatch.setattr(WaitFunction, "_wait_interval", wait_interval)
+
+
+def _lambda_error_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Name a refused Lambda invocation as Step Functions does, ``Lambda.<error code>`` (e.g.
+    ``Lambda.TooManyRequestsException``), where moto says ``Exception``."""
+    original = StateTaskLambda._from_error
+
+    def from_error(self: Any, env: Any, ex: Exception) -> Any:
+        if isinstance(ex, ClientError):
+            error = ex.response.get("Error") or {}
+            payload = {"errorType": f"Lambda.{error.get('Code')}", "errorMessage": error.get("Message")}
+            ex = LambdaFunctionErrorException("Unhandled", json.dumps(payload))
+        return original(self, env, ex)
+
+    monkeypatch.setattr(StateTaskLambda, "_from_error", from_error)
