@@ -5,6 +5,10 @@ Claims are recorded in the state table exactly as the provisioner records its ow
 before CreateFleet, ``Launched`` after), so the provisioner follows them to registration, counts them as
 in-flight capacity, and does not launch again for the same pods once they are evicted. The simulation
 counts in-flight claims as nodes too, which is what makes a duplicate delivery launch nothing new.
+
+The launch takes the provisioner's lease (waiting at most the provisioner's ``lease_wait_seconds``) and is
+fenced by it exactly as a provisioning pass is, so a replacement and a pass never launch for the same pods
+at once; when the lease stays taken ``replace`` raises ``LeaseUnavailableError``.
 """
 
 from __future__ import annotations
