@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -362,3 +363,17 @@ def test_a_followed_clock_moving_on_shows_an_instance_before_its_calls_run_out(
     clock.advance(2.0)
     aws.clients.ec2.describe_instances(InstanceIds=[instance])
     assert strict_ec2.consistency.hidden == [instance]
+
+
+def test_an_exempt_observer_sees_the_instance_and_leaves_the_lag_to_the_code(
+    aws: Aws, amis: SeededAmis, strict_ec2: StrictEc2
+) -> None:
+    template = _template(aws, amis)
+    [instance] = aws.clients.ec2.create_fleet(**_fleet(template, aws))["Instances"][0]["InstanceIds"]
+    observer = boto3.client("ec2", region_name=REGION)
+    strict_ec2.exempt(observer)
+
+    observer.describe_instances(InstanceIds=[instance])
+    with pytest.raises(ClientError) as error:
+        aws.clients.ec2.describe_instances(InstanceIds=[instance])
+    assert _code(error) == "InvalidInstanceID.NotFound"
