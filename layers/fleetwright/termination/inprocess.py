@@ -84,6 +84,9 @@ class InProcessWorkflow:
             }
             try:
                 failed = self._step(execution, "record_failure", failed)
+                while (failed.get("failure") or {}).get("pending"):  # the API was away: try again
+                    self.sleep(float(failed["failure"].get("retrySeconds") or 0))
+                    failed = self._step(execution, "record_failure", failed)
             except Exception:  # the failure path must end in FAILED whatever happens
                 execution.history.append("record_failure:error")
             execution.state = failed
@@ -101,7 +104,9 @@ class InProcessWorkflow:
             section = state.get(flag[0]) or {}
             if section.get(flag[1]) or section.get("abandoned"):
                 return state
-            self.sleep(float(state["request"].get(wait_key) or 0))
+            # the drain step paces itself (drain.waitSeconds); the other loops wait a fixed interval
+            paced = section.get("waitSeconds")
+            self.sleep(float(paced if paced is not None else state["request"].get(wait_key) or 0))
         raise TimeoutError(f"{step} did not finish after {self.max_passes} passes")
 
     def _step(self, execution: LocalExecution, step: str, state: State) -> State:
