@@ -93,8 +93,9 @@ def handler_module(
         "FLEETWRIGHT_STATE_TABLE": "fleetwright-state",
         "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
         "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
-        "FLEETWRIGHT_DEADLINE_MARGIN_SECONDS": "0",
-        # The invocations here last a second or two: launches may use all of it.
+        # The invocations here watch for a couple of seconds and leave the launches the rest of the
+        # invocation (the margin) to finish in, however slow the machine running the tests is.
+        "FLEETWRIGHT_DEADLINE_MARGIN_SECONDS": "30",
         "FLEETWRIGHT_LAUNCH_MARGIN_SECONDS": "0",
         "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0.2",
         "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightTest",
@@ -132,7 +133,7 @@ def test_the_handler_launches_for_pending_pods_and_reports(
     world: World, handler_module: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
     world.pending(2)
-    result = handler_module.handler(_event("event-1"), FakeContext(3.0))
+    result = handler_module.handler(_event("event-1"), FakeContext(32.0))
     assert result["leaseAcquired"] and len(result["launched"]) == 1
     assert len(world.instances()) == 1
     records = _json_lines(capsys.readouterr().out) + _logs(handler_module)
@@ -151,9 +152,9 @@ def test_the_handler_launches_for_pending_pods_and_reports(
 
 def test_a_repeated_event_is_not_run_again(world: World, handler_module: ModuleType) -> None:
     world.pending(1)
-    first = handler_module.handler(_event("event-7"), FakeContext(2.5))
+    first = handler_module.handler(_event("event-7"), FakeContext(32.5))
     _logs(handler_module)
-    again = handler_module.handler(_event("event-7"), FakeContext(2.5))
+    again = handler_module.handler(_event("event-7"), FakeContext(32.5))
     assert again == first
     finished = [r for r in _logs(handler_module) if r.get("message") == "provisioner finished"]
     assert finished == []  # answered from the idempotency record
