@@ -65,6 +65,7 @@ def block_device_mapping(mapping: BlockDeviceMapping) -> dict[str, Any]:
         result["Ebs"] = fields
     return result
 
+
 # What a launch creates besides the fleet and its instances; CreateFleet (instant) may tag only those two.
 TEMPLATE_TAGGED_RESOURCES = ("volume", "network-interface", "spot-instances-request")
 
