@@ -70,6 +70,8 @@ def install(client: Any) -> None:
     """Register the deadline handlers on a boto3 client (idempotent)."""
     events = client.meta.events
     events.register_first("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send")
+    # Again after the others: the adaptive retry mode's rate limiter may have waited in between.
+    events.register_last("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send-last")
     events.register_first("needs-retry", _needs_retry, unique_id=f"{_HANDLER_ID}-retry")
 
 
