@@ -15,6 +15,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wai
 
 from fleetwright.kube import ClusterConfig, KubeClient
 from fleetwright.local.apiserver import ApiServer
+from tests.aws.strict import StrictEc2
 from tests.chaos.figures import Figures, record
 from tests.chaos.harness import Chaos, PdbWatch, VirtualSleep
 from tests.interruption.conftest import (  # noqa: F401  (fixtures)
@@ -52,6 +53,7 @@ def chaos(
     interruptions: Interruptions,  # noqa: F811
     apiserver: ApiServer,  # noqa: F811
     virtual_sleep: VirtualSleep,
+    strict_ec2: StrictEc2 | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Chaos]:
     wall = harness.world.wall
@@ -78,6 +80,11 @@ def chaos(
 
     monkeypatch.setattr(botocore.retries.bucket.TokenBucket, "_acquire", acquire)
     rig = Chaos(harness, interruptions, apiserver, virtual_sleep, PdbWatch(apiserver, wall))
+    if strict_ec2 is not None:
+        # EC2's rules hold for Fleetwright's clients; its consistency lag passes on the world's clock, and
+        # the harness's own observer sees EC2 as it is.
+        strict_ec2.consistency.follow(wall)
+        strict_ec2.exempt(rig.observer)
     try:
         yield rig
     finally:
