@@ -1,7 +1,7 @@
 """Disruption Lambda: an EventBridge schedule (every minute) invokes it; each invocation makes one pass —
-read the cluster, decide which nodes to remove (emptiness, drift, consolidation, expiration), launch
-replacements, start the termination workflows, collect garbage — and returns a short summary
-(docs/disruption.md).
+give back nodes left cordoned with no termination workflow behind them (the sweep), read the cluster,
+decide which nodes to remove (emptiness, drift, consolidation, expiration), launch replacements, start the
+termination workflows, collect garbage — and returns a short summary (docs/disruption.md).
 
 Reserved concurrency 1 keeps passes from overlapping. Cold start: only Powertools' Logger and Metrics are
 imported here; the configuration (validated like ``fleetwright validate``), boto3, the Kubernetes adapter

@@ -27,6 +27,7 @@ from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.termination.request import TerminationRequest
+from tests.aws.strict import StrictEc2
 from tests.kube.objects import pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
     CLUSTER,
@@ -41,6 +42,7 @@ from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
     node_class,
     world,
 )
+from tests.termination.conftest import harness, workflow_definition  # noqa: F401  (fixtures)
 
 SUBNET_BY_ZONE = {"us-east-1a": "a-large", "us-east-1b": "b"}
 INSTANCE_TYPES = ["c5.large", "m5.large", "c5.xlarge", "m5.xlarge", "m5.2xlarge"]
@@ -92,8 +94,8 @@ class RecordingWorkflows:
     def __init__(self) -> None:
         self.started: dict[str, TerminationRequest] = {}
 
-    def already_started(self, name: str) -> bool:
-        return name in self.started
+    def status(self, name: str) -> str | None:
+        return "RUNNING" if name in self.started else None
 
     def start(self, name: str, request: TerminationRequest) -> StartResult:
         if name in self.started:
@@ -125,6 +127,7 @@ class Rig:
     metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
     ticker: Ticker = field(default_factory=Ticker)
     counter: int = 0
+    strict: StrictEc2 | None = None
 
     # -- the cluster -------------------------------------------------------------------------------------
 
@@ -162,6 +165,8 @@ class Rig:
             **market,
         )["Instances"][0]
         instance_id = instance["InstanceId"]
+        if self.strict is not None:  # the node has been up a while: every EC2 call sees its instance
+            self.strict.consistency.settle()
         known = self.catalog()[instance_type]
         np = next(p for p in self.config.nodepools if p.name == pool)
         now = self.world.wall()
@@ -276,7 +281,7 @@ RigFactory = Callable[..., Rig]
 
 
 @pytest.fixture
-def make_rig(world: World) -> RigFactory:  # noqa: F811
+def make_rig(world: World, strict_ec2: StrictEc2 | None) -> RigFactory:  # noqa: F811
     """``make_rig(*nodepools)``: the rig with those NodePools (default: one pool, consolidateAfter 30s)."""
     # Instances' launch times are real (moto, to the second): the nodes have been up about a minute.
     world.wall.now = time.time() + 60
@@ -285,6 +290,6 @@ def make_rig(world: World) -> RigFactory:  # noqa: F811
         config = ProvisionerConfig(
             cluster_name=CLUSTER, nodepools=list(pools) or [nodepool()], nodeclasses=[node_class()], **options
         )
-        return Rig(world, config)
+        return Rig(world, config, strict=strict_ec2)
 
     return make

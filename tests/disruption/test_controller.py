@@ -197,6 +197,8 @@ def test_a_node_on_an_outdated_ami_is_replaced(make_rig: RigFactory) -> None:
     controller.run_once()
 
     [replacement] = rig.replacements(before)
+    if rig.strict is not None:  # looked at a while later: EC2 lists the replacement by now
+        rig.strict.consistency.settle()
     launched = rig.world.aws.clients.ec2.describe_instances(InstanceIds=[replacement.instance_id])
     assert launched["Reservations"][0]["Instances"][0]["ImageId"] == new_image
     [request] = rig.workflows.started.values()

@@ -18,6 +18,7 @@ from fleetwright.disruption.gc import ORPHANED_SINCE_ANNOTATION, GarbageCollecto
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from tests.aws.strict import StrictEc2
 from tests.kube.objects import node_object, pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
     CLUSTER,
@@ -39,8 +40,9 @@ TEMPLATE_GRACE = 3600.0
 class Gc:
     """The world, a collector on it and helpers to leave garbage (and non-garbage) lying around."""
 
-    def __init__(self, rig: World) -> None:
+    def __init__(self, rig: World, strict: StrictEc2 | None = None) -> None:
         self.world = rig
+        self.strict = strict
         self.ec2 = rig.aws.clients.ec2
         # moto stamps instances and templates with the real time; the collector's clock starts there.
         rig.wall.now = time.time()
@@ -85,7 +87,10 @@ class Gc:
             params["LaunchTemplate"] = {"LaunchTemplateName": template}
         else:
             params["ImageId"] = next(iter(self.world.amis.ids.values()))
-        return str(self.ec2.run_instances(**params)["Instances"][0]["InstanceId"])
+        instance_id = str(self.ec2.run_instances(**params)["Instances"][0]["InstanceId"])
+        if self.strict is not None:  # left lying around a while: every EC2 call sees it by now
+            self.strict.consistency.settle()
+        return instance_id
 
     def state_of(self, instance_id: str) -> str:
         answer = self.ec2.describe_instances(InstanceIds=[instance_id])
@@ -160,8 +165,8 @@ class Gc:
 
 
 @pytest.fixture
-def gc(world: World) -> Gc:  # noqa: F811
-    return Gc(world)
+def gc(world: World, strict_ec2: StrictEc2 | None) -> Gc:  # noqa: F811
+    return Gc(world, strict_ec2)
 
 
 # -- instances ---------------------------------------------------------------------------------------------

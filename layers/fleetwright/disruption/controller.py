@@ -3,6 +3,9 @@ stale decision, acts on it, and collects garbage.
 
 A pass (``DisruptionController.run_once``):
 
+0. sweeps (``sweep.DisruptionSweep``, when one is given): nodes left cordoned and tainted by a workflow
+   that failed or never started are given back (or their interruption re-driven), so they count as
+   normal nodes in this very pass instead of holding their NodePool's budget;
 1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
    markers in the state table;
 2. plans (``planner.plan``): forceful expirations and at most one graceful command; every decision is
@@ -67,6 +70,7 @@ class DisruptionReport:
     commands: list[CommandOutcome] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     garbage: Any = None
+    swept: Any = None
     problems: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -86,6 +90,16 @@ class DisruptionReport:
                 "errors": getattr(self.garbage, "errors", []),
             }
             garbage = {k: list(v) for k, v in found.items() if v}
+        swept: dict[str, Any] = {}
+        if self.swept is not None:
+            swept = {
+                k: v
+                for k, v in (
+                    ("uncordoned", list(getattr(self.swept, "uncordoned", []))),
+                    ("redriven", dict(getattr(self.swept, "redriven", {}))),
+                )
+                if v
+            }
         return {
             "dryRun": self.dry_run,
             "nodes": self.nodes,
@@ -95,6 +109,7 @@ class DisruptionReport:
             "commands": [c.summary() for c in self.commands],
             "skipped": len(self.skipped),
             **({"garbageCollected": garbage} if garbage else {}),
+            **({"swept": swept} if swept else {}),
             **({"problems": self.problems[:20]} if self.problems else {}),
             **({"error": self.error} if self.error else {}),
         }
@@ -105,7 +120,8 @@ class DisruptionController:
 
     ``reader`` builds the planner's input; ``launcher`` launches replacements (``Provisioner``; None:
     commands that need replacements fail); ``workflow`` starts termination workflows (Step Functions, or
-    ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``.
+    ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``;
+    ``sweep`` anything with ``sweep()`` (:class:`~fleetwright.disruption.sweep.DisruptionSweep`).
     ``monotonic`` measures how old a plan is when it is acted on; ``clock`` gives epoch seconds.
     ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`.
     """
@@ -119,6 +135,7 @@ class DisruptionController:
         settings: DisruptionSettings | None = None,
         dry_run: bool = False,
         garbage_collector: Any = None,
+        sweep: Any = None,
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
@@ -135,6 +152,7 @@ class DisruptionController:
         self.launcher = launcher
         self.dry_run = dry_run
         self.garbage_collector = garbage_collector
+        self.sweep = sweep
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
         self.clock = clock
@@ -164,6 +182,14 @@ class DisruptionController:
     def run_once(self) -> DisruptionReport:
         """Read, plan, re-validate, act, collect garbage. Errors are reported, not raised."""
         report = DisruptionReport(dry_run=self.dry_run)
+        if self.sweep is not None and not self.dry_run:
+            try:
+                report.swept = self.sweep.sweep()
+                report.problems.extend(getattr(report.swept, "errors", []))
+            except Exception as error:
+                self.metrics.add(m.DISRUPTION_ERRORS, 1, COUNT, {"Stage": "Sweep"})
+                self.log.exception("sweep failed", extra={"error": str(error)})
+                report.problems.append(f"sweep failed: {type(error).__name__}: {error}")
         try:
             self._pass(report)
         except Exception as error:

@@ -18,3 +18,5 @@ DISRUPTION_ERRORS: Final = "DisruptionErrors"  # a pass (or one command's execut
 GARBAGE_COLLECTED: Final = "GarbageCollected"  # dimension Kind (Instance, Node, LaunchTemplate)
 NODE_COUNT: Final = "NodeCount"  # gauge: Fleetwright's nodes, per pass (dimension NodePool, and total)
 CLUSTER_HOURLY_COST: Final = "ClusterHourlyCost"  # gauge: USD per hour of Fleetwright's nodes
+NODES_UNCORDONED_BY_SWEEP: Final = "NodesUncordonedBySweep"  # marked nodes nobody was working on, given back
+INTERRUPTIONS_REDRIVEN: Final = "InterruptionsRedriven"  # dimension Kind: a new workflow attempt by the sweep

@@ -52,6 +52,33 @@ def garbage_collector(
     )
 
 
+def sweep(
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    workflow: Any,
+    *,
+    metrics: MetricsSink | None = None,
+    logger: logging.Logger | Any = None,
+    clock: Callable[[], float] = time.time,
+) -> Any:
+    """The :class:`~fleetwright.disruption.sweep.DisruptionSweep` for the cluster (nodes left marked by a
+    workflow that failed or never started); ``workflow`` must list its running executions."""
+    from fleetwright.disruption.sweep import DisruptionSweep, Sightings
+    from fleetwright.state.interruptions import InterruptionRecords
+
+    return DisruptionSweep(
+        kube,
+        cloud,
+        workflow,
+        InterruptionRecords(state.table, state.cluster),
+        Sightings(state.table, state.cluster),
+        metrics=metrics,
+        logger=logger,
+        clock=clock,
+    )
+
+
 def build_controller(
     kube: KubeCluster,
     cloud: Any,
@@ -99,6 +126,12 @@ def build_controller(
         if collect_garbage
         else None
     )
+    # The sweep needs to list running executions; a starter that cannot (a test double) goes without.
+    sweeper = (
+        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock)
+        if callable(getattr(workflow, "running", None))
+        else None
+    )
     return DisruptionController(
         reader=reader,
         workflow=workflow,
@@ -106,6 +139,7 @@ def build_controller(
         settings=options.settings,
         dry_run=options.dry_run,
         garbage_collector=collector,
+        sweep=sweeper,
         metrics=metrics,
         logger=logger,
         clock=clock,

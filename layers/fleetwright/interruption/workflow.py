@@ -95,10 +95,6 @@ class StepFunctionsStarter:
             raise
         return str(answer["status"])
 
-    def already_started(self, name: str) -> bool:
-        """True when an execution called ``name`` exists (running or finished)."""
-        return self.status(name) is not None
-
     def running(self) -> list[str]:
         """Names of the state machine's RUNNING executions (``ListExecutions``, every page)."""
         names: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
 DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
 EXCLUDE_FROM_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 EXCLUDE_FROM_LB_VALUE = "true"
+# When mark_disrupted first marked the node (ISO 8601 UTC): the disruption sweep measures its grace from it.
+DISRUPTED_AT_ANNOTATION = "fleetwright.io/disrupted-at"
 CONFLICT_ATTEMPTS = 5
 
 
@@ -44,6 +47,11 @@ def is_unschedulable(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
         for c in status.get("conditions") or []
     )
+
+
+def format_epoch(seconds: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with a ``Z`` (how Fleetwright's annotations carry times)."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _has_disrupted_taint(taints: list[Any]) -> bool:
@@ -81,12 +89,19 @@ class KubeCluster:
 
     Writes that replace lists (taints, finalizers) carry the object's resourceVersion, so a concurrent
     change makes them fail with 409 instead of being overwritten; they re-read and retry (up to
-    ``conflict_attempts`` times).
+    ``conflict_attempts`` times). ``clock`` (epoch seconds) stamps the marks this adapter writes.
     """
 
-    def __init__(self, client: KubeClient, *, conflict_attempts: int = CONFLICT_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        conflict_attempts: int = CONFLICT_ATTEMPTS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.client = client
         self.conflict_attempts = conflict_attempts
+        self.clock = clock
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -169,16 +184,22 @@ class KubeCluster:
 
     # -- node disruption -------------------------------------------------------------------------------
 
-    def mark_disrupted(self, node_name: str) -> JsonObject | None:
-        """Cordon the node, taint it ``karpenter.sh/disrupted:NoSchedule`` and label it
-        ``node.kubernetes.io/exclude-from-external-load-balancers`` in one PATCH.
+    def mark_disrupted(self, node_name: str, *, at: float | None = None) -> JsonObject | None:
+        """Cordon the node, taint it ``karpenter.sh/disrupted:NoSchedule``, label it
+        ``node.kubernetes.io/exclude-from-external-load-balancers`` and annotate it
+        ``fleetwright.io/disrupted-at`` (``at``, epoch seconds, default now; an earlier mark is kept) in
+        one PATCH. The annotation lets the disruption sweep tell how long nobody has been working on a
+        node left marked.
 
-        Idempotent (no write when all three are already there); None when the node does not exist.
+        Idempotent (no write when all four are already there); None when the node does not exist.
         """
+        stamp = format_epoch(self.clock() if at is None else at)
 
         def change(node: JsonObject) -> JsonObject | None:
             spec = node.get("spec") or {}
-            labels = (node.get("metadata") or {}).get("labels") or {}
+            meta = node.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            annotations = meta.get("annotations") or {}
             patch: JsonObject = {}
             if spec.get("unschedulable") is not True:
                 patch.setdefault("spec", {})["unschedulable"] = True
@@ -186,15 +207,19 @@ class KubeCluster:
             if not _has_disrupted_taint(taints):
                 patch.setdefault("spec", {})["taints"] = [*taints, dict(DISRUPTED_TAINT)]
             if EXCLUDE_FROM_LB_LABEL not in labels:
-                patch["metadata"] = {"labels": {EXCLUDE_FROM_LB_LABEL: EXCLUDE_FROM_LB_VALUE}}
+                patch.setdefault("metadata", {})["labels"] = {EXCLUDE_FROM_LB_LABEL: EXCLUDE_FROM_LB_VALUE}
+            if DISRUPTED_AT_ANNOTATION not in annotations:
+                patch.setdefault("metadata", {})["annotations"] = {DISRUPTED_AT_ANNOTATION: stamp}
             return patch or None
 
         return self.modify(NODES, node_name, change)
 
     def unmark_disrupted(self, node_name: str) -> JsonObject | None:
-        """Undo :meth:`mark_disrupted` (a disruption that was called off): uncordon, remove taint and label.
+        """Undo :meth:`mark_disrupted` (a disruption that was called off): uncordon, remove taint, label and
+        annotation.
 
-        Only the disrupted taint and the label this adapter adds are removed; None when the node is gone.
+        Only the disrupted taint and the label and annotation this adapter adds are removed; None when the
+        node is gone.
         """
 
         def change(node: JsonObject) -> JsonObject | None:
@@ -212,7 +237,9 @@ class KubeCluster:
                 ]
                 patch.setdefault("spec", {})["taints"] = kept or None
             if EXCLUDE_FROM_LB_LABEL in labels:
-                patch["metadata"] = {"labels": {EXCLUDE_FROM_LB_LABEL: None}}
+                patch.setdefault("metadata", {})["labels"] = {EXCLUDE_FROM_LB_LABEL: None}
+            if DISRUPTED_AT_ANNOTATION in ((node.get("metadata") or {}).get("annotations") or {}):
+                patch.setdefault("metadata", {})["annotations"] = {DISRUPTED_AT_ANNOTATION: None}
             return patch or None
 
         return self.modify(NODES, node_name, change)
