@@ -135,6 +135,7 @@ class InterruptionQueue:
             },
         )["QueueUrl"]
         self.messages: dict[str, Message] = {}
+        self.handled = threading.Event()  # set once an invocation has returned
         self.handler_errors = 0
         self._dead: set[str] | None = None
 
@@ -162,6 +163,8 @@ class InterruptionQueue:
         except Exception:
             self.handler_errors += 1
             return
+        finally:
+            self.handled.set()
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         for message in messages:
             if message["MessageId"] in failed:

@@ -13,13 +13,16 @@ from tests.chaos.harness import Chaos
 from tests.disruption.conftest import nodepool
 
 
-def outage_at_first_drain(chaos: Chaos, seconds: float) -> None:
-    """The API goes down as the workflow's first drain step starts."""
+def outage_at_first_drain(chaos: Chaos, seconds: float, *, after_handler: bool = False) -> None:
+    """The API goes down as the workflow's first drain step starts (``after_handler``: and once the
+    interruption handler's invocation, which launches the replacement, has returned)."""
     fired: list[bool] = []
 
     def hook(step: str, _payload: dict[str, Any]) -> None:
         if step == "drain" and not fired:
             fired.append(True)
+            if after_handler:
+                chaos.queue().handled.wait(30)
             chaos.apiserver.faults.outage(seconds, clock=chaos.wall)
 
     chaos.harness.before_step.append(hook)
@@ -64,7 +67,7 @@ def test_api_down_during_a_disruption_drain(chaos: Chaos, seconds: int) -> None:
 @pytest.mark.parametrize("seconds", [60, 100, 300])
 def test_api_down_during_an_interruption_drain(chaos: Chaos, seconds: int) -> None:
     interrupted(chaos)
-    outage_at_first_drain(chaos, seconds)
+    outage_at_first_drain(chaos, seconds, after_handler=True)
     chaos.queue().drain()
     chaos.settle(disruption=True)
     check(f"API down {seconds} s during an interruption drain", chaos.figures(needed=1))
