@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,11 @@ log = logging.getLogger(__name__)
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 BATCH = 200  # DescribeInstances/TerminateInstances take at most 1000 ids; keep requests small
+# EC2 accepts at most 200 filter values in one DescribeInstances call, counted across its filters.
+MAX_FILTER_VALUES = 200
+# DescribeInstances is eventually consistent: an instance launched seconds ago may not be listed yet. An id
+# it does not show is looked up once more after this pause before it counts as gone.
+UNSEEN_RECHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +134,14 @@ def find_claimed_instances(
     if not names:
         return {}
     result: dict[str, LaunchedInstance] = {}
-    for start in range(0, len(names), BATCH):
+    # The cluster and state filters use some of the call's filter values; the claim names get the rest.
+    batch = MAX_FILTER_VALUES - 1 - len(LIVE_STATES)
+    for start in range(0, len(names), batch):
         instances = _describe(
             clients,
             Filters=[
                 {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
-                {"Name": f"tag:{NODECLAIM_TAG}", "Values": names[start : start + BATCH]},
+                {"Name": f"tag:{NODECLAIM_TAG}", "Values": names[start : start + batch]},
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ],
         )
@@ -161,20 +169,38 @@ class TerminateResult:
     already_gone: list[str] = field(default_factory=list)
 
 
-def terminate_instances(clients: AwsClients, cluster: str, instance_ids: Iterable[str]) -> TerminateResult:
+def _find_by_id(clients: AwsClients, ids: Sequence[str]) -> dict[str, Instance]:
+    seen: dict[str, Instance] = {}
+    for start in range(0, len(ids), BATCH):
+        chunk = list(ids[start : start + BATCH])
+        seen.update({i.id: i for i in _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])})
+    return seen
+
+
+def terminate_instances(
+    clients: AwsClients,
+    cluster: str,
+    instance_ids: Iterable[str],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> TerminateResult:
     """Terminate instances after checking each carries this cluster's ownership tag.
 
     Raises :class:`NotOwnedError` (and terminates nothing) when any existing instance is not ours.
-    Instances that no longer exist, or are already terminated, count as gone.
+    Instances that no longer exist, or are already terminated, count as gone. An id DescribeInstances does
+    not list is looked up once more after a pause (a just-launched instance may not be listed yet): only an
+    id still unknown then counts as gone, so an instance is never left running because EC2 was slow to
+    show it.
     """
     ids = list(dict.fromkeys(instance_ids))
     result = TerminateResult()
     if not ids:
         return result
-    seen: dict[str, Instance] = {}
-    for start in range(0, len(ids), BATCH):
-        chunk = ids[start : start + BATCH]
-        seen.update({i.id: i for i in _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])})
+    seen = _find_by_id(clients, ids)
+    unseen = [i for i in ids if i not in seen]
+    if unseen:
+        sleep(UNSEEN_RECHECK_SECONDS)
+        seen.update(_find_by_id(clients, unseen))
     foreign = [i for i in ids if i in seen and not is_owned(seen[i].tags, cluster)]
     if foreign:
         raise NotOwnedError(f"refusing to terminate {', '.join(foreign)}: not tagged {CLUSTER_TAG}={cluster}")
