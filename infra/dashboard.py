@@ -248,6 +248,10 @@ class FleetwrightDashboard(Construct):
                     cm.metric(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
                     cm.metric(cm.DUPLICATE_EVENTS, service, period=EVENT_PERIOD),
                     cm.metric(cm.REBALANCE_RECOMMENDATIONS, service, period=EVENT_PERIOD),
+                    # Attempts: copies sent back while one is in progress, retried and given-up attempts.
+                    cm.insights(cm.INTERRUPTIONS_IN_PROGRESS, service, period=EVENT_PERIOD),
+                    cm.insights(cm.INTERRUPTION_ATTEMPTS_RETRIED, service, period=EVENT_PERIOD),
+                    cm.insights(cm.INTERRUPTION_ATTEMPTS_EXHAUSTED, service, period=EVENT_PERIOD),
                 ],
                 stacked=True,
                 width=third,
@@ -311,6 +315,9 @@ class FleetwrightDashboard(Construct):
                     cm.metric(cm.PODS_EVICTED, steps, period=EVENT_PERIOD),
                     cm.metric(cm.EVICTIONS_BLOCKED, steps, period=EVENT_PERIOD),
                     cm.metric(cm.PODS_DELETED_AT_DEADLINE, steps, period=EVENT_PERIOD),
+                    # Drain passes the Kubernetes API refused; long drains carried into a new execution.
+                    cm.metric(cm.DRAIN_API_ERRORS, steps, period=EVENT_PERIOD),
+                    cm.metric(cm.WORKFLOW_CONTINUATIONS, steps, period=EVENT_PERIOD),
                 ],
                 width=third,
             ),
@@ -375,7 +382,11 @@ class FleetwrightDashboard(Construct):
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Garbage collected by kind",
-                left=[cm.insights(cm.GARBAGE_COLLECTED, service, group_by="Kind")],
+                left=[
+                    cm.insights(cm.GARBAGE_COLLECTED, service, group_by="Kind"),
+                    cm.insights(cm.NODES_UNCORDONED_BY_SWEEP, service, label="Nodes given back by the sweep"),
+                    cm.insights(cm.INTERRUPTIONS_REDRIVEN, service, label="Interruptions re-driven"),
+                ],
                 stacked=True,
                 width=third,
             ),

@@ -134,10 +134,24 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     return summary
 
 
+def batch_instances(event: dict[str, Any]) -> list[str]:
+    """The instances the batch's parseable messages name (malformed ones are rejected later, one by one)."""
+    from fleetwright.interruption.events import MessageError, parse_message
+
+    found: list[str] = []
+    for record in event.get("Records") or []:
+        try:
+            found.extend(parse_message(str(record.get("body") or "")).instance_ids)
+        except (MessageError, AttributeError, TypeError):
+            continue
+    return found
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point: ``{"batchItemFailures": [...]}`` names the messages to deliver again."""
+    controller().expect(batch_instances(event))
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

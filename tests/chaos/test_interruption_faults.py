@@ -138,7 +138,11 @@ def test_failed_workflow_then_redelivery(chaos: Chaos) -> None:
 
 
 def test_mass_interruption_under_throttling(chaos: Chaos) -> None:
-    spot_pool(chaos)
+    # One pod per m5.large: each pod needs a node of its own, whoever launches it.
+    chaos.use(
+        nodepool(consolidate_after="Never", capacity_types=["spot", "on-demand"], instance_types=["m5.large"])
+    )
+    chaos.explicit_deadlines = True
     instances = [spot_node(chaos)[1] for _ in range(20)]
     throttle(chaos.ec2, "CreateFleet", 4)
     throttle(chaos.ec2, "TerminateInstances", 4)
@@ -150,6 +154,10 @@ def test_mass_interruption_under_throttling(chaos: Chaos) -> None:
     for instance_id in instances:
         queue.send(chaos.spot_warning(instance_id), expect=chaos.terminated(instance_id))
     queue.drain(polls=60)
+    # The pods' controllers create them again (pending): the provisioner launches for any the
+    # replacements did not cover (throttled launches), and the replacements take the rest.
+    chaos.world.pending(20, cpu="1500m", prefix="web-again")
+    chaos.provision("after")
     chaos.settle(disruption=True)
     check("20 spot interruptions under throttling", chaos.figures(needed=20))
 

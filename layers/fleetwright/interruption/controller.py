@@ -197,6 +197,22 @@ class InterruptionController:
         self.metrics = metrics or NullMetrics()
         self.clock = clock
         self.log = logger or log
+        self._expected: set[str] = set()
+
+    def expect(self, instance_ids: Iterable[str]) -> None:
+        """Instances named by the other messages of the batch being handled: they are leaving too, so
+        their nodes are no room for a replacement's pods (their interruption may not be recorded yet)."""
+        self._expected = set(instance_ids)
+
+    def _going(self, instance_id: str) -> set[str]:
+        """Instances leaving besides ``instance_id``: the batch's and those with an interruption record."""
+        going = set(self._expected)
+        try:
+            going.update(r.instance_id for r in self.records.all())
+        except Exception as error:  # the batch's instances and the cordons still narrow the room
+            self.log.warning("cannot list interruption records", extra={"error": str(error)})
+        going.discard(instance_id)
+        return going
 
     def handle(self, event: InterruptionEvent) -> list[Outcome]:
         """Act on every instance the event names; returns what was done for each.
@@ -437,7 +453,7 @@ class InterruptionController:
         if self.replacements is None:
             return None
         try:
-            result = self.replacements.replace(instance_id)
+            result = self.replacements.replace(instance_id, going=self._going(instance_id))
         except Exception as error:  # the node must still be drained and terminated
             self.metrics.add(REPLACEMENT_ERRORS, 1, COUNT)
             self.log.exception("replacement failed", extra={"instanceId": instance_id, "error": str(error)})

@@ -14,9 +14,11 @@ at once; when the lease stays taken ``replace`` raises ``LeaseUnavailableError``
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from fleetwright.kube.snapshot import read_snapshot
+from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod, is_node_bound
 from fleetwright.provisioning.provisioner import Provisioner
@@ -25,6 +27,7 @@ from fleetwright.provisioning.registration import instance_id_of
 log = logging.getLogger(__name__)
 
 FAILED_CLAIM_TTL_SECONDS = 3600.0
+LAUNCH_ATTEMPTS = 2
 
 
 @dataclass(slots=True)
@@ -56,20 +59,41 @@ class ReplacementLauncher:
     def __init__(self, provisioner: Provisioner) -> None:
         self.provisioner = provisioner
 
-    def replace(self, instance_id: str) -> ReplacementResult:
-        """Simulate the pods of ``instance_id``'s node without the node; launch what the scheduler opens."""
+    def replace(self, instance_id: str, *, going: Collection[str] = ()) -> ReplacementResult:
+        """Simulate the pods of ``instance_id``'s node without the node; launch what the scheduler opens.
+
+        Nodes that are going too do not count as room: cordoned or marked ``karpenter.sh/disrupted``
+        ones, and those whose instances are in ``going`` (other interruptions being handled, which may not
+        be cordoned yet). A launch that fails (throttling, the deadline, a refused offering) is tried once
+        more for the pods it left: the claims already launched count as capacity, so nothing doubles.
+        """
         snapshot = read_snapshot(self.provisioner.kube)
         leaving = next((n for n in snapshot.nodes if instance_id_of(n.provider_id) == instance_id), None)
         if leaving is None:
             return ReplacementResult()
         pods = pods_to_replace(leaving)
-        others = [n for n in snapshot.nodes if n is not leaving]
-        report = self.provisioner.launch_for(pods, snapshot, others)
-        return ReplacementResult(
-            node=leaving.name,
-            pods=len(pods),
-            claims=[record.id for record in report.launched],
-            failed=dict(report.failed),
-            placed_on_existing=report.placed_on_existing,
-            unschedulable=report.unschedulable,
-        )
+        others = [n for n in snapshot.nodes if n is not leaving and not _going(n, going)]
+        result = ReplacementResult(node=leaving.name, pods=len(pods))
+        for attempt in range(LAUNCH_ATTEMPTS):
+            report = self.provisioner.launch_for(pods, snapshot, others)
+            result.claims.extend(record.id for record in report.launched)
+            result.failed.update(report.failed)
+            if attempt == 0:
+                result.placed_on_existing = report.placed_on_existing
+                result.unschedulable = report.unschedulable
+            if not report.failed:
+                break
+            log.warning(
+                "replacement launch failed; trying once more"
+                if attempt + 1 < LAUNCH_ATTEMPTS
+                else "replacement launch failed again",
+                extra={"instanceId": instance_id, "failed": dict(report.failed)},
+            )
+        return result
+
+
+def _going(node: Node, instances: Collection[str]) -> bool:
+    """True when the node is leaving the cluster too (so its free room is no place for pods)."""
+    if node.unschedulable or any(t.key == DISRUPTED_TAINT_KEY for t in node.taints):
+        return True
+    return bool(instances) and instance_id_of(node.provider_id) in instances

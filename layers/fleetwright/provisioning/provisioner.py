@@ -356,6 +356,7 @@ class Provisioner:
         catalog, accepted = self.catalogs()
         by_name = {t.name: t for t in catalog}
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
+        self._reserve_promised_pods(nodes, records, snapshot, pods)
         templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes)
         inp = SchedulingInput(
             pods=pods,
@@ -412,6 +413,28 @@ class Provisioner:
             for r in records
             if r.in_flight and not (r.instance_id and r.instance_id in registered)
         ]
+
+    @staticmethod
+    def _reserve_promised_pods(
+        nodes: Sequence[Node],
+        records: Sequence[NodeClaimRecord],
+        snapshot: ClusterSnapshot,
+        batch: Sequence[Pod],
+    ) -> None:
+        """Put on each in-flight claim the pods it was launched for that still run elsewhere (the pods of a
+        node being replaced), unless they are in this simulation: another replacement must not count the
+        room they were promised as free. Pending pods a claim was launched for are simulated again and land
+        on it as before, so they are not reserved."""
+        simulated = {p.key for p in batch}
+        running = {p.key: p for n in snapshot.nodes for p in n.pods}
+        promised = {r.id: r.pods for r in records}
+        for node in nodes:
+            if not node.in_flight:
+                continue
+            for key in promised.get(node.name, ()):
+                pod = running.get(key)
+                if pod is not None and key not in simulated:
+                    node.pods.append(pod)
 
     def _volumes(self, pods: Sequence[Pod]) -> dict[str, Any]:
         if not any(p.volume_claims for p in pods):
