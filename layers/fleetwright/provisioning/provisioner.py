@@ -37,6 +37,7 @@ from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
@@ -356,7 +357,7 @@ class Provisioner:
         catalog, accepted = self.catalogs()
         by_name = {t.name: t for t in catalog}
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
-        self._reserve_promised_pods(nodes, records, snapshot, pods)
+        self._reserve_promised_pods(nodes, records, snapshot, cluster_nodes, pods)
         templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes)
         inp = SchedulingInput(
             pods=pods,
@@ -419,14 +420,22 @@ class Provisioner:
         nodes: Sequence[Node],
         records: Sequence[NodeClaimRecord],
         snapshot: ClusterSnapshot,
+        usable: Sequence[Node],
         batch: Sequence[Pod],
     ) -> None:
-        """Put on each in-flight claim the pods it was launched for that still run elsewhere (the pods of a
-        node being replaced), unless they are in this simulation: another replacement must not count the
-        room they were promised as free. Pending pods a claim was launched for are simulated again and land
-        on it as before, so they are not reserved."""
+        """Put on each in-flight claim the pods it was launched for that still run on a node that is going
+        (left out of ``usable``, cordoned or marked disrupted: the pods of a node being replaced), unless
+        they are in this simulation: another replacement must not count the room they were promised as free.
+        Pending pods a claim was launched for are simulated again and land on it as before, and pods that
+        found a place on a node that stays need no room on it, so neither is reserved."""
         simulated = {p.key for p in batch}
-        running = {p.key: p for n in snapshot.nodes for p in n.pods}
+        kept = {n.name for n in usable}
+        going = [
+            n
+            for n in snapshot.nodes
+            if n.name not in kept or n.unschedulable or any(t.key == DISRUPTED_TAINT_KEY for t in n.taints)
+        ]
+        running = {p.key: p for n in going for p in n.pods}
         promised = {r.id: r.pods for r in records}
         for node in nodes:
             if not node.in_flight:
