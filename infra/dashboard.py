@@ -180,6 +180,8 @@ class FleetwrightDashboard(Construct):
                         period=EVENT_PERIOD,
                         label="Launched after insufficient capacity",
                     ),
+                    # A launcher that found the lease taken stopped before writing or launching anything.
+                    cm.metric(cm.LEASE_LOST, service, period=EVENT_PERIOD),
                 ],
                 width=WIDGET_WIDTH,
             ),

@@ -55,45 +55,40 @@ class During:
 
 
 @dataclass
-class PartialFleet:
-    """CreateFleet fulfils only ``fulfil`` instances of a larger target and lists the rest under ``Errors``
-    with InsufficientInstanceCapacity, as EC2 does when a pool runs short mid-request."""
+class EmptyFleet:
+    """The first ``times`` CreateFleet calls launch nothing and report their cheapest override under
+    ``Errors`` (InsufficientInstanceCapacity): EC2's answer when it fulfils 0 of a one-instance target. The
+    answer comes from ``before-call``, so moto launches nothing for it."""
 
-    fulfil: int = 1
     times: int = 1
-    shortfalls: list[int] = field(default_factory=list)
-    _refused: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    _params: dict[str, Any] = field(default_factory=dict)
 
     def install(self, ec2: Any) -> None:
-        ec2.meta.events.register("provide-client-params.ec2.CreateFleet", self._shrink)
-        ec2.meta.events.register("after-call.ec2.CreateFleet", self._report)
+        ec2.meta.events.register("provide-client-params.ec2.CreateFleet", self._remember)
+        ec2.meta.events.register_first("before-call.ec2.CreateFleet", self._answer)
 
-    def _shrink(self, params: dict[str, Any], **_: Any) -> None:
-        self._refused = []
-        target = params["TargetCapacitySpecification"]
-        wanted = int(target["TotalTargetCapacity"])
-        if len(self.shortfalls) >= self.times or wanted <= self.fulfil:
-            return
-        self.shortfalls.append(wanted - self.fulfil)
-        target["TotalTargetCapacity"] = self.fulfil
+    def _remember(self, params: dict[str, Any], **_: Any) -> None:
+        self._params = copy.deepcopy(params)
+
+    def _answer(self, **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if len(self.refused) >= self.times:
+            return None
+        params = self._params
         config = params["LaunchTemplateConfigs"][0]
-        capacity_type = target["DefaultTargetCapacityType"]
-        self._refused = [
-            {
-                "LaunchTemplateAndOverrides": {
-                    "LaunchTemplateSpecification": copy.deepcopy(config["LaunchTemplateSpecification"]),
-                    "Overrides": copy.deepcopy(config["Overrides"][0]),
-                },
-                "Lifecycle": capacity_type,
-                "ErrorCode": "InsufficientInstanceCapacity",
-                "ErrorMessage": "We currently do not have sufficient capacity in the Availability Zone.",
-            }
-        ]
-
-    def _report(self, parsed: dict[str, Any], **_: Any) -> None:
-        if self._refused:
-            parsed.setdefault("Errors", []).extend(self._refused)
-            self._refused = []
+        override = config["Overrides"][0]
+        self.refused.append(f"{override['InstanceType']} in {override['AvailabilityZone']}")
+        error = {
+            "LaunchTemplateAndOverrides": {
+                "LaunchTemplateSpecification": copy.deepcopy(config["LaunchTemplateSpecification"]),
+                "Overrides": copy.deepcopy(override),
+            },
+            "Lifecycle": params["TargetCapacitySpecification"]["DefaultTargetCapacityType"],
+            "ErrorCode": "InsufficientInstanceCapacity",
+            "ErrorMessage": "We currently do not have sufficient capacity in the Availability Zone.",
+        }
+        parsed = {"FleetId": "fleet-empty", "Instances": [], "Errors": [error]}
+        return AWSResponse("https://ec2.us-east-1.amazonaws.com", 200, {}, MockRawResponse(b"")), parsed
 
 
 @dataclass
