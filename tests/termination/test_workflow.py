@@ -319,7 +319,7 @@ def test_a_failed_interruption_gives_its_node_back_too(harness: Harness) -> None
     harness.pod("web-0", node)
 
     _break_the_drain(harness)
-    result = harness.run(harness.request(instance, node))
+    result = harness.run(harness.request(instance, node, reason="ScheduledChange"))
 
     assert result["status"] == "FAILED"
     assert not _disrupted(harness, node)
@@ -329,6 +329,24 @@ def test_a_failed_interruption_gives_its_node_back_too(harness: Harness) -> None
     assert recorded["failure"]["eventRecorded"] is True
     events = harness.world.client.list(EVENTS, "default").items
     assert [e["involvedObject"]["name"] for e in events if e["reason"] == "TerminationFailed"] == [node]
+
+
+def test_a_failed_spot_interruption_keeps_its_node_cordoned(harness: Harness) -> None:
+    # EC2 reclaims a spot instance two minutes after its warning: pods put back on it would only be
+    # interrupted again.
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+
+    _break_the_drain(harness)
+    result = harness.run(harness.request(instance, node, reason="SpotInterruption"))
+
+    assert result["status"] == "FAILED"
+    assert harness.instance_state(instance["InstanceId"]) == "running"
+    assert _disrupted(harness, node)
+    [recorded] = harness.outputs("record_failure")
+    assert recorded["failure"]["uncordoned"] is False
+    assert recorded["failure"]["eventRecorded"] is True
 
 
 def test_a_failure_after_terminate_was_asked_leaves_the_node_cordoned(harness: Harness) -> None:

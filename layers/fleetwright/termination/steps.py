@@ -71,6 +71,7 @@ DRAIN_API_ERRORS = "DrainApiErrors"
 WORKFLOW_CONTINUATIONS = "WorkflowContinuations"
 FAILURE_RECORD_ATTEMPTS = 30  # with waits doubling to 60 s: the API gets ~27 minutes to come back
 FAILURE_EVENT_REASON = "TerminationFailed"
+SPOT_INTERRUPTION_REASON = "SpotInterruption"  # the workflow reason of a spot interruption warning
 CALLED_OFF_EVENT_REASON = "DisruptionCalledOff"
 
 
@@ -501,10 +502,13 @@ class TerminationSteps:
                 obj is not None
                 and not uncordoned
                 and not state.get("instance")
+                and str(raw.get("reason") or "") != SPOT_INTERRUPTION_REASON
                 and _owned_by(obj, instance_id)
             ):
                 # Never asked to terminate: give the node back rather than leave it cordoned with no
                 # workflow to finish the job. An interruption that still applies starts a new workflow.
+                # A spot-interrupted node is not given back: EC2 reclaims its instance within two minutes,
+                # and pods placed on it would only be interrupted again.
                 try:
                     if self._still_running(instance_id):
                         uncordoned = self.kube.unmark_disrupted(node) is not None
