@@ -1,0 +1,62 @@
+"""Several nodes interrupted at once: a node that is going is no room for another's pods, and a replacement
+keeps the room it was launched for."""
+
+from __future__ import annotations
+
+from fleetwright.kube.resources import PODS
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance
+from tests.kube.objects import pod_object
+
+NODES = {"node-a": "default-aaaa1111", "node-b": "default-bbbb2222"}
+
+
+def _interrupted_pair(interruptions: Interruptions, cpu: str) -> list[str]:
+    """Two spot nodes with one pod each; their instance ids."""
+    harness = interruptions.harness
+    instances = []
+    for node, claim in NODES.items():
+        instance = harness.launch_instance(claim=claim)
+        harness.world.state.nodeclaims.create(
+            NodeClaimRecord(
+                id=claim,
+                nodepool="default",
+                status=str(ClaimStatus.INITIALIZED),
+                created_at=harness.clock(),
+                instance_id=instance["InstanceId"],
+            )
+        )
+        harness.node_for(instance, node)
+        harness.world.client.create(PODS, pod_object(f"{node}-web", node=node, cpu=cpu))
+        instances.append(str(instance["InstanceId"]))
+    return instances
+
+
+def _replacements(interruptions: Interruptions) -> list[NodeClaimRecord]:
+    claims = interruptions.harness.world.state.nodeclaims.list()
+    return [r for r in claims if r.id not in NODES.values() and r.status == ClaimStatus.LAUNCHED]
+
+
+def test_nodes_interrupted_together_are_no_room_for_each_other(interruptions: Interruptions) -> None:
+    # Each node has room for the other's pod; both are going, so their pods need new capacity.
+    first, second = _interrupted_pair(interruptions, cpu="500m")
+
+    response = interruptions.deliver(for_instance(SPOT_WARNING, first), for_instance(SPOT_WARNING, second))
+
+    assert response == {"batchItemFailures": []}
+    replacements = _replacements(interruptions)
+    assert replacements, "the pods were counted onto the other interrupted node"
+    assert sum(r.pod_count for r in replacements) >= 1
+
+
+def test_a_replacement_keeps_the_room_it_was_launched_for(interruptions: Interruptions) -> None:
+    # Two pods that cannot share a node: the second replacement must not count the first one's room as
+    # free while the first node's pod still runs.
+    first, second = _interrupted_pair(interruptions, cpu="1200m")
+
+    response = interruptions.deliver(for_instance(SPOT_WARNING, first), for_instance(SPOT_WARNING, second))
+
+    assert response == {"batchItemFailures": []}
+    replacements = _replacements(interruptions)
+    assert len(replacements) == 2
+    assert sorted(p for r in replacements for p in r.pods) == ["default/node-a-web", "default/node-b-web"]
