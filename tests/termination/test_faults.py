@@ -126,7 +126,8 @@ def test_the_failure_path_waits_for_the_api_to_record_the_failure_and_give_the_n
     _refuse_the_drain(harness)
     _outage_before(harness, "record_failure", 600)
 
-    result = harness.run(harness.request(instance, node, seconds_to_deadline=3600))
+    # A scheduled change: its node is given back on failure (a spot-interrupted one stays cordoned).
+    result = harness.run(harness.request(instance, node, seconds_to_deadline=3600, reason="ScheduledChange"))
 
     assert result["status"] == "FAILED"
     assert result["error"] == "KubeApiError"  # the original failure, not the failure path's
