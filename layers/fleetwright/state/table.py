@@ -127,11 +127,7 @@ class DynamoTable:
         values: Mapping[str, Any] | None = None,
     ) -> bool:
         """Write ``item`` (None attributes are left out); False when ``condition`` did not hold."""
-        params: dict[str, Any] = {"TableName": self.name, "Item": self._serialize(item)}
-        if condition:
-            params["ConditionExpression"] = condition
-        self._expression(params, names, values)
-        return self._conditional(self.client.put_item, params)
+        return self.write(self.put_op(item, condition=condition, names=names, values=values))
 
     def get(self, pk: str, sk: str, *, consistent: bool = True) -> Item | None:
         """The item, or None."""
