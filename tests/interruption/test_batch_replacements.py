@@ -3,6 +3,9 @@ keeps the room it was launched for."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from fleetwright.kube.resources import PODS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance
@@ -32,6 +35,22 @@ def _interrupted_pair(interruptions: Interruptions, cpu: str) -> list[str]:
     return instances
 
 
+def _deliver_before_draining(interruptions: Interruptions, *instances: str) -> dict[str, Any]:
+    """Deliver one batch of spot warnings; the workflows (started at once) drain only after the batch is
+    handled, so every replacement is computed while the interrupted nodes' pods still run."""
+    handled = threading.Event()
+
+    def drain_after_the_batch(step: str, _: dict[str, Any]) -> None:
+        if step == "drain":
+            handled.wait(timeout=60)
+
+    interruptions.harness.before_step.append(drain_after_the_batch)
+    try:
+        return interruptions.deliver(*(for_instance(SPOT_WARNING, i) for i in instances))
+    finally:
+        handled.set()
+
+
 def _replacements(interruptions: Interruptions) -> list[NodeClaimRecord]:
     claims = interruptions.harness.world.state.nodeclaims.list()
     return [r for r in claims if r.id not in NODES.values() and r.status == ClaimStatus.LAUNCHED]
@@ -41,7 +60,7 @@ def test_nodes_interrupted_together_are_no_room_for_each_other(interruptions: In
     # Each node has room for the other's pod; both are going, so their pods need new capacity.
     first, second = _interrupted_pair(interruptions, cpu="500m")
 
-    response = interruptions.deliver(for_instance(SPOT_WARNING, first), for_instance(SPOT_WARNING, second))
+    response = _deliver_before_draining(interruptions, first, second)
 
     assert response == {"batchItemFailures": []}
     replacements = _replacements(interruptions)
@@ -54,7 +73,7 @@ def test_a_replacement_keeps_the_room_it_was_launched_for(interruptions: Interru
     # free while the first node's pod still runs.
     first, second = _interrupted_pair(interruptions, cpu="1200m")
 
-    response = interruptions.deliver(for_instance(SPOT_WARNING, first), for_instance(SPOT_WARNING, second))
+    response = _deliver_before_draining(interruptions, first, second)
 
     assert response == {"batchItemFailures": []}
     replacements = _replacements(interruptions)
