@@ -159,10 +159,7 @@ class TerminationWorkflow(Construct):
             sfn.Choice(self, "FailurePending?")
             .when(
                 # the Kubernetes API did not answer: the event or the uncordon is tried again
-                sfn.Condition.and_(
-                    sfn.Condition.is_present("$.failure.pending"),
-                    sfn.Condition.boolean_equals("$.failure.pending", True),
-                ),
+                _is("$.failure.pending"),
                 wait_to_record,
             )
             .otherwise(failed)
@@ -209,7 +206,7 @@ class TerminationWorkflow(Construct):
         replacement_ready = (
             sfn.Choice(self, "ReplacementReady?")
             .when(sfn.Condition.boolean_equals("$.replacement.ready", True), drain)
-            .when(_is_true("$.replacement.continueInNewExecution"), continue_task)
+            .when(_is("$.replacement.continueInNewExecution"), continue_task)
             .otherwise(wait_for_replacement)
         )
         await_replacement.next(replacement_ready)
@@ -224,15 +221,12 @@ class TerminationWorkflow(Construct):
         drained = (
             sfn.Choice(self, "Drained?")
             .when(
-                # is_present: a step function older than this definition (mid-deploy) writes no such key
-                sfn.Condition.and_(
-                    sfn.Condition.is_present("$.drain.abandoned"),
-                    sfn.Condition.boolean_equals("$.drain.abandoned", True),
-                ),
+                # a step function older than this definition (mid-deploy) writes no such key
+                _is("$.drain.abandoned"),
                 called_off,
             )
             .when(sfn.Condition.boolean_equals("$.drain.done", True), terminate)
-            .when(_is_true("$.drain.continueInNewExecution"), continue_task)
+            .when(_is("$.drain.continueInNewExecution"), continue_task)
             .when(sfn.Condition.is_not_present("$.drain.waitSeconds"), wait_drain_interval)
             .otherwise(wait_between_passes)
         )
@@ -263,10 +257,7 @@ class TerminationWorkflow(Construct):
         resume_at = (
             sfn.Choice(self, "ResumeAt?")
             .when(
-                sfn.Condition.and_(
-                    sfn.Condition.is_present("$.replacement.ready"),
-                    sfn.Condition.boolean_equals("$.replacement.ready", False),
-                ),
+                _is("$.replacement.ready", False),
                 await_replacement,
             )
             .otherwise(drain)
@@ -347,6 +338,7 @@ class TerminationWorkflow(Construct):
         )
 
 
-def _is_true(path: str) -> sfn.Condition:
-    """``path`` is present and true (a step function older than the definition may not write it)."""
-    return sfn.Condition.and_(sfn.Condition.is_present(path), sfn.Condition.boolean_equals(path, True))
+def _is(path: str, value: bool = True) -> sfn.Condition:
+    """``path`` is present and equal to ``value`` (a step function older than the definition, or a state
+    that never reached that step, may not have it)."""
+    return sfn.Condition.and_(sfn.Condition.is_present(path), sfn.Condition.boolean_equals(path, value))
