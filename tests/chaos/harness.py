@@ -33,10 +33,12 @@ from fleetwright.termination.request import format_time
 from tests.chaos.faults import LambdaKilled
 from tests.chaos.figures import Figures
 from tests.disruption.conftest import Rig
-from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance
+from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance, received_event
 from tests.provisioning.conftest import World, make_config
 from tests.state.conftest import FakeClock
 from tests.termination.conftest import FakeContext, Harness
+
+CHAOS_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:chaos-interruption"
 
 CLUSTER = "demo"
 GC_WINDOW_SECONDS = 900 + 120  # the registration timeout, then a garbage collection after it
@@ -156,7 +158,7 @@ class InterruptionQueue:
             return
         try:
             response = self.chaos.interruptions.module.handler(
-                lambda_event(messages), FakeContext("fleetwright-interruption")
+                received_event(messages, CHAOS_QUEUE_ARN), FakeContext("fleetwright-interruption")
             )
         except LambdaKilled:
             return
@@ -204,26 +206,6 @@ class InterruptionQueue:
             acted = message.acked and (message.expect is None or message.expect())
             lost += 0 if acted else 1
         return lost
-
-
-def lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The event Lambda's SQS event source mapping passes for ``messages``."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()},
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:chaos-interruption",
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
 
 
 @dataclass

@@ -18,6 +18,7 @@ from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state.interruptions import InterruptionRecords
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.termination.claims import StoreClaimBook
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import (  # noqa: F401  (fixtures)
@@ -139,6 +140,42 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
                 "awsRegion": "us-east-1",
             }
             for i, body in enumerate(bodies)
+        ]
+    }
+
+
+def claimed_node(rig: Harness, claim: str, name: str = "node-a") -> dict[str, Any]:
+    """An instance of the cluster launched for ``claim`` (Initialized) with a Ready Node ``name``."""
+    instance = rig.launch_instance(claim=claim)
+    rig.world.state.nodeclaims.create(
+        NodeClaimRecord(
+            id=claim,
+            nodepool="default",
+            status=str(ClaimStatus.INITIALIZED),
+            created_at=rig.clock(),
+            instance_id=instance["InstanceId"],
+        )
+    )
+    rig.node_for(instance, name)
+    return instance
+
+
+def received_event(messages: list[dict[str, Any]], source_arn: str = QUEUE_ARN) -> dict[str, Any]:
+    """The event Lambda's SQS event source mapping passes for ``messages`` (ReceiveMessage entries)."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()},
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": source_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
         ]
     }
 

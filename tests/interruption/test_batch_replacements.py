@@ -8,7 +8,7 @@ from typing import Any
 
 from fleetwright.kube.resources import PODS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance
+from tests.interruption.conftest import SPOT_WARNING, Interruptions, claimed_node, for_instance
 from tests.kube.objects import pod_object
 
 NODES = {"node-a": "default-aaaa1111", "node-b": "default-bbbb2222"}
@@ -19,17 +19,7 @@ def _interrupted_pair(interruptions: Interruptions, cpu: str) -> list[str]:
     harness = interruptions.harness
     instances = []
     for node, claim in NODES.items():
-        instance = harness.launch_instance(claim=claim)
-        harness.world.state.nodeclaims.create(
-            NodeClaimRecord(
-                id=claim,
-                nodepool="default",
-                status=str(ClaimStatus.INITIALIZED),
-                created_at=harness.clock(),
-                instance_id=instance["InstanceId"],
-            )
-        )
-        harness.node_for(instance, node)
+        instance = claimed_node(harness, claim, node)
         harness.world.client.create(PODS, pod_object(f"{node}-web", node=node, cpu=cpu))
         instances.append(str(instance["InstanceId"]))
     return instances

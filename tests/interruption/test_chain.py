@@ -11,7 +11,7 @@ from typing import Any
 from fleetwright.interruption.inprocess import run_interruption
 from fleetwright.kube.resources import PODS
 from fleetwright.termination.request import format_time
-from tests.interruption.conftest import Interruptions
+from tests.interruption.conftest import Interruptions, received_event
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import Harness, pod_object
 
@@ -32,25 +32,6 @@ def _queue(harness: Harness) -> tuple[Any, str, str]:
     return sqs, queue, dlq
 
 
-def _lambda_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {k: str(v) for k, v in m.get("Attributes", {}).items()},
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:interruption",
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
-
-
 def _poll(interruptions: Interruptions, sqs: Any, queue: str) -> dict[str, Any]:
     """What the Lambda event source mapping does: receive, invoke, delete what succeeded."""
     messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
@@ -60,7 +41,7 @@ def _poll(interruptions: Interruptions, sqs: Any, queue: str) -> dict[str, Any]:
         return {"received": 0, "failed": []}
     from tests.termination.conftest import FakeContext
 
-    response = interruptions.module.handler(_lambda_event(messages), FakeContext("fleetwright-interruption"))
+    response = interruptions.module.handler(received_event(messages), FakeContext("fleetwright-interruption"))
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
     for message in messages:
         if message["MessageId"] not in failed:

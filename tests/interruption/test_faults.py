@@ -17,6 +17,7 @@ from tests.interruption.conftest import (
     SPOT_WARNING,
     STATE_CHANGE,
     Interruptions,
+    claimed_node,
     for_instance,
     sqs_event,
 )
@@ -26,17 +27,7 @@ CLAIM = "default-abcd1234"
 
 
 def _node_with_pods(harness: Harness, pods: int = 2) -> tuple[str, str]:
-    instance = harness.launch_instance(claim=CLAIM)
-    harness.world.state.nodeclaims.create(
-        NodeClaimRecord(
-            id=CLAIM,
-            nodepool="default",
-            status=str(ClaimStatus.INITIALIZED),
-            created_at=harness.clock(),
-            instance_id=instance["InstanceId"],
-        )
-    )
-    node = harness.node_for(instance, "node-a")
+    instance, node = claimed_node(harness, CLAIM), "node-a"
     for i in range(pods):
         harness.pod(f"web-{i}", node, labels={"app": "web"})
     return str(instance["InstanceId"]), node

@@ -14,6 +14,7 @@ from tests.interruption.conftest import (
     SPOT_WARNING,
     STATE_CHANGE,
     Interruptions,
+    claimed_node,
     for_instance,
 )
 from tests.termination.conftest import Harness
@@ -22,17 +23,7 @@ CLAIM = "default-abcd1234"
 
 
 def _node_with_pods(harness: Harness, pods: int = 2) -> tuple[dict[str, Any], str]:
-    instance = harness.launch_instance(claim=CLAIM)
-    harness.world.state.nodeclaims.create(
-        NodeClaimRecord(
-            id=CLAIM,
-            nodepool="default",
-            status=str(ClaimStatus.INITIALIZED),
-            created_at=harness.clock(),
-            instance_id=instance["InstanceId"],
-        )
-    )
-    node = harness.node_for(instance, "node-a")
+    instance, node = claimed_node(harness, CLAIM), "node-a"
     for i in range(pods):
         harness.pod(f"web-{i}", node)
     return instance, node
