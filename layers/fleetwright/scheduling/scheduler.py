@@ -11,6 +11,7 @@ other domain) a constraint chose. Preferences are treated as required, then rela
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -162,6 +163,8 @@ class Simulation:
         # A pod refused by a node or claim is refused by them again when it is identical (same group,
         # requests and allowed domains): totals only grow. Resume the scan where the last one landed.
         self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
+        self.placed_count = 0  # pods placed so far: what a remembered failure is valid for
+        self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
@@ -188,9 +191,31 @@ class Simulation:
         return group
 
     def run(self) -> Results:
-        """Place every pending pod or explain why it cannot be placed."""
-        for pod in self.pending:
-            self.place(pod)
+        """Place every pending pod or explain why it cannot be placed.
+
+        As in Karpenter, a pod that cannot be placed yet goes to the back of the queue and is tried again
+        while the batch makes progress: a pod may need another pod of the batch placed first (required
+        pod affinity to it, a chain of them, or a spread only its turn can balance). The loop stops
+        when a whole pass over the queue places nothing.
+        """
+        queue = deque(self.pending)
+        requeued_at: dict[str, int] = {}  # pod key -> queue length when it was last pushed back
+        failures: dict[str, str] = {}
+        while queue:
+            pod = queue[0]
+            if requeued_at.get(pod.key) == len(queue):
+                break  # every pod left was tried since the last placement
+            queue.popleft()
+            reason = self.place(pod)
+            if reason is None:
+                failures.pop(pod.key, None)
+                continue
+            failures[pod.key] = reason
+            if self.pod_groups[pod.key].error:
+                continue  # a missing volume or contradictory selectors: no placement can change that
+            queue.append(pod)
+            requeued_at[pod.key] = len(queue)
+        self.errors.extend(PodError(p, failures[p.key]) for p in self.pending if p.key in failures)
         self.claims = repack(self.claims, self.needs, self._movable)
         return self.results()
 
@@ -201,20 +226,31 @@ class Simulation:
             return False
         return not (self.topology.groups and self.topology.selecting(pod))
 
-    def place(self, pod: Pod) -> None:
-        """Try each attempt (strictest first) until the pod lands somewhere."""
+    def place(self, pod: Pod) -> str | None:
+        """Try each attempt (strictest first) until the pod lands somewhere; None, or why it did not.
+
+        A pod identical in what placement looks at (group, requests, labels, host ports) to one that
+        failed since the last placement fails the same way, so it is not tried again.
+        """
         group = self.pod_groups[pod.key]
         if group.error:
-            self.errors.append(PodError(pod, group.error))
-            return
+            return group.error
         need = self.needs[pod.key]
+        labels = tuple(sorted(pod.labels.items()))
+        identity = (group.tolerations_key, need, pod.namespace, labels, pod.host_ports)
+        failed = self.failed.get(identity)
+        if failed is not None and failed[0] == self.placed_count:
+            return failed[1]
         reasons: list[str] = []
         for attempt in group.attempts:
             constraints = attempt.constraints + self.topology.inverse_constraints(pod)
             placed, reasons = self._place(pod, need, group, attempt, constraints)
             if placed:
-                return
-        self.errors.append(PodError(pod, _explain(reasons)))
+                self.placed_count += 1
+                return None
+        reason = _explain(reasons)
+        self.failed[identity] = (self.placed_count, reason)
+        return reason
 
     def _place(
         self,
@@ -316,7 +352,22 @@ class Simulation:
         return sorted(values), names
 
     def _topology_reason(self, constraint: Constraint, universe: list[str]) -> str:
+        group = constraint.group
+        if constraint.kind == AFFINITY and group.total == 0 and self._on_undecided_claim(constraint):
+            return (
+                f"pod affinity on {group.describe()}: the matching pods are on new nodes whose "
+                f"{group.describe()} is not decided yet"
+            )
         return constraint.explain(universe)
+
+    def _on_undecided_claim(self, constraint: Constraint) -> bool:
+        """True when a pod the affinity selects is on a claim that may still launch in several domains."""
+        group, labels = constraint.group, self.topology.namespace_labels
+        return any(
+            _single(claim.requirements, group.key) is None
+            and any(group.selects(p, labels) for p in claim.pods)
+            for claim in self.claims
+        )
 
     def _capacity_reason(
         self,
