@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fleetwright.model.node import Node
@@ -62,3 +63,15 @@ def node_in_progress(seq: int, node: Node, dims: tuple[str, ...]) -> NodeInProgr
         ports.extend(pod.host_ports)
     room = vec.sub(vec.vector(node.allocatable, dims), tuple(used))
     return NodeInProgress(seq, node, room, ports)
+
+
+def daemon_ports_coming(node: Node, daemonsets: Sequence[Pod]) -> list[HostPort]:
+    """Host ports of the DaemonSets that will run on a node not registered yet (their pods come with it)."""
+    return [
+        port
+        for ds in daemonsets
+        if ds.host_ports
+        and tolerates_all(ds.tolerations, node.taints) is None
+        and any(option.matches(node.labels) for option in ds.node_requirement_options())
+        for port in ds.host_ports
+    ]

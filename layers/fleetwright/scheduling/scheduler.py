@@ -16,14 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwright.model import resources as res
-from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
+from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import Toleration, tolerates_all
 from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
-from fleetwright.scheduling.existing import NodeInProgress, node_in_progress
+from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
 from fleetwright.scheduling.pools import PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.topology import (
@@ -130,6 +130,9 @@ class Simulation:
         self.nodes = [
             node_in_progress(i, n, self.dims) for i, n in enumerate(sorted(inp.nodes, key=lambda n: n.name))
         ]
+        for n in self.nodes:
+            if n.node.in_flight:
+                n.host_ports.extend(daemon_ports_coming(n.node, inp.daemonsets))
         self.node_domains = [
             {**n.node.labels, HOSTNAME: n.node.labels.get(HOSTNAME, n.node.name)} for n in self.nodes
         ]
@@ -287,6 +290,8 @@ class Simulation:
         else:
             option, option_key = attempt.option, attempt.option_key
             resume_key = (group.tolerations_key, option_key, need)
+        if pod.host_ports:  # refusals of a pod binding host ports hold only for pods binding the same
+            resume_key = (resume_key[0], f"{resume_key[1]} ports={pod.host_ports}", need)
         node_start, claim_start = self.resume.get(resume_key, (0, 0)) if group.resumable else (0, 0)
         for node in self.nodes[node_start:]:
             if hosts and not all(c.allows(self.node_domains[node.seq][HOSTNAME]) for c in hosts):
@@ -305,7 +310,13 @@ class Simulation:
             narrowed = _pick_domains(claim.requirements, allowed) if allowed else option
             if narrowed is None:
                 continue
-            if self._add_to_claim(claim, pod, need, option.intersect(narrowed) if allowed else option):
+            chosen = option.intersect(narrowed) if allowed else option
+            if pod.host_ports and claim.pool.daemon_ports:
+                clear = _clear_of_daemon_ports(claim, pod, chosen)
+                if clear is None:
+                    continue
+                chosen = clear
+            if self._add_to_claim(claim, pod, need, chosen):
                 self.resume[resume_key] = (len(self.nodes), claim.seq)
                 return True, []
         if hosts and not all(c.allows(NEW_NODE) for c in hosts):
@@ -451,9 +462,17 @@ class Simulation:
             if not match.type_indices:
                 reasons.append(f"NodePool {pool.name}: {match.reason}")
                 continue
-            indices = pool.within_limits(match.type_indices)
+            type_indices = match.type_indices
+            if pod.host_ports and pool.daemon_ports:
+                type_indices = _port_free_types(pool, pod, type_indices)
+                if not type_indices:
+                    reasons.append(
+                        f"NodePool {pool.name}: {_daemon_port_reason(pool, pod, match.type_indices)}"
+                    )
+                    continue
+            indices = pool.within_limits(type_indices)
             if not indices:
-                reasons.append(f"NodePool {pool.name}: {pool.limit_reason(match.type_indices)}")
+                reasons.append(f"NodePool {pool.name}: {pool.limit_reason(type_indices)}")
                 continue
             if not any(vec.fits(need, pool.capacity[i]) for i in indices):
                 reasons.append(f"NodePool {pool.name}: {_too_big_reason(pool, indices, need, self.dims)}")
@@ -532,6 +551,41 @@ def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
         price=priced[0][0] if priced else 0.0,
         requirements=requirements,
     )
+
+
+def _port_free_types(pool: PreparedPool, pod: Pod, indices: Sequence[int]) -> list[int]:
+    """The types among ``indices`` whose DaemonSets leave every host port of the pod free."""
+    ports = pool.daemon_ports
+    return [
+        i
+        for i in indices
+        if not any(mine.conflicts(taken) for mine in pod.host_ports for taken, _ in ports[i])
+    ]
+
+
+def _clear_of_daemon_ports(claim: ClaimInProgress, pod: Pod, option: Requirements) -> Requirements | None:
+    """The option narrowed to the claim's types where no DaemonSet binds the pod's host ports, or None."""
+    free = _port_free_types(claim.pool, pod, claim.type_indices)
+    if len(free) == len(claim.type_indices):
+        return option
+    if not free:
+        return None
+    names = sorted({claim.pool.types[i].name for i in free})
+    return option.intersect(Requirements.of([Requirement.create(INSTANCE_TYPE, "In", names)]))
+
+
+def _daemon_port_reason(pool: PreparedPool, pod: Pod, indices: Sequence[int]) -> str:
+    """Which DaemonSet binds which of the pod's host ports on the NodePool's nodes."""
+    taken = sorted(
+        {
+            f"hostPort {mine.port}/{mine.protocol} is bound by DaemonSet {owner}"
+            for i in indices
+            for other, owner in pool.daemon_ports[i]
+            for mine in pod.host_ports
+            if mine.conflicts(other)
+        }
+    )
+    return "; ".join(taken) + " on its nodes"
 
 
 def _capacity_type_order(capacity_type: str) -> tuple[int, str]:
