@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fleetwright.model.node import Node
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
-from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.model.taints import Toleration, first_untolerated, tolerates_all
 from fleetwright.scheduling import vectors as vec
 
 
@@ -26,14 +26,17 @@ class NodeInProgress:
     def accepts(
         self, option_key: str, option: Requirements, tolerations_key: int, tolerations: tuple[Toleration, ...]
     ) -> bool:
-        """Labels and taints allow a pod with this requirement option and these tolerations (cached)."""
+        """Labels and taints allow a pod with this requirement option and these tolerations (cached).
+
+        PreferNoSchedule taints count: the scheduler tolerates them only in its last attempts.
+        """
         cache_key = (option_key, tolerations_key)
         cached = self.compatible.get(cache_key)
         if cached is None:
             cached = (
                 not self.node.unschedulable
                 and option.matches(self.node.labels)
-                and tolerates_all(tolerations, self.node.taints) is None
+                and first_untolerated(tolerations, self.node.taints) is None
             )
             self.compatible[cache_key] = cached
         return cached

@@ -19,7 +19,7 @@ from fleetwright.model import resources as res
 from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
-from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.model.taints import PREFER_NO_SCHEDULE, Toleration, first_untolerated
 from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
@@ -64,6 +64,8 @@ class PodGroup:
     error: str = ""  # set when no attempt can work (a missing volume, contradictory selectors)
     resumable: bool = True  # refusals are permanent (see Simulation.resume)
     mix: vec.Vector = ()  # the summed needs of the group's pending pods: the shape claims pack for
+    # The same pods tolerating PreferNoSchedule taints, tried after every attempt above has failed.
+    tolerating_preferences: PodGroup | None = None
 
 
 def _option_key(option: Requirements) -> str:
@@ -151,9 +153,17 @@ class Simulation:
         )
         self.needs = needs
         self.pod_groups: dict[str, PodGroup] = {}
+        self.preferred_taints = {
+            taint
+            for taints in [*(t.taints for t in templates), *(n.taints for n in inp.nodes)]
+            for taint in taints
+            if taint.effect == PREFER_NO_SCHEDULE
+        }
         for p in pending:
             group = self.group_of(p)
             group.mix = vec.add(group.mix, needs[p.key]) if group.mix else needs[p.key]
+            if group.tolerating_preferences is not None:
+                group.tolerating_preferences.mix = group.mix
             self.pod_groups[p.key] = group
         for node in self.nodes:
             for running in node.node.pods:
@@ -190,8 +200,29 @@ class Simulation:
                 group.resumable = not any(
                     c.kind == AFFINITY and c.key == HOSTNAME for a in attempts for c in a.constraints
                 )
+                group.tolerating_preferences = self._tolerating_preferences(pod, group, constraints, volumes)
             self.groups[key] = group
         return group
+
+    def _tolerating_preferences(
+        self, pod: Pod, group: PodGroup, constraints: PodConstraints, volumes: Requirements
+    ) -> PodGroup | None:
+        """The last resort, as in Karpenter: every preference relaxed and PreferNoSchedule tolerated.
+
+        None when no NodePool or node carries a PreferNoSchedule taint the pod does not tolerate.
+        """
+        if not group.attempts or all(
+            any(t.tolerates(taint) for t in pod.tolerations) for taint in self.preferred_taints
+        ):
+            return None
+        required = [option.intersect(volumes) for option in pod.node_requirement_options()]
+        attempts = [
+            Attempt(_option_key(option), option, constraints.required)
+            for option in required
+            if not any(r.is_empty() for r in option)
+        ]
+        tolerations = (*pod.tolerations, Toleration(operator="Exists", effect=PREFER_NO_SCHEDULE))
+        return PodGroup(attempts, tolerations, -1 - group.tolerations_key, resumable=group.resumable)
 
     def run(self) -> Results:
         """Place every pending pod or explain why it cannot be placed.
@@ -245,9 +276,13 @@ class Simulation:
         if failed is not None and failed[0] == self.placed_count:
             return failed[1]
         reasons: list[str] = []
-        for attempt in group.attempts:
+        relaxed = group.tolerating_preferences
+        tries = [(group, a) for a in group.attempts] + (
+            [(relaxed, a) for a in relaxed.attempts] if relaxed else []
+        )
+        for tolerance, attempt in tries:
             constraints = attempt.constraints + self.topology.inverse_constraints(pod)
-            placed, reasons = self._place(pod, need, group, attempt, constraints)
+            placed, reasons = self._place(pod, need, tolerance, attempt, constraints)
             if placed:
                 self.placed_count += 1
                 return None
@@ -354,7 +389,7 @@ class Simulation:
         values: set[str] = set()
         names: list[str] = []
         for pool in self.pools:
-            if tolerates_all(group.tolerations, pool.template.taints) is not None:
+            if first_untolerated(group.tolerations, pool.template.taints) is not None:
                 continue
             match = pool.match(attempt.option_key, attempt.option)
             if match.type_indices:
@@ -434,7 +469,7 @@ class Simulation:
         key = (group.tolerations_key, id(claim.pool))
         tolerated = self.tolerated.get(key)
         if tolerated is None:
-            tolerated = tolerates_all(group.tolerations, claim.pool.template.taints) is None
+            tolerated = first_untolerated(group.tolerations, claim.pool.template.taints) is None
             self.tolerated[key] = tolerated
         return tolerated
 
@@ -451,7 +486,7 @@ class Simulation:
         if not self.pools:
             return None, ["no NodePool exists"]
         for pool in self.pools:
-            taint = tolerates_all(group.tolerations, pool.template.taints)
+            taint = first_untolerated(group.tolerations, pool.template.taints)
             if taint is not None:
                 reasons.append(f"NodePool {pool.name}: taint {taint.render()} is not tolerated")
                 continue
