@@ -110,3 +110,12 @@ def test_zonal_followers_of_a_target_whose_zone_is_not_decided_say_so() -> None:
     assert {e.reason for e in result.errors} == {
         "pod affinity on zone: the matching pods are on new nodes whose zone is not decided yet"
     }
+
+
+def test_a_follower_whose_targets_node_is_full_says_so() -> None:
+    # hostname affinity can only join the target's node, and that node cannot grow past 16 CPUs
+    result = run([tier("db", "db", cpu="15"), tier("web", "web", near="db", cpu="2")])
+    assert host_of(result).keys() == {"db"}
+    assert [e.reason for e in result.errors] == [
+        "pod affinity on hostname: no node holding a matching pod can take it (1 matching pod)"
+    ]

@@ -6,7 +6,8 @@ highest-weight NodePool that can run it. A claim keeps every compatible instance
 its pods; the cheapest is chosen at the end. Topology spread and pod (anti-)affinity are checked against
 per-domain counts (:mod:`fleetwright.scheduling.topology`); a claim narrows itself to the one zone (or
 other domain) a constraint chose. Preferences are treated as required, then relaxed one at a time
-(see :func:`_attempts` for the order) when the pod cannot be placed.
+(see :func:`_attempts` for the order; PreferNoSchedule taints are tolerated last) when the pod cannot
+be placed. A pod still not placed is retried after the others while the batch makes progress.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class Simulation:
         self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
         self.placed_count = 0  # pods placed so far: what a remembered failure is valid for
         self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        # per topology group: its pods on claims that have not settled on a domain of its key
+        self.undecided: dict[int, int] = {}
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
@@ -399,21 +402,15 @@ class Simulation:
 
     def _topology_reason(self, constraint: Constraint, universe: list[str]) -> str:
         group = constraint.group
-        if constraint.kind == AFFINITY and group.total == 0 and self._on_undecided_claim(constraint):
+        if constraint.kind == AFFINITY and group.total == 0 and self.undecided.get(id(group), 0) > 0:
             return (
                 f"pod affinity on {group.describe()}: the matching pods are on new nodes whose "
                 f"{group.describe()} is not decided yet"
             )
+        if constraint.kind == AFFINITY and group.total > 0 and group.key == HOSTNAME and not universe:
+            held = f"{group.total} matching pod{'s' if group.total > 1 else ''}"
+            return f"pod affinity on hostname: no node holding a matching pod can take it ({held})"
         return constraint.explain(universe)
-
-    def _on_undecided_claim(self, constraint: Constraint) -> bool:
-        """True when a pod the affinity selects is on a claim that may still launch in several domains."""
-        group, labels = constraint.group, self.topology.namespace_labels
-        return any(
-            _single(claim.requirements, group.key) is None
-            and any(group.selects(p, labels) for p in claim.pods)
-            for claim in self.claims
-        )
 
     def _capacity_reason(
         self,
@@ -453,6 +450,7 @@ class Simulation:
                 domains = _claim_domains(claim, self.topology_keys)
                 for earlier in claim.pods[:-1]:
                     self.topology.record(earlier, domains, newly)
+                    self._count_undecided(earlier, newly, -1)
         self._record_on_claim(pod, claim)
         self._close_if_full(claim)
         return True
@@ -463,7 +461,16 @@ class Simulation:
 
     def _record_on_claim(self, pod: Pod, claim: ClaimInProgress) -> None:
         if self.topology.groups:
-            self.topology.record(pod, _claim_domains(claim, self.topology_keys))
+            domains = _claim_domains(claim, self.topology_keys)
+            self.topology.record(pod, domains)
+            self._count_undecided(pod, [k for k in self.topology_keys if k not in domains], 1)
+
+    def _count_undecided(self, pod: Pod, keys: Sequence[str], change: int) -> None:
+        """Count the pod in (or out of) its groups on ``keys``: the claim it is on has no domain there yet."""
+        if keys:
+            for group in self.topology.selecting(pod):
+                if group.key in keys:
+                    self.undecided[id(group)] = self.undecided.get(id(group), 0) + change
 
     def _claim_tolerated(self, claim: ClaimInProgress, group: PodGroup) -> bool:
         key = (group.tolerations_key, id(claim.pool))
