@@ -245,7 +245,8 @@ class Simulation:
             queue.popleft()
             reason = self.place(pod)
             if reason is None:
-                failures.pop(pod.key, None)
+                if failures:
+                    failures.pop(pod.key, None)
                 continue
             failures[pod.key] = reason
             if self.pod_groups[pod.key].error:
@@ -273,11 +274,10 @@ class Simulation:
         if group.error:
             return group.error
         need = self.needs[pod.key]
-        labels = tuple(sorted(pod.labels.items()))
-        identity = (group.tolerations_key, need, pod.namespace, labels, pod.host_ports)
-        failed = self.failed.get(identity)
-        if failed is not None and failed[0] == self.placed_count:
-            return failed[1]
+        if self.failed:
+            failed = self.failed.get(_identity(pod, group, need))
+            if failed is not None and failed[0] == self.placed_count:
+                return failed[1]
         reasons: list[str] = []
         relaxed = group.tolerating_preferences
         tries = [(group, a) for a in group.attempts] + (
@@ -290,7 +290,7 @@ class Simulation:
                 self.placed_count += 1
                 return None
         reason = _explain(reasons)
-        self.failed[identity] = (self.placed_count, reason)
+        self.failed[_identity(pod, group, need)] = (self.placed_count, reason)
         return reason
 
     def _place(
@@ -628,6 +628,11 @@ def _daemon_port_reason(pool: PreparedPool, pod: Pod, indices: Sequence[int]) ->
         }
     )
     return "; ".join(taken) + " on its nodes"
+
+
+def _identity(pod: Pod, group: PodGroup, need: vec.Vector) -> tuple[object, ...]:
+    """What placement looks at: pods alike in it are placed, or refused, alike."""
+    return (group.tolerations_key, need, pod.namespace, tuple(sorted(pod.labels.items())), pod.host_ports)
 
 
 def _capacity_type_order(capacity_type: str) -> tuple[int, str]:
