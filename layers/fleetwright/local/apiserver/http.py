@@ -314,6 +314,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise _method_not_allowed(method)
 
     def _send_object(self, rt: ResourceType, obj: JsonObject, query: dict[str, str]) -> None:
+        obj = _as_version(rt, obj)
         if wants_table(self.headers.get("Accept", "")):
             rv = obj["metadata"].get("resourceVersion", "")
             self._send_json(200, self._table(rt, [obj], rv, query))
@@ -321,7 +322,14 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, obj)
 
     def _table(self, rt: ResourceType, items: list[JsonObject], rv: str, query: dict[str, str]) -> JsonObject:
-        return to_table(rt.kind, items, rv, self.server.store.clock(), query.get("includeObject", "Metadata"))
+        return to_table(
+            rt.kind,
+            items,
+            rv,
+            self.server.store.clock(),
+            query.get("includeObject", "Metadata"),
+            rt.printer_columns if rt.custom else None,
+        )
 
     def _selectors(self, query: dict[str, str]) -> tuple[LabelSelector, FieldSelector]:
         return parse_label_selector(query.get("labelSelector", "")), parse_field_selector(
@@ -331,6 +339,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _list(self, route: Route, query: dict[str, str]) -> None:
         labels, fields = self._selectors(query)
         items, rv = self.server.store.list(route.resource, route.namespace, labels, fields)
+        items = [_as_version(route.resource, o) for o in items]
         meta: JsonObject = {"resourceVersion": str(rv)}
         token = query.get("continue")
         if token:
@@ -367,7 +376,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _create(self, route: Route) -> None:
         body = self._checked_body(route)
         obj = self.server.store.create(route.resource, body, route.namespace)
-        self._send_json(201, obj)
+        self._send_json(201, _as_version(route.resource, obj))
 
     def _update(self, route: Route) -> None:
         body = self._checked_body(route)
@@ -376,7 +385,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise errors.bad_request("the name of the object does not match the name on the URL")
         body.setdefault("metadata", {})["name"] = route.name
         obj = self.server.store.update(route.resource, body, route.namespace, route.subresource)
-        self._send_json(200, obj)
+        self._send_json(200, _as_version(route.resource, obj))
 
     def _patch(self, route: Route) -> None:
         patch = self._json_body()
@@ -396,9 +405,11 @@ class RequestHandler(BaseHTTPRequestHandler):
             if exc.code != 404 or not content_type.startswith(APPLY_PATCH) or not isinstance(patch, dict):
                 raise
             patch.setdefault("metadata", {})["name"] = route.name
-            self._send_json(201, store.create(route.resource, patch, route.namespace))
+            self._send_json(
+                201, _as_version(route.resource, store.create(route.resource, patch, route.namespace))
+            )
             return
-        self._send_json(200, obj)
+        self._send_json(200, _as_version(route.resource, obj))
 
     def _delete_options(self, query: dict[str, str]) -> JsonObject:
         body = self._json_body(required=False)
@@ -584,7 +595,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             store.close_watch(watch)
 
     def _write_event(self, rt: ResourceType, event: WatchEvent, table: bool, query: dict[str, str]) -> None:
-        obj: JsonObject = event.object
+        obj: JsonObject = _as_version(rt, event.object)
         if table:
             obj = self._table(rt, [obj], obj["metadata"].get("resourceVersion", ""), query)
         self._write_chunk({"type": event.type, "object": obj})
@@ -619,6 +630,14 @@ class RequestHandler(BaseHTTPRequestHandler):
             return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
+
+
+def _as_version(rt: ResourceType, obj: JsonObject) -> JsonObject:
+    """A custom object as read through ``rt``'s version: every version holds the same schema-less data
+    (conversion strategy ``None``), only ``apiVersion`` differs."""
+    if rt.custom and obj.get("apiVersion") != rt.api_version:
+        return {**obj, "apiVersion": rt.api_version}
+    return obj
 
 
 def _flag(query: dict[str, str], name: str) -> bool:
