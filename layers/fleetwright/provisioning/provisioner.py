@@ -32,7 +32,9 @@ from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import Event, EventRecorder
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -97,6 +99,7 @@ class Provisioner:
         spans: obs.Spans | None = None,
         holder: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -109,6 +112,8 @@ class Provisioner:
         self.spans = spans or obs.NoSpans()
         self.holder = holder or f"provisioner-{uuid.uuid4().hex[:12]}"
         self.sleep = sleep
+        # Nominated / FailedScheduling on pods, launch failures on NodeClaims (never breaks a pass).
+        self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
         self._launching: set[str] = set()  # claims this process is launching right now
         self._retry_delay = RETRY_MIN_SECONDS
@@ -376,7 +381,10 @@ class Provisioner:
         report.unschedulable = len(results.errors)
         self._log_decision(results, report)
         if results.new_claims:
-            self._launch(results.new_claims, {t.name: t for t in templates}, by_name, accepted, report)
+            self._launch(
+                results.new_claims, {t.name: t for t in templates}, by_name, accepted, report, nominate=True
+            )
+        self.events.publish(*self._decision_events(results, nodes, records))
 
     def catalogs(self) -> tuple[list[InstanceType], dict[str, set[str]]]:
         """The instance types the NodePools' EC2NodeClasses can boot (their union, for the scheduler)
@@ -470,6 +478,24 @@ class Provisioner:
                     "pods cannot be scheduled", extra={"reason": reason, "count": count, "pods": keys}
                 )
 
+    @staticmethod
+    def _decision_events(
+        results: Results, nodes: Sequence[Node], records: Sequence[NodeClaimRecord]
+    ) -> list[Event]:
+        """Nominated for pods placed on nodes and claims in flight (``nodeclaim/X, node/Y`` as Karpenter
+        writes it), FailedScheduling with the scheduler's reason for pods no NodePool can run."""
+        in_flight = {n.name for n in nodes if n.in_flight}
+        claim_of_node = {r.node_name: r.id for r in records if r.node_name and r.active}
+        found: list[Event] = []
+        for placement in results.existing:
+            if placement.node in in_flight:
+                where = {"nodeclaim": placement.node}
+            else:
+                where = {"nodeclaim": claim_of_node.get(placement.node, ""), "node": placement.node}
+            found.extend(reasons.nominated(pod, **where) for pod in placement.pods)
+        found.extend(reasons.failed_scheduling(e.pod, e.reason) for e in results.errors)
+        return found
+
     # -- launching ---------------------------------------------------------------------------------------
 
     def _launch_deadline(self) -> float:
@@ -487,6 +513,8 @@ class Provisioner:
         by_name: Mapping[str, InstanceType],
         accepted: Mapping[str, set[str]],
         report: PassReport,
+        *,
+        nominate: bool = False,
     ) -> None:
         # Renewing proves the lease is still ours and gives the launches a full lease to finish in.
         self.lease.renew()
@@ -533,6 +561,15 @@ class Provisioner:
                 planned.append((claim, record, launch_request(record, candidates, node_class)))
             refused_before = self._refused_offerings()
             self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
+            if nominate:
+                self.events.publish(
+                    *(
+                        reasons.nominated(pod, nodeclaim=record.id)
+                        for claim, record, _ in planned
+                        if record.id not in report.failed
+                        for pod in claim.pods
+                    )
+                )
         finally:
             # Claims recorded but not settled here stay Launching: reconciliation adopts their instance
             # (found by tag) or fails them once their deadline and the settle grace have passed.
@@ -705,6 +742,12 @@ class Provisioner:
         ):
             self.log.warning("failed claim was settled by another writer", extra={"nodeclaim": record.id})
         report.failed[record.id] = reason
+        capacity = bool(error.failures) and all(
+            f.kind == FailureKind.INSUFFICIENT_CAPACITY for f in error.failures
+        )
+        self.events.publish(
+            reasons.launch_failed(reasons.nodeclaim_ref(record.id), reason, capacity=capacity)
+        )
         self.log.error(
             "nodeclaim launch failed",
             extra={
