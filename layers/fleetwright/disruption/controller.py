@@ -40,6 +40,8 @@ from fleetwright.disruption.execution import (
 from fleetwright.disruption.inputs import Gathered, InputReader
 from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
 from fleetwright.interruption.workflow import WorkflowStarter
+from fleetwright.kube import reasons
+from fleetwright.kube.events import Event, EventRecorder, ObjectRef
 from fleetwright.provisioning.observability import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,8 @@ class DisruptionController:
     ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``;
     ``sweep`` anything with ``sweep()`` (:class:`~fleetwright.disruption.sweep.DisruptionSweep`).
     ``monotonic`` measures how old a plan is when it is acted on; ``clock`` gives epoch seconds.
-    ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`.
+    ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`. ``events`` publishes
+    DisruptionBlocked, Unconsolidatable and DisruptionLaunching (default: through the reader's cluster).
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class DisruptionController:
         validator: Validator | None = None,
         drain_interval_seconds: int = 5,
         poll_seconds: int = 5,
+        events: EventRecorder | None = None,
     ) -> None:
         self.settings = settings or reader.settings
         reader.settings = self.settings
@@ -159,6 +163,10 @@ class DisruptionController:
         self.monotonic = monotonic
         self._planner = planner
         self._validator = validator
+        kube = getattr(reader, "kube", None)
+        if events is None and kube is not None:
+            events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
+        self.events = events
         self.executor = CommandExecutor(
             workflow,
             launcher,
@@ -168,6 +176,7 @@ class DisruptionController:
             clock=clock,
             drain_interval_seconds=drain_interval_seconds,
             poll_seconds=poll_seconds,
+            events=events,
         )
 
     def _functions(self) -> tuple[Planner, Validator]:
@@ -221,6 +230,8 @@ class DisruptionController:
         report.skipped = dict(plan.skipped)
         commands = [*plan.expirations, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
+        if not self.dry_run:
+            self._publish_notices(plan, gathered)
         if not commands:
             return
         if self.dry_run:
@@ -252,6 +263,26 @@ class DisruptionController:
         return kept
 
     # -- observability ---------------------------------------------------------------------------------
+
+    def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
+        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim."""
+        if self.events is None:
+            return
+        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, plan_notices
+
+        found: list[Event] = []
+        for notice in plan_notices(gathered.input, plan):
+            node = gathered.node_objects.get(notice.node)
+            refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]
+            if notice.claim:
+                refs.append(reasons.nodeclaim_ref(notice.claim))
+            build = (
+                reasons.disruption_blocked
+                if notice.reason == DISRUPTION_BLOCKED
+                else reasons.unconsolidatable
+            )
+            found.extend(build(ref, notice.message) for ref in refs)
+        self.events.publish(*found)
 
     def _observe(self, gathered: Gathered, report: DisruptionReport) -> None:
         ours = gathered.ours()

@@ -12,9 +12,9 @@ Two layers, as in Karpenter:
      ``(combined from similar events):``;
    - a token bucket per source + object (burst 25, one more every 5 minutes) drops the rest.
 
-The state lives at module scope (:func:`shared_correlator`), bounded LRU caches of 4,096 entries each, so
-a Lambda environment keeps it across invocations. Writing an event never raises: a failure is logged and
-counted (``EventsNotRecorded``), and the pass goes on.
+The state lives at module scope, one per cluster (:func:`shared_correlator`), in bounded LRU caches of
+4,096 entries each, so a Lambda environment keeps it across invocations. Writing an event never raises: a
+failure is logged and counted (``EventsNotRecorded``), and the pass goes on.
 """
 
 from __future__ import annotations
@@ -359,12 +359,28 @@ class EventCorrelator:
             )
 
 
-_SHARED = EventCorrelator()
+_SHARED: Lru[str, EventCorrelator] = Lru(16)
+_SHARED_LOCK = threading.Lock()
 
 
-def shared_correlator() -> EventCorrelator:
-    """The process-wide correlator (kept across a warm Lambda's invocations)."""
-    return _SHARED
+def shared_correlator(cluster: str = "") -> EventCorrelator:
+    """The process-wide correlator of ``cluster`` (its API server URL), kept across a warm Lambda's
+    invocations: what was recorded about one cluster's objects says nothing about another's."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(cluster)
+        if found is None:
+            found = EventCorrelator()
+            _SHARED.put(cluster, found)
+        return found
+
+
+def _endpoint(client: Any) -> str:
+    """The API server a client talks to ("" when it does not say)."""
+    for holder, attribute in (("configuration", "host"), ("config", "server")):
+        value = getattr(getattr(client, holder, None), attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 class EventRecorder:
@@ -385,7 +401,7 @@ class EventRecorder:
     ) -> None:
         self.client = client
         self.component = component
-        self.correlator = correlator or shared_correlator()
+        self.correlator = correlator or shared_correlator(_endpoint(client))
         self.metrics = metrics
         self.log = logger or log
         self._paused_until = 0.0
