@@ -35,8 +35,9 @@ def pod_ref(pod: Pod) -> ObjectRef:
 
 
 def node_ref(name: str, uid: str = "") -> ObjectRef:
-    """The reference to a Node."""
-    return ObjectRef("Node", name, uid=uid)
+    """The reference to a Node; without its uid, the node's name stands for it (the kubelet's convention,
+    which ``kubectl describe node`` also searches)."""
+    return ObjectRef("Node", name, uid=uid or name)
 
 
 def nodeclaim_ref(name: str, uid: str = "") -> ObjectRef:

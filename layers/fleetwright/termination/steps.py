@@ -36,7 +36,9 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from fleetwright.aws.instances import NotOwnedError
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import EventRecorder, ObjectRef
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
 from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
 from fleetwright.termination.claims import ClaimBook
@@ -145,6 +147,8 @@ class TerminationSteps:
         self.log = logger or logging.getLogger("fleetwright.termination")
         self._executions = executions
         self._client: StepFunctions = None
+        # DisruptionWaitingReadiness on replacements, DisruptionTerminating on the node and its NodeClaim.
+        self.events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
 
         def plain(step: Callable[[State], State]) -> Callable[[State, ExecutionContext], State]:
             return lambda state, _context: step(state)
@@ -196,6 +200,10 @@ class TerminationSteps:
         out_of_time = now >= request.deadline_epoch - request.drain_reserve_seconds
         ready = not pending or out_of_time or not request.wait_for_replacement
         passes = self._count_pass(state)
+        if not ready:
+            self.events.publish(
+                *(reasons.disruption_waiting_readiness(reasons.nodeclaim_ref(c)) for c in pending)
+            )
         state["replacement"] = {
             "ready": ready,
             "pending": pending,
@@ -215,6 +223,8 @@ class TerminationSteps:
         try:
             if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
                 return self._call_off(state, request, passes)
+            if not passes:
+                self._terminating(request)
             result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
         except Exception as error:
             if not is_transient(error):
@@ -245,6 +255,22 @@ class TerminationSteps:
             and self._time_to_continue(request, loop_passes, context),
         }
         return state
+
+    def _terminating(self, request: TerminationRequest) -> None:
+        """``Disrupting Node: <reason>`` on the node and ``Disrupting NodeClaim: <reason>`` on its claim,
+        as the drain starts (replacements, if any, are ready or given up on)."""
+        refs = []
+        if request.node:
+            try:
+                node = self.kube.get_node(request.node)
+            except Exception:  # the drain pass reports API trouble; the event names the node anyway
+                node = None
+            refs.append(
+                ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(request.node)
+            )
+        if request.claim_id:
+            refs.append(reasons.nodeclaim_ref(request.claim_id))
+        self.events.publish(*(reasons.disruption_terminating(ref, request.reason) for ref in refs))
 
     def _drain_refused(
         self,
