@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
@@ -65,6 +65,9 @@ from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
 
+if TYPE_CHECKING:
+    from fleetwright.provisioning.nodepool_source import NodePoolSource
+
 MAX_LOGGED_PODS = 20
 RETRY_MIN_SECONDS = 2.0
 RETRY_MAX_SECONDS = 30.0
@@ -100,6 +103,7 @@ class Provisioner:
         holder: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         events: EventRecorder | None = None,
+        nodepool_source: NodePoolSource | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -115,6 +119,8 @@ class Provisioner:
         # Nominated / FailedScheduling on pods, launch failures on NodeClaims (never breaks a pass).
         self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
+        # NodePools from the cluster, re-read (and their status written) at the start of each pass.
+        self.nodepool_source = nodepool_source
         self._launching: set[str] = set()  # claims this process is launching right now
         self._retry_delay = RETRY_MIN_SECONDS
         self._pass_lock = threading.RLock()
@@ -166,6 +172,8 @@ class Provisioner:
         try:
             with self._lease_held(wait_until):
                 report.lease_acquired = True
+                if self.nodepool_source is not None:
+                    self.nodepool_source.refresh()
                 report.reconciles.append(self.reconcile())
                 if provision:
                     report.passes.append(self.provision(batch_size=batch_size))
