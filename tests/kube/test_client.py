@@ -452,3 +452,31 @@ def test_insecure_skip_tls_verify_accepts_any_certificate(tls_stub: StubServer) 
     client = KubeClient(ClusterConfig(tls_stub.url, insecure=True))
     with pytest.warns(Warning):  # urllib3 warns about unverified HTTPS, as it should
         assert client.get(NODES, "n1")["metadata"]["name"] == "n1"
+
+
+# -- faults injected into the emulator ----------------------------------------------------------------
+
+
+def test_emulator_throttling_and_server_errors_are_ridden_out(apiserver: ApiServer) -> None:
+    sleeps = Sleeps()
+    client = make_client(apiserver.url, sleeps)
+    client.create(NODES, {"metadata": {"name": "n1"}})
+    apiserver.faults.inject(503, verb="GET", resource="nodes", times=2)
+    apiserver.faults.inject(429, verb="PATCH", resource="nodes", retry_after=2)
+    assert [n["metadata"]["name"] for n in client.list(NODES).items] == ["n1"]
+    node = client.patch(NODES, "n1", {"metadata": {"labels": {"team": "a"}}})
+    assert node["metadata"]["labels"]["team"] == "a"
+    assert sleeps == [0.2, 0.4, 2.0]  # two backoffs for the 503s, then the server's Retry-After
+
+
+def test_an_emulator_outage_is_a_connection_error_once_the_attempts_run_out(apiserver: ApiServer) -> None:
+    sleeps = Sleeps()
+    client = make_client(apiserver.url, sleeps, max_attempts=3)
+    apiserver.faults.down()
+    with pytest.raises(KubeConnectionError, match="after 3 attempts"):
+        client.get(NODES, "n1")
+    assert apiserver.faults.reset_connections == 3
+    apiserver.faults.up()
+    with pytest.raises(KubeApiError) as raised:
+        client.get(NODES, "n1")
+    assert raised.value.not_found
