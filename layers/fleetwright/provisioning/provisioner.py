@@ -35,6 +35,7 @@ from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import Event, EventRecorder
+from fleetwright.kube.resources import NODES
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -55,7 +56,14 @@ from fleetwright.provisioning.claims import (
 )
 from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.registration import is_initialized, node_name, nodes_by_instance
+from fleetwright.provisioning.registration import (
+    NODE_SYNC_ERRORS,
+    initialization_change,
+    is_initialized,
+    node_name,
+    nodes_by_instance,
+    registration_change,
+)
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 from fleetwright.provisioning.watcher import PodWatcher
 from fleetwright.scheduling.scheduler import schedule
@@ -812,12 +820,18 @@ class Provisioner:
             return
         nodes = nodes_by_instance(self.kube.list_nodes())
         now = self.wall_clock()
+        type_labels = _TypeLabels(self.catalogs)
         for record in following:
             node = nodes.get(record.instance_id)
-            if record.status == ClaimStatus.LAUNCHED:
+            if record.status == ClaimStatus.LAUNCHED and node is None:
+                self._check_timeout(record, now, report)
+                continue
+            if node is not None and record.status in (ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED):
+                # Labels, finalizer and registered label go on the Node before the claim says Registered.
+                node = self._sync_node(node, registration_change(record, type_labels(record)))
                 if node is None:
-                    self._check_timeout(record, now, report)
-                    continue
+                    continue  # the Node went away meanwhile: the next reconciliation looks again
+            if record.status == ClaimStatus.LAUNCHED and node is not None:
                 if not self.state.nodeclaims.transition(
                     record.id,
                     ClaimStatus.LAUNCHED,
@@ -840,6 +854,8 @@ class Provisioner:
                     )
             if record.status != ClaimStatus.REGISTERED or node is None or not is_initialized(node, record):
                 continue
+            if self._sync_node(node, initialization_change) is None:
+                continue
             if not self.state.nodeclaims.transition(
                 record.id, ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED, initialized_at=now
             ):
@@ -848,6 +864,24 @@ class Provisioner:
                 report.initialized.append(record.id)
                 self.metrics.add(obs.NODES_INITIALIZED, 1, obs.COUNT, {"NodePool": record.nodepool})
                 self.log.info("node initialized", extra={"nodeclaim": record.id, "node": node_name(node)})
+
+    def _sync_node(
+        self, node: Mapping[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> Mapping[str, Any] | None:
+        """Apply ``change`` to the Node unless the listed object already has it; the Node as written, or
+        None when it no longer exists or the API refused (logged and counted: the next reconciliation
+        tries again, and the claim does not move on meanwhile)."""
+        if change(dict(node)) is None:
+            return node
+        try:
+            return self.kube.modify(NODES, node_name(node), change)
+        except Exception as error:
+            self.metrics.add(NODE_SYNC_ERRORS, 1, obs.COUNT)
+            self.log.warning(
+                "cannot update the node; the next reconciliation tries again",
+                extra={"node": node_name(node), "error": f"{type(error).__name__}: {error}"[:500]},
+            )
+            return None
 
     def _check_timeout(self, record: NodeClaimRecord, now: float, report: ReconcileReport) -> None:
         since = record.launched_at or record.created_at
@@ -950,3 +984,17 @@ class Provisioner:
                 )
             else:
                 self._lost_transition(record, ClaimStatus.FAILED)
+
+
+class _TypeLabels:
+    """The catalog's labels of a claim's instance type, the catalog read once and only when needed."""
+
+    def __init__(self, catalogs: Callable[[], tuple[list[InstanceType], dict[str, set[str]]]]) -> None:
+        self._catalogs = catalogs
+        self._by_name: dict[str, InstanceType] | None = None
+
+    def __call__(self, record: NodeClaimRecord) -> dict[str, str]:
+        if self._by_name is None:
+            self._by_name = {t.name: t for t in self._catalogs()[0]}
+        found = self._by_name.get(record.instance_type)
+        return dict(found.labels) if found is not None else {}
