@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
-from fleetwright.kube.resources import EVENTS
+from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS, Resource
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -56,6 +56,10 @@ MESSAGE_LIMIT = 1024  # the API server refuses longer messages
 EVENTS_NOT_RECORDED = "EventsNotRecorded"
 
 log = logging.getLogger("fleetwright.events")
+
+# Kinds whose uid the recorder looks up when an event names them without one: ``kubectl describe``
+# finds events by the object's uid.
+_LOOKED_UP: dict[str, Resource] = {"NodeClaim": NODE_CLAIMS, "NodePool": NODE_POOLS}
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -405,6 +409,7 @@ class EventRecorder:
         self.metrics = metrics
         self.log = logger or log
         self._paused_until = 0.0
+        self._uids: Lru[tuple[str, str], str] = Lru(CACHE_ENTRIES)
 
     def publish(self, *events: Event) -> None:
         """Publish each event (deduped, correlated); never raises."""
@@ -463,9 +468,40 @@ class EventRecorder:
             "count": 1,
         }
 
+    def _with_uid(self, event: Event) -> Event:
+        """``event`` naming its object's uid, looked up for the kinds that need it (unchanged when the
+        object does not exist, or its kind is not served)."""
+        ref = event.involved
+        resource = _LOOKED_UP.get(ref.kind)
+        if ref.uid or resource is None:
+            return event
+        key = (ref.kind, ref.name)
+        uid = self._uids.get(key)
+        if uid is None:
+            try:
+                found = self.client.get(resource, ref.name)
+            except KubeApiError as error:
+                if error.not_found:
+                    return event
+                raise
+            uid = str((found.get("metadata") or {}).get("uid") or "")
+            self._uids.put(key, uid)
+        if not uid:
+            return event
+        return Event(
+            ObjectRef(ref.kind, ref.name, ref.namespace, uid, ref.api_version),
+            event.reason,
+            event.message,
+            event.type,
+            event.dedupe_values,
+            event.dedupe_seconds,
+            event.limiter,
+        )
+
     def _publish(self, event: Event) -> None:
         if not event.involved.name or not self.correlator.fresh(event):
             return
+        event = self._with_uid(event)
         result = self.correlator.correlate(self.body(event))
         if result.skip:
             return

@@ -56,6 +56,8 @@ from fleetwright.provisioning.claims import (
 )
 from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.provisioning.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
+from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from fleetwright.provisioning.registration import (
     NODE_SYNC_ERRORS,
     initialization_change,
@@ -126,6 +128,10 @@ class Provisioner:
         self.sleep = sleep
         # Nominated / FailedScheduling on pods, launch failures on NodeClaims (never breaks a pass).
         self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
+        # NodeClaim objects mirroring the claim records (when the CRD is installed).
+        self.nodeclaim_objects = NodeClaimObjects(
+            kube.client, clock=self.clock, metrics=self.metrics, logger=self.log
+        )
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
         # NodePools from the cluster, re-read (and their status written) at the start of each pass.
         self.nodepool_source = nodepool_source
@@ -577,6 +583,9 @@ class Provisioner:
                 planned.append((claim, record, launch_request(record, candidates, node_class)))
             refused_before = self._refused_offerings()
             self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
+            for claim, record, _ in planned:
+                if record.id not in report.failed:
+                    self.nodeclaim_objects.write(record, requests=claim.requests)
             if nominate:
                 self.events.publish(
                     *(
@@ -687,6 +696,7 @@ class Provisioner:
             )
             return
         record.status = str(ClaimStatus.LAUNCHED)
+        self.nodeclaim_objects.remember_image(record.id, instance.image_id)
         report.launched.append(record)
         dimensions = {
             "NodePool": record.nodepool,
@@ -801,6 +811,7 @@ class Provisioner:
         try:
             with self._lease_held(self.clock()), self.spans.span("reconcile"):
                 self._reconcile(report)
+                self._sync_nodeclaim_objects()
         except LeaseLostError:
             raise
         except Exception as error:
@@ -882,6 +893,17 @@ class Provisioner:
                 extra={"node": node_name(node), "error": f"{type(error).__name__}: {error}"[:500]},
             )
             return None
+
+    def _sync_nodeclaim_objects(self) -> None:
+        """Bring the NodeClaim objects in line with the records (after the table, which stays right)."""
+        try:
+            if self.nodeclaim_objects.installed():
+                self.nodeclaim_objects.sync(self.state.nodeclaims.list())
+        except Exception as error:  # the mirror never fails a reconciliation
+            self.metrics.add(NODECLAIM_SYNC_ERRORS, 1, obs.COUNT, {"Operation": "Reconcile"})
+            self.log.warning(
+                "NodeClaim objects not reconciled", extra={"error": f"{type(error).__name__}: {error}"}
+            )
 
     def _check_timeout(self, record: NodeClaimRecord, now: float, report: ReconcileReport) -> None:
         since = record.launched_at or record.created_at
