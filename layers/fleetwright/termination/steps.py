@@ -10,8 +10,8 @@
 | ``continue`` | starts the next execution (:mod:`fleetwright.termination.continuation`) | ``continuation`` |
 | ``terminate`` | TerminateInstances after the ownership check | ``instance`` |
 | ``check_instance`` | is the instance shutting down or gone? | ``instance.gone`` |
-| ``delete_node`` | deletes the Node (only if it is still this instance's) | ``node`` |
-| ``finalize_claim`` | marks the NodeClaim terminated | ``claim`` |
+| ``delete_node`` | deletes the Node, lifts its finalizer (if still this instance's) | ``node`` |
+| ``finalize_claim`` | marks the claim terminated, lifts its NodeClaim's finalizer | ``claim`` |
 | ``record_failure`` | Warning event on the Node, ``TerminationFailures`` metric² | ``failure`` |
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
@@ -22,7 +22,8 @@ A pass the Kubernetes API refused (unreachable, 5xx, throttled) is a pass that d
 ² Best effort on the API: what it could not do is listed in ``failure.problems`` and, while the API may
 come back, ``failure.pending`` asks the state machine to run it again. It also uncordons the node when its
 instance was never asked to terminate and still runs (every reason: a cordoned node with no workflow is the
-worst outcome).
+worst outcome), unless the Node is being deleted: the disruption pass then starts the workflow again
+(``fleetwright.disruption.deletion``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,14 @@ from fleetwright.aws.instances import NotOwnedError
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import EventRecorder, ObjectRef
+from fleetwright.kube.resources import NODE_CLAIMS
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
+from fleetwright.provisioning.registration import (
+    TERMINATION_FINALIZER,
+    instance_id_of,
+    nodes_by_instance,
+    release_node,
+)
 from fleetwright.termination.claims import ClaimBook
 from fleetwright.termination.continuation import (
     ExecutionContext,
@@ -462,8 +469,10 @@ class TerminationSteps:
                         },
                     )
                 else:
-                    uid = (node.get("metadata") or {}).get("uid")
-                    deleted = self.kube.delete_node(request.node, uid=uid)
+                    uid = str((node.get("metadata") or {}).get("uid") or "")
+                    deleted = self.kube.delete_node(request.node, uid=uid or None)
+                    # The termination finalizer held the Node (Terminating) until its instance was gone.
+                    release_node(self.kube, request.node, uid)
         state["node"] = {"deleted": deleted}
         return state
 
@@ -473,6 +482,9 @@ class TerminationSteps:
         finalized = False
         if request.claim_id and self.claims is not None:
             finalized = self.claims.finalize(request.claim_id, f"terminated: {request.reason}")
+        if request.claim_id:
+            # A NodeClaim object being deleted waits for its instance to be gone, as its Node did.
+            self.kube.remove_finalizer(NODE_CLAIMS, request.claim_id, TERMINATION_FINALIZER)
         self.metrics.add(NODES_TERMINATED, 1, COUNT, {"Reason": request.reason})
         self.log.info(
             "node terminated",
@@ -529,12 +541,14 @@ class TerminationSteps:
                 and not uncordoned
                 and not state.get("instance")
                 and str(raw.get("reason") or "") != SPOT_INTERRUPTION_REASON
+                and not (obj.get("metadata") or {}).get("deletionTimestamp")
                 and _owned_by(obj, instance_id)
             ):
                 # Never asked to terminate: give the node back rather than leave it cordoned with no
                 # workflow to finish the job. An interruption that still applies starts a new workflow.
                 # A spot-interrupted node is not given back: EC2 reclaims its instance within two minutes,
-                # and pods placed on it would only be interrupted again.
+                # and pods placed on it would only be interrupted again. Nor is a Node being deleted: its
+                # finalizer holds it and the disruption pass starts the workflow again.
                 try:
                     if self._still_running(instance_id):
                         uncordoned = self.kube.unmark_disrupted(node) is not None
