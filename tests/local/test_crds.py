@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -382,3 +383,32 @@ def test_scope_cannot_change(api: client.ApiClient) -> None:
 
     assert "field is immutable" in error_message(refused.value)
     wait_for(lambda: extensions.read_custom_resource_definition(f"widgets.{GROUP}").spec.scope == "Cluster")
+
+
+def test_unknown_fields_are_refused_when_strict_and_warned_about_otherwise(
+    custom: client.CustomObjectsApi, token_server: ApiServer
+) -> None:
+    with pytest.raises(ApiException) as refused:
+        custom.create_cluster_custom_object(
+            GROUP, "v1", "widgets", widget("strict", 2, typo=1), field_validation="Strict"
+        )
+    assert refused.value.status == 400
+    assert error_message(refused.value).endswith('strict decoding error: unknown field "spec.typo"')
+
+    request = urllib.request.Request(
+        f"{token_server.url}/apis/{GROUP}/v1/widgets",
+        data=json.dumps(widget("warned", 2, typo=1)).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.headers.get_all("Warning") == ['299 - "unknown field \\"spec.typo\\""']
+        assert json.loads(response.read())["spec"] == {"size": 2, "color": "red"}
+
+
+def test_kubectl_prints_the_unknown_field_warning(kubectl: Kubectl, tmp_path: Path) -> None:
+    kubectl("apply", "-f", write(tmp_path, widget_crd()))
+
+    applied = kubectl.run("apply", "-f", write(tmp_path, widget("typo", 2, colour="blue")))
+
+    assert 'Warning: unknown field "spec.colour"' in applied.stderr

@@ -12,6 +12,7 @@ Objects of a custom resource are pruned, defaulted and validated by ``fleetwrigh
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -216,6 +217,29 @@ def accepted_status(crd: JsonObject, now: str) -> JsonObject:
     if storage not in stored:
         stored.append(storage)
     return {"acceptedNames": accepted, "conditions": conditions, "storedVersions": stored}
+
+
+def unknown_fields(rt: ResourceType, obj: JsonObject) -> list[str]:
+    """The fields of ``obj`` its schema does not declare (what ``admit_object`` would prune)."""
+    if rt.schema is None:
+        return []
+    return admit(rt.schema, copy.deepcopy(obj)).pruned
+
+
+def field_validation(rt: ResourceType, obj: JsonObject, directive: str) -> list[str]:
+    """Apply the ``fieldValidation`` query parameter to a custom object about to be written: ``Strict``
+    refuses unknown fields (400, as a real server's strict decoding does), ``Ignore`` drops them quietly,
+    anything else (``Warn``, the default) returns one warning per field for the ``Warning`` header."""
+    if not rt.custom or directive == "Ignore":
+        return []
+    unknown = unknown_fields(rt, obj)
+    if unknown and directive == "Strict":
+        listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+        raise errors.bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            f"strict decoding error: {listed}"
+        )
+    return [f'unknown field "{path}"' for path in unknown]
 
 
 def admit_object(rt: ResourceType, obj: JsonObject) -> None:

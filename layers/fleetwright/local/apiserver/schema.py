@@ -22,10 +22,18 @@ JsonObject = dict[str, Any]
 _ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 
 
-def admit(schema: JsonObject, obj: JsonObject) -> list[str]:
-    """Prune, default and validate ``obj`` in place against a version's ``openAPIV3Schema``; the field
-    errors found, worded like the real server's."""
-    errors: list[str] = []
+class Findings(list[str]):
+    """The field errors found (worded like the real server's), and ``pruned``: the paths of the fields
+    dropped because the schema does not declare them (``spec.junk``, ``spec.items[0].typo``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pruned: list[str] = []
+
+
+def admit(schema: JsonObject, obj: JsonObject) -> Findings:
+    """Prune, default and validate ``obj`` in place against a version's ``openAPIV3Schema``."""
+    errors = Findings()
     root = {k: v for k, v in obj.items() if k not in _ROOT_FIELDS}
     checked = _walk(schema, root, "", errors)
     for key in [k for k in obj if k not in _ROOT_FIELDS]:
@@ -85,7 +93,7 @@ def _allowed_types(schema: JsonObject) -> list[str] | None:
     return None
 
 
-def _walk(schema: JsonObject, value: Any, path: str, errors: list[str]) -> Any:
+def _walk(schema: JsonObject, value: Any, path: str, errors: Findings) -> Any:
     types = _allowed_types(schema)
     if types is not None and not any(_is(t, value) for t in types):
         shown = _type_name(value)
@@ -107,7 +115,7 @@ def _walk(schema: JsonObject, value: Any, path: str, errors: list[str]) -> Any:
     return value
 
 
-def _object(schema: JsonObject, value: JsonObject, path: str, errors: list[str]) -> JsonObject:
+def _object(schema: JsonObject, value: JsonObject, path: str, errors: Findings) -> JsonObject:
     properties: JsonObject = schema.get("properties") or {}
     additional = schema.get("additionalProperties")
     preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
@@ -119,7 +127,9 @@ def _object(schema: JsonObject, value: JsonObject, path: str, errors: list[str])
         if child_schema is None:
             if preserve or additional is True:
                 result[key] = child
-            continue  # pruned, as the real server drops undeclared fields
+            else:
+                errors.pruned.append(_join(path, key))  # the real server drops undeclared fields
+            continue
         if child is None and not child_schema.get("nullable"):
             continue
         result[key] = _walk(child_schema, child, _join(path, key), errors)
@@ -142,7 +152,7 @@ def _object(schema: JsonObject, value: JsonObject, path: str, errors: list[str])
     return result
 
 
-def _array(schema: JsonObject, value: list[Any], path: str, errors: list[str]) -> list[Any]:
+def _array(schema: JsonObject, value: list[Any], path: str, errors: Findings) -> list[Any]:
     items = schema.get("items")
     result = (
         [_walk(items, item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
@@ -159,7 +169,7 @@ def _array(schema: JsonObject, value: list[Any], path: str, errors: list[str]) -
     return result
 
 
-def _scalar(schema: JsonObject, value: Any, path: str, errors: list[str]) -> None:
+def _scalar(schema: JsonObject, value: Any, path: str, errors: Findings) -> None:
     if isinstance(value, str):
         pattern = schema.get("pattern")
         if pattern and not _matches(str(pattern), value):
