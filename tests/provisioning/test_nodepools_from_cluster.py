@@ -159,7 +159,7 @@ def test_an_applied_nodepool_launches_on_the_next_pass(world: World, kubectl: Ku
 def test_an_invalid_nodepool_is_reported_and_skipped(
     world: World, kubectl: Kubectl, make: Make, apiserver: ApiServer
 ) -> None:
-    provisioner, _, metrics = make()
+    provisioner, source, metrics = make()
     kubectl.apply(
         NODECLASS,
         nodepool_doc("broken", "c5.large", limits={"cpu": "lots"}, weight=100),
@@ -184,6 +184,12 @@ def test_an_invalid_nodepool_is_reported_and_skipped(
     assert event["message"] == message
     assert event["involvedObject"]["apiVersion"] == "karpenter.sh/v1"
     assert metrics.total(INVALID_KARPENTER_OBJECTS, Kind="NodePool") == 1
+    # The next pass reports it again, without a second Event (deduplicated like Karpenter's).
+    source.refresh()
+    again = [
+        e for e in world.client.list(EVENTS, "default").items if e["involvedObject"].get("name") == "broken"
+    ]
+    assert [(e["metadata"]["name"], e.get("count", 1)) for e in again] == [(event["metadata"]["name"], 1)]
     described = kubectl("describe", "nodepool", "broken")
     assert "ValidationFailed" in described
 

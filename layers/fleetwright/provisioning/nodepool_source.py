@@ -186,19 +186,21 @@ class NodePoolSource:
     def _report(
         self, invalid: Mapping[tuple[str, str], str], objects: Mapping[tuple[str, str], JsonObject]
     ) -> None:
-        """A log line and a Warning Event for each object whose problem is new or changed."""
+        """A log line for each object whose problem is new or changed, and (from the source that writes
+        status, the provisioner's) a Warning Event for each, which the recorder deduplicates."""
         for key, problem in invalid.items():
-            obj = objects[key]
-            api_version = str(obj.get("apiVersion") or "")
-            self.events.publish(
-                Event(
-                    ObjectRef.of(obj, kind=key[0], api_version=api_version),
-                    VALIDATION_FAILED,
-                    problem,
-                    type=WARNING,
-                    dedupe_values=(key[0], key[1], problem),
+            if self.status is not None:
+                obj = objects[key]
+                api_version = str(obj.get("apiVersion") or "")
+                self.events.publish(
+                    Event(
+                        ObjectRef.of(obj, kind=key[0], api_version=api_version),
+                        VALIDATION_FAILED,
+                        problem,
+                        type=WARNING,
+                        dedupe_values=(key[0], key[1], problem),
+                    )
                 )
-            )
             if self._reported.get(key) != problem:
                 self.log.warning(
                     "%s %s is invalid and ignored: %s",
