@@ -3,6 +3,9 @@ with Karpenter's columns, and what the API server stores still reads as the same
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.resources import CUSTOM_RESOURCE_DEFINITIONS, ResourceType
 from fleetwright.model.errors import DocumentRef
 from fleetwright.model.karpenter import parse_karpenter_document
-from tests.local.conftest import REPO, Kubectl
+from tests.local.conftest import KUBECTL, REPO, Kubectl
 
 DOCUMENTS = [
     REPO / "examples" / "inflate" / "nodepool.yaml",
@@ -142,3 +145,44 @@ def test_installing_twice_keeps_the_objects(apiserver: ApiServer) -> None:
     after = apiserver.store.get(CUSTOM_RESOURCE_DEFINITIONS, None, "nodepools.karpenter.sh")
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert served(apiserver, "nodepools", "karpenter.sh").printer_columns
+
+
+def test_cli_installs_the_crds(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetwright.cli",
+            "local",
+            "apiserver",
+            "--port",
+            "0",
+            "--karpenter-crds",
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        installed = process.stdout.readline()
+        assert installed.strip() == (
+            "installed ec2nodeclasses.karpenter.k8s.aws, nodeclaims.karpenter.sh, nodepools.karpenter.sh"
+        )
+        process.stdout.readline()  # listening on ...
+        process.stdout.readline()  # kubeconfig written to ...
+        listed = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(kubeconfig), "get", "nodepools,nodeclaims,ec2nodeclasses"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert "No resources found" in listed.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=10)
