@@ -15,8 +15,8 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from fleetwright.local.apiserver import ApiServer
-from fleetwright.local.apiserver.resources import ResourceType
+from fleetwright.local.apiserver import ApiServer, Store
+from fleetwright.local.apiserver.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, ResourceType
 from tests.local.conftest import TOKEN, Kubectl
 from tests.local.helpers import wait_for
 
@@ -412,3 +412,34 @@ def test_kubectl_prints_the_unknown_field_warning(kubectl: Kubectl, tmp_path: Pa
     applied = kubectl.run("apply", "-f", write(tmp_path, widget("typo", 2, colour="blue")))
 
     assert 'Warning: unknown field "spec.colour"' in applied.stderr
+
+
+def test_changing_a_crd_changes_what_is_served() -> None:
+    store = Store()
+    crd = widget_crd("servings", "Serving")
+    store.create(CUSTOM_RESOURCE_DEFINITIONS, crd)
+    assert store.registry.lookup(GROUP, "v1beta1", "servings") is not None
+
+    current = store.get(CUSTOM_RESOURCE_DEFINITIONS, None, f"servings.{GROUP}")
+    current["spec"]["versions"][1]["served"] = False
+    current["spec"]["versions"][0]["additionalPrinterColumns"] = []
+    store.update(CUSTOM_RESOURCE_DEFINITIONS, current)
+
+    assert store.registry.lookup(GROUP, "v1beta1", "servings") is None
+    served = store.registry.lookup(GROUP, "v1", "servings")
+    assert served is not None and served.printer_columns == ()
+    assert store.registry.api_group(GROUP)["preferredVersion"]["version"] == "v1"
+
+
+def test_deleting_a_namespace_deletes_its_custom_objects() -> None:
+    store = Store()
+    store.create(CUSTOM_RESOURCE_DEFINITIONS, widget_crd("gadgets", "Gadget", "Namespaced"))
+    gadgets = store.registry.lookup(GROUP, "v1", "gadgets")
+    assert gadgets is not None
+    store.create(NAMESPACES, {"metadata": {"name": "team"}})
+    store.create(gadgets, widget("g1", kind="Gadget"), "team")
+    store.create(gadgets, widget("g2", kind="Gadget"), "default")
+
+    store.delete(NAMESPACES, None, "team")
+
+    assert [o["metadata"]["name"] for o in store.list(gadgets)[0]] == ["g2"]
