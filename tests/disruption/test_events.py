@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.kube.resources import EVENTS
+from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from tests.disruption.conftest import Rig, RigFactory, nodepool
 
 JsonObject = dict[str, Any]
@@ -15,6 +18,16 @@ def events(rig: Rig, name: str, kind: str) -> list[tuple[str, str]]:
     """(reason, message) of the events about the object ``kind``/``name``."""
     listed = rig.world.client.list(EVENTS, field_selector=f"involvedObject.name={name}").items
     return sorted((e["reason"], e["message"]) for e in listed if e["involvedObject"]["kind"] == kind)
+
+
+def conditions(rig: Rig, claim: str) -> dict[str, str]:
+    """The object's Drifted / Consolidatable conditions that are True, with their messages."""
+    obj = rig.world.client.get(NODE_CLAIMS, claim)
+    return {
+        c["type"]: c["message"]
+        for c in obj["status"]["conditions"]
+        if c["type"] in ("Drifted", "Consolidatable") and c["status"] == "True"
+    }
 
 
 def claim_of(rig: Rig, node: str) -> str:
@@ -84,3 +97,22 @@ def test_a_replacement_launched_for_consolidation_says_so(make_rig: RigFactory) 
     ]
     # The nodes being replaced are decided, not blocked: no DisruptionBlocked or Unconsolidatable on them.
     assert events(rig, a, "Node") == [] and events(rig, b, "Node") == []
+
+
+def test_claim_objects_say_drifted_and_consolidatable(make_rig: RigFactory, apiserver: ApiServer) -> None:
+    install_karpenter_crds(apiserver.store)
+    rig = make_rig(nodepool(consolidate_after="0s", labels={"team": "a"}, instance_types=["m5.large"]))
+    node = rig.node("m5.large")
+    rig.pod("big-0", node, cpu="1500m")
+    claim = claim_of(rig, node)
+    NodeClaimObjects(rig.world.client).sync(rig.world.state.nodeclaims.list())
+
+    rig.controller().run_once()
+    assert conditions(rig, claim) == {"Consolidatable": "ConsolidateAfter has passed"}
+
+    # The NodePool's template changes: the node has drifted from it.
+    rig.config.nodepools = [
+        nodepool(consolidate_after="0s", labels={"team": "b"}, instance_types=["m5.large"])
+    ]
+    rig.controller().run_once()
+    assert conditions(rig, claim)["Drifted"] == "NodePool default changed"

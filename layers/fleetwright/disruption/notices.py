@@ -50,6 +50,27 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
     return notices
 
 
+def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
+    """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
+    message of a condition that holds, None for one that does not."""
+    from fleetwright.disruption.consolidation import consolidatable
+    from fleetwright.disruption.drift import drift_reason
+    from fleetwright.disruption.planner import empty_for
+
+    cluster = Cluster(inp)
+    found: dict[str, dict[str, str | None]] = {}
+    for state in cluster.ours:
+        if not state.claim_id or state.terminating:
+            continue
+        drifted = drift_reason(cluster, state)
+        ready = consolidatable(cluster, state) or empty_for(cluster, state) is not None
+        found[state.claim_id] = {
+            "Drifted": drifted[:1].upper() + drifted[1:] if drifted else None,
+            "Consolidatable": "ConsolidateAfter has passed" if ready else None,
+        }
+    return found
+
+
 def _blocked(cluster: Cluster, state: NodeState, plan: Plan) -> str:
     block = cluster.graceful_block(state)
     if block:

@@ -173,6 +173,31 @@ def _keep_transitions(current: Sequence[Mapping[str, Any]], wanted: list[JsonObj
     return merged
 
 
+def _with_conditions(
+    current: Sequence[Mapping[str, Any]], wanted: Mapping[str, str | None], now: float
+) -> list[JsonObject]:
+    """``current`` with each condition of ``wanted`` set True (its message) or removed (None); a condition
+    already True keeps its lastTransitionTime."""
+    kept = [dict(c) for c in current if str(c.get("type")) not in wanted]
+    before = {str(c.get("type")): c for c in current}
+    for kind, message in wanted.items():
+        if message is None:
+            continue
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == "True" else None
+        kept.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": kind,
+                "message": message,
+                "lastTransitionTime": since or _stamp(now),
+            }
+        )
+    order = {str(c.get("type")): i for i, c in enumerate(current)}
+    return sorted(kept, key=lambda c: order.get(str(c["type"]), len(order)))
+
+
 class NodeClaimObjects:
     """Writes and reconciles the NodeClaim objects of one cluster (see the module docstring)."""
 
@@ -355,10 +380,42 @@ class NodeClaimObjects:
         } or not _same_conditions(old_conditions, wanted["conditions"])
         if changed:
             wanted["conditions"] = _keep_transitions(old_conditions, wanted["conditions"])
-            self._patch_status(record.id, wanted)
+            self._patch_status(record.id, wanted, meta.get("resourceVersion"))
 
-    def _patch_status(self, name: str, status: JsonObject) -> None:
-        self.client.patch(NODE_CLAIMS, name, {"status": status}, subresource="status")
+    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> None:
+        """Merge-patch the status (conditions replaced as a whole: conditional on ``resource_version`` so a
+        concurrent writer's conditions are not lost; a 409 waits for the next pass)."""
+        body: JsonObject = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            self.client.patch(NODE_CLAIMS, name, body, subresource="status")
+        except KubeApiError as error:
+            if not error.conflict:
+                raise
+
+    def set_conditions(self, wanted: Mapping[str, Mapping[str, str | None]], now: float) -> None:
+        """Set (message) or clear (None) conditions the disruption controller decides (``Drifted``,
+        ``Consolidatable``) on the objects of the claims in ``wanted``; others are left alone."""
+        try:
+            if not wanted or not self.installed():
+                return
+            listed = {str(o["metadata"]["name"]): o for o in self.client.list(NODE_CLAIMS).items}
+        except Exception as error:
+            self._failed("List", "", error)
+            return
+        for name, conditions in wanted.items():
+            current = listed.get(name)
+            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            before = list((current.get("status") or {}).get("conditions") or [])
+            after = _with_conditions(before, conditions, now)
+            if after == before:
+                continue
+            try:
+                self._patch_status(name, {"conditions": after}, current["metadata"].get("resourceVersion"))
+            except Exception as error:
+                self._failed("Write", name, error)
 
     def _delete(self, name: str, current: Mapping[str, Any]) -> None:
         finalizers = list((current.get("metadata") or {}).get("finalizers") or [])
