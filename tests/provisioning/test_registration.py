@@ -133,3 +133,15 @@ def test_a_refused_write_leaves_the_claim_launched_counts_and_is_tried_again(
     again = provisioner.reconcile()
     assert again.registered == [claim.id] and again.initialized == [claim.id]
     assert _node(world, "node-a")["metadata"]["finalizers"] == [TERMINATION_FINALIZER]
+
+
+def test_a_node_being_deleted_is_no_room_for_pending_pods(world: World) -> None:
+    world.register_node("aws:///us-east-1a/i-existing", "existing", ready=True)  # 4 CPUs free
+    world.client.patch(NODES, "existing", {"metadata": {"finalizers": [TERMINATION_FINALIZER]}})
+    world.client.delete(NODES, "existing")  # kubectl delete node: Terminating, not cordoned yet
+    world.pending(3, cpu="1")
+
+    report = world.provisioner().run_once()
+
+    assert report.passes[0].placed_on_existing == 0
+    assert len(report.launched) == 1
