@@ -256,6 +256,56 @@ def test_a_nodeclaim_being_deleted_retires_its_node_and_then_lets_the_claim_go(h
     assert [o["metadata"]["name"] for o in client.list(NODE_CLAIMS).items] == []
 
 
+def _nodeclaim(harness: Harness, name: str) -> None:
+    harness.world.client.create(
+        NODE_CLAIMS,
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name, "finalizers": [TERMINATION_FINALIZER]},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["m5.large"]}],
+            },
+        },
+    )
+
+
+def test_a_nodeclaim_being_deleted_before_its_node_registered_terminates_its_instance(
+    harness: Harness,
+) -> None:
+    install_karpenter_crds(harness.apiserver.store)
+    instance = harness.launch_instance(claim=CLAIM)
+    w = harness.world
+    w.state.nodeclaims.create(
+        NodeClaimRecord(
+            id=CLAIM,
+            nodepool="default",
+            status=str(ClaimStatus.LAUNCHED),
+            created_at=w.wall(),
+            instance_id=str(instance["InstanceId"]),
+            instance_type="m5.large",
+            zone=instance["Placement"]["AvailabilityZone"],
+            capacity_type="on-demand",
+        )
+    )
+    w.state.nodeclaims.create(
+        NodeClaimRecord(
+            id="default-failed01", nodepool="default", status=str(ClaimStatus.FAILED), created_at=0
+        )
+    )
+    for name in (CLAIM, "default-failed01"):
+        _nodeclaim(harness, name)
+        w.client.delete(NODE_CLAIMS, name)
+
+    report = _retirer(harness).retire()
+
+    assert list(report.started) == [f"nodeclaim/{CLAIM}"]
+    assert [r["status"] for r in _wait_all(harness)] == ["SUCCEEDED"]
+    assert harness.instance_state(instance["InstanceId"]) in ("shutting-down", "terminated")
+    assert w.client.list(NODE_CLAIMS).items == []  # both finalizers lifted
+
+
 def test_a_node_without_the_finalizer_or_not_ours_is_left_alone(harness: Harness) -> None:
     other = harness.launch_instance(claim="other-1")
     harness.node_for(other, "stranger")

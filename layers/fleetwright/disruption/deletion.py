@@ -7,8 +7,10 @@ Fleetwright puts the ``karpenter.sh/termination`` finalizer on every Node it reg
 (``deletionTimestamp`` set) instead of removing it. Every disruption pass, first thing:
 
 1. the Nodes of a NodePool that no longer exists (neither among the configured NodePools nor among the
-   cluster's NodePool objects) and of a NodeClaim object being deleted are deleted the same way (the finalizer is added first when a
-   Node lacks it), as Karpenter's NodeClaims, owned by their NodePool, are garbage-collected;
+   cluster's NodePool objects) and of a NodeClaim object being deleted are deleted the same way (the
+   finalizer is added first when a Node lacks it), as Karpenter's NodeClaims, owned by their NodePool, are
+   garbage-collected; a NodeClaim being deleted whose claim has no Node gets a workflow for its instance
+   alone, or, when the claim ended, just its finalizer lifted;
 2. for every Node of ours being deleted with no termination workflow running on its instance, one is
    started: cordon, drain (PodDisruptionBudgets respected; pods still there at the NodePool's
    ``terminationGracePeriod`` after the deletion are deleted; without one the drain waits as long as it
@@ -168,10 +170,13 @@ class DeletionRetirer:
         existing = self._existing_pools(pools)
         claims_deleting = self._claims_being_deleted()
         retiring: list[tuple[JsonObject, str]] = []
+        with_node: set[str] = set()  # claims whose Node exists
         for node in self.kube.list_nodes():
             name = str((node.get("metadata") or {}).get("name") or "")
             instance_id = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
             record = records.get(instance_id) if instance_id else None
+            if record is not None:
+                with_node.add(record.id)
             if deleting(node):
                 if has_finalizer(node):
                     retiring.append((node, self._reason(node, record, existing, claims_deleting)))
@@ -198,7 +203,7 @@ class DeletionRetirer:
                     },
                 )
                 retiring.append((deleted, why))
-        if not retiring:
+        if not retiring and not set(claims_deleting) - with_node:
             return report
         running = self.workflows.running()
         gone = self._gone_instances(retiring)
@@ -208,6 +213,7 @@ class DeletionRetirer:
                 self._retire(node, reason, records, pools, running, gone, report)
             except Exception as error:
                 self._error(report, name, error)
+        self._claims_without_node(claims_deleting, with_node, records, pools, running, report)
         return report
 
     # -- deciding ----------------------------------------------------------------------------------------
@@ -235,22 +241,27 @@ class DeletionRetirer:
             return set()
         return set(configured) | in_cluster
 
-    def _claims_being_deleted(self) -> set[str]:
-        """Names of the NodeClaim objects being deleted (none when the NodeClaim CRD is not installed)."""
+    def _claims_being_deleted(self) -> dict[str, float]:
+        """The NodeClaim objects being deleted, by name, with their deletion time (none when the NodeClaim
+        CRD is not installed)."""
         try:
             listing = self.kube.client.list(NODE_CLAIMS)
         except KubeApiError as error:
             if error.not_found:
-                return set()
+                return {}
             raise
-        return {str(o["metadata"]["name"]) for o in listing.items if deleting(o)}
+        return {
+            str(o["metadata"]["name"]): parse_timestamp(o["metadata"]["deletionTimestamp"]) or self.clock()
+            for o in listing.items
+            if deleting(o)
+        }
 
     @staticmethod
     def _why_retire(
         node: Mapping[str, Any],
         record: NodeClaimRecord,
         pools: set[str],
-        claims_deleting: set[str],
+        claims_deleting: Mapping[str, float],
     ) -> str:
         if record.id in claims_deleting:
             return NODECLAIM_DELETED
@@ -264,7 +275,7 @@ class DeletionRetirer:
         node: Mapping[str, Any],
         record: NodeClaimRecord | None,
         pools: set[str],
-        claims_deleting: set[str],
+        claims_deleting: Mapping[str, float],
     ) -> str:
         if record is None:
             return NODE_DELETED
@@ -306,24 +317,39 @@ class DeletionRetirer:
             # Nothing left to drain or terminate: the garbage collector deletes the pods and the finalizer.
             report.waiting.append(name)
             return
-        if any(n.startswith(instance_prefix(instance_id)) for n in running):
-            report.running.append(name)
-            return
+        record = records.get(instance_id)
+        pool = str((meta.get("labels") or {}).get(wk.NODEPOOL) or (record.nodepool if record else ""))
         deleted_at = parse_timestamp(meta.get("deletionTimestamp")) or self.clock()
+        self._start(name, name, instance_id, record, pools.get(pool), reason, deleted_at, running, report)
+
+    def _start(
+        self,
+        label: str,
+        node: str,
+        instance_id: str,
+        record: NodeClaimRecord | None,
+        pool: NodePool | None,
+        reason: str,
+        deleted_at: float,
+        running: Sequence[str],
+        report: RetireReport,
+    ) -> None:
+        """One workflow for ``instance_id`` unless one runs, or a failed attempt's pause is not over
+        (``label`` names it in the report: the Node, or ``nodeclaim/<name>`` for a claim without one)."""
+        if any(n.startswith(instance_prefix(instance_id)) for n in running):
+            report.running.append(label)
+            return
         attempt = self._next_attempt(instance_id)
         if attempt is None:
-            report.running.append(name)
+            report.running.append(label)
             return
         if self.clock() - deleted_at < retry_after(attempt):
-            report.waiting.append(name)
+            report.waiting.append(label)
             return
-        record = records.get(instance_id)
-        labels = meta.get("labels") or {}
-        pool = pools.get(str(labels.get(wk.NODEPOOL) or (record.nodepool if record else "")))
         grace = pool.termination_grace_period_seconds() if pool is not None else None
         seconds = float(grace) if grace is not None else float(NO_DEADLINE_SECONDS)
         request = TerminationRequest(
-            node=name,
+            node=node,
             instance_id=instance_id,
             claim_id=record.id if record is not None else "",
             reason=reason,
@@ -335,16 +361,17 @@ class DeletionRetirer:
         execution = execution_name(instance_id, EXECUTION_REASON, attempt)
         started = self.workflows.start(execution, request)
         if not started.started:
-            report.running.append(name)  # another pass started it first
+            report.running.append(label)  # another pass started it first
             return
-        report.started[name] = started.execution
+        report.started[label] = started.execution
         self.metrics.add(NODES_RETIRED, 1, COUNT, {"Reason": reason})
         if attempt > 1:
             self.metrics.add(DELETION_RETRIES, 1, COUNT)
         self.log.info(
             "termination workflow started for a deleted node",
             extra={
-                "node": name,
+                "node": node,
+                "nodeclaim": request.claim_id,
                 "instanceId": instance_id,
                 "reason": reason,
                 "execution": execution,
@@ -352,6 +379,46 @@ class DeletionRetirer:
                 "deadline": request.to_json()["deadline"],
             },
         )
+
+    def _claims_without_node(
+        self,
+        claims_deleting: Mapping[str, float],
+        seen: set[str],
+        records: Mapping[str, NodeClaimRecord],
+        pools: Mapping[str, NodePool],
+        running: Sequence[str],
+        report: RetireReport,
+    ) -> None:
+        """NodeClaim objects being deleted whose claim has no Node: its instance (if any) is terminated by
+        a workflow; a claim that ended, or was never recorded, only needs its finalizer lifted; one still
+        launching waits for its instance."""
+        by_id = {r.id: r for r in records.values()}
+        for name, deleted_at in sorted(claims_deleting.items()):
+            if name in seen:
+                continue
+            label = f"nodeclaim/{name}"
+            record = by_id.get(name)
+            try:
+                if record is None or not record.active:
+                    self.kube.remove_finalizer(NODE_CLAIMS, name, TERMINATION_FINALIZER)
+                    continue
+                if not record.instance_id:
+                    report.waiting.append(label)
+                    continue
+                pool = pools.get(record.nodepool)
+                self._start(
+                    label,
+                    "",
+                    record.instance_id,
+                    record,
+                    pool,
+                    NODECLAIM_DELETED,
+                    deleted_at,
+                    running,
+                    report,
+                )
+            except Exception as error:
+                self._error(report, label, error)
 
     def _next_attempt(self, instance_id: str) -> int | None:
         """The first attempt number no execution has used; None when one is running."""
