@@ -314,3 +314,17 @@ def test_a_node_without_the_finalizer_or_not_ours_is_left_alone(harness: Harness
 
     assert report.started == {} and report.deleted == {}
     assert harness.executions() == []
+
+
+def test_another_karpenters_node_being_deleted_is_never_drained(harness: Harness) -> None:
+    stranger = harness.launch_instance(owned=False)
+    node = harness.node_for(stranger, "theirs")
+    harness.pod("web-0", node, owner=("ReplicaSet", "web"))
+    harness.world.client.patch(NODES, node, {"metadata": {"finalizers": [TERMINATION_FINALIZER]}})
+    harness.world.client.delete(NODES, node)
+
+    report = _retirer(harness).retire()
+
+    assert report.started == {} and harness.executions() == []
+    assert harness.pods_on(node) == ["web-0"]
+    assert not (_node(harness, node) or {}).get("spec", {}).get("unschedulable")

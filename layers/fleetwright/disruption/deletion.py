@@ -181,8 +181,8 @@ class DeletionRetirer:
                 if has_finalizer(node):
                     retiring.append((node, self._reason(node, record, existing, claims_deleting)))
                 continue
-            if record is None:
-                continue  # not ours
+            if record is None or not record.active:
+                continue  # not ours, or its claim ended (a workflow or the garbage collector has it)
             why = self._why_retire(node, record, existing, claims_deleting)
             if not why:
                 continue
@@ -315,6 +315,8 @@ class DeletionRetirer:
         instance_id = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
         if not instance_id or instance_id in gone:
             # Nothing left to drain or terminate: the garbage collector deletes the pods and the finalizer.
+            # (An instance that is not this cluster's is not described either: another Karpenter's Node with
+            # the same finalizer is never drained here.)
             report.waiting.append(name)
             return
         record = records.get(instance_id)
