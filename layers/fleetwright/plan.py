@@ -5,10 +5,11 @@ The JSON rendering is a stable contract, described in ``docs/plan.md``.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from fleetwright.catalog.loader import builtin_catalog, load_catalog
 from fleetwright.manifests import Manifests, load_manifests
@@ -118,6 +119,12 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "hourlyCost": _price(results.hourly_cost),
         },
     }
+
+
+def write_plan_json(plan: Plan, out: TextIO) -> None:
+    """Write :func:`plan_json` to ``out``, indented by two spaces, with a final newline."""
+    json.dump(plan_json(plan), out, indent=2)
+    out.write("\n")
 
 
 # --- Table -----------------------------------------------------------------------------------------------
