@@ -447,30 +447,20 @@ class Simulation:
 def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
     """The claim's instance types that hold all its pods, cheapest first, with zones and labels."""
     pool = claim.pool
-    table = pool.offerings(claim.requirements)
-    priced: list[tuple[float, str, int]] = []
-    zones: set[str] = set()
-    capacity_types: set[str] = set()
-    for i in claim.fitting_indices():
-        price = table.prices[i]
-        if price is None:
-            continue
-        priced.append((price, pool.types[i].name, i))
-        if len(zones) < len(table.all_zones):
-            zones.update(table.zones[i])
-        if len(capacity_types) < len(table.all_capacity_types):
-            capacity_types.update(table.capacity_types[i])
-    priced.sort()
+    fitting, zones, capacity_types = _fitting_offers(
+        pool, claim.requirements, claim.type_indices, claim.total
+    )
     requirements = claim.requirements
     if len(zones) == 1:
         requirements = requirements.intersect(Requirements.from_labels({ZONE: next(iter(zones))}))
     labels = {**pool.template.labels, **requirements.single_values()}
     pod_requests = res.add(*(p.requests for p in claim.pods))
-    daemon = pool.daemon_overhead[priced[0][2]] if priced else {}
+    daemon = pool.daemon_overhead[fitting[0]] if fitting else {}
+    cheapest = pool.offerings(claim.requirements).prices[fitting[0]] if fitting else None
     return NewNodeClaim(
         name=name,
         nodepool=pool.name,
-        instance_types=[pool.types[i] for _, _, i in priced],
+        instance_types=[pool.types[i] for i in fitting],
         zones=sorted(zones),
         capacity_types=sorted(capacity_types, key=_capacity_type_order),
         labels=dict(sorted(labels.items())),
@@ -478,9 +468,35 @@ def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
         pods=sorted(claim.pods, key=lambda p: p.key),
         requests=res.add(pod_requests, daemon),
         daemon_requests=dict(daemon),
-        price=priced[0][0] if priced else 0.0,
+        price=cheapest if cheapest is not None else 0.0,
         requirements=requirements,
     )
+
+
+def _fitting_offers(
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector
+) -> tuple[list[int], frozenset[str], frozenset[str]]:
+    """The priced types of ``indices`` that hold ``total`` (cheapest first), their zones and capacity types.
+
+    Fit is checked once per distinct capacity; claims whose totals fit the same capacities share the
+    answer.
+    """
+    table = pool.priced_types(requirements, indices)
+    fits = tuple(vec.fits(total, capacity) for capacity in table.capacities)
+    found = table.fitting.get(fits)
+    if found is None:
+        offerings = pool.offerings(requirements)
+        chosen = [i for _, _, i, group in table.entries if fits[group]]
+        zones: set[str] = set()
+        capacity_types: set[str] = set()
+        for i in chosen:
+            if len(zones) < len(offerings.all_zones):
+                zones.update(offerings.zones[i])
+            if len(capacity_types) < len(offerings.all_capacity_types):
+                capacity_types.update(offerings.capacity_types[i])
+        found = (chosen, frozenset(zones), frozenset(capacity_types))
+        table.fitting[fits] = found
+    return found
 
 
 def _capacity_type_order(capacity_type: str) -> tuple[int, str]:
