@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from fleetwright.model import resources as res
@@ -49,19 +50,33 @@ Summary = tuple[list[int], list[vec.Vector], vec.Vector]  # a claim's growth typ
 
 
 @dataclass(slots=True, eq=False)
+class Fitting:
+    """The priced types that hold a claim's pods, cheapest first, and their zones and capacity types."""
+
+    indices: list[int]
+    types: list[InstanceType]
+    zones: frozenset[str]
+    capacity_types: frozenset[str]
+
+
+@dataclass(slots=True, eq=False)
 class PricedTypes:
-    """A candidate list's priced types, cheapest first, grouped by capacity for cheap fit checks.
+    """A candidate list's priced types, cheapest first, and which of them hold a given total.
 
     ``entries`` holds (price, name, type index, capacity group); ``capacities`` the distinct
-    capacities, indexed by group. ``fitting`` caches, per tuple of which groups hold a claim's total,
-    the entries that do with their zones and capacity types.
+    capacities, indexed by group; ``levels`` per dimension the distinct capacity values, sorted.
+    Which types hold a total depends only on where each of its amounts falls among ``levels``, so
+    ``fitting`` caches the answer per tuple of positions.
     """
 
     entries: list[tuple[float, str, int, int]]
     capacities: list[vec.Vector]
-    fitting: dict[tuple[bool, ...], tuple[list[int], frozenset[str], frozenset[str]]] = field(
-        default_factory=dict
-    )
+    levels: list[list[int]]
+    fitting: dict[tuple[int, ...], Fitting] = field(default_factory=dict)
+
+    def position(self, total: vec.Vector) -> tuple[int, ...]:
+        """Per dimension, how many distinct capacity values are below ``total``'s amount."""
+        return tuple(bisect_left(levels, amount) for levels, amount in zip(self.levels, total, strict=True))
 
 
 @dataclass(slots=True, eq=False)
@@ -232,7 +247,10 @@ class PreparedPool:
                 group = groups.setdefault(self.capacity[i], len(groups))
                 entries.append((price, self.types[i].name, i, group))
         entries.sort()
-        priced = PricedTypes(entries, list(groups))
+        capacities = list(groups)
+        width = len(capacities[0]) if capacities else 0
+        levels = [sorted({capacity[d] for capacity in capacities}) for d in range(width)]
+        priced = PricedTypes(entries, capacities, levels)
         self.priced[key] = (requirements, indices, priced)
         return priced
 
