@@ -61,7 +61,8 @@ def machine() -> str:
                     break
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}{load}"
 
 
 def instance_types(count: int = 400) -> list[InstanceType]:
