@@ -37,7 +37,7 @@ def anti_affinity_pods(claim: NewNodeClaim) -> int:
 
 
 def test_karpenter_mix_plans_one_node_per_anti_affinity_pod(types: list[InstanceType]) -> None:
-    _, _, plan = karpenter_plan(karpenter_pods(2000), types)
+    _, plan = karpenter_plan(karpenter_pods(2000), types)
     results = plan.results
     assert not results.errors
     assert results.scheduled == 2000
@@ -60,7 +60,7 @@ def test_karpenter_mix_never_exceeds_binding_limits(types: list[InstanceType]) -
     limits = KARPENTER_NODEPOOL.replace('cpu: "10000000"', 'cpu: "5000"').replace(
         "memory: 1000000Ti", "memory: 40Ti"
     )
-    _, _, plan = karpenter_plan(karpenter_pods(2000), types, limits)
+    _, plan = karpenter_plan(karpenter_pods(2000), types, limits)
     results = plan.results
     assert results.new_claims and results.errors
     assert results.scheduled + len(results.errors) == 2000
@@ -72,7 +72,7 @@ def test_karpenter_mix_never_exceeds_binding_limits(types: list[InstanceType]) -
 
 
 def test_karpenter_mix_of_20000_pods_needs_4000_nodes(types: list[InstanceType]) -> None:
-    _, _, plan = karpenter_plan(karpenter_pods(20000), types)
+    _, plan = karpenter_plan(karpenter_pods(20000), types)
     out = io.StringIO()
     write_plan_json(plan, out)
     document = json.loads(out.getvalue())
