@@ -18,7 +18,7 @@ from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
 from fleetwright.scheduling.costs import EFFICIENCY_SLACK, LOWEST_COST
-from fleetwright.scheduling.pools import PreparedPool
+from fleetwright.scheduling.pools import PreparedPool, Summary
 
 
 @dataclass(slots=True, eq=False)
@@ -55,18 +55,15 @@ class ClaimInProgress:
         return f"nodeclaim-{self.seq}"
 
     def _summarise(self) -> None:
-        self.growth = growth_types(self.pool, self.requirements, self.type_indices, self.total, self.mix)
-        self.skyline = vec.skyline(self.pool.capacity[i] for i in self.growth)
-        self.max_capacity = vec.elementwise_max(self.skyline, len(self.total))
+        self.growth, self.skyline, self.max_capacity = _summary(
+            self.pool, self.requirements, self.type_indices, self.total, self.mix
+        )
 
     def reserve_limits(self) -> None:
         """Count this claim against its NodePool's limits at its largest candidate (as Karpenter does)."""
         if self.pool.template.limits is None:
             return
-        names = self.pool.template.limits.keys()
-        largest = {
-            n: max((self.pool.raw_capacity[i].get(n, 0) for i in self.type_indices), default=0) for n in names
-        }
+        largest = dict(self.pool.largest_capacity(self.type_indices))
         self.pool.reserved = res.add(res.subtract(self.pool.reserved, self.reserved), largest)
         self.reserved = largest
 
@@ -119,6 +116,23 @@ class ClaimInProgress:
     def fitting_indices(self) -> list[int]:
         """Candidate types that hold everything placed so far."""
         return [i for i in self.type_indices if vec.fits(self.total, self.pool.capacity[i])]
+
+
+def _summary(
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector, mix: vec.Vector
+) -> Summary:
+    """Growth types and skyline for a claim, shared by claims opened alike (same requirements and
+    candidate list objects, total and mix): at scale most new claims hold one pod of a few shapes."""
+    cache = pool.summaries
+    key = (id(requirements), id(indices), total, mix)
+    cached = cache.get(key)
+    if cached is not None and cached[0] is requirements and cached[1] is indices:
+        return cached[2]
+    growth = growth_types(pool, requirements, indices, total, mix)
+    skyline = vec.skyline(pool.capacity[i] for i in growth)
+    summary = (growth, skyline, vec.elementwise_max(skyline, len(total)))
+    cache[key] = (requirements, indices, summary)
+    return summary
 
 
 def growth_types(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from fleetwright.model import resources as res
@@ -45,6 +46,39 @@ class OfferingTable:
     all_capacity_types: set[str]
 
 
+Summary = tuple[list[int], list[vec.Vector], vec.Vector]  # a claim's growth types, their skyline, its max
+
+
+@dataclass(slots=True, eq=False)
+class Fitting:
+    """The priced types that hold a claim's pods, cheapest first, and their zones and capacity types."""
+
+    indices: list[int]
+    types: list[InstanceType]
+    zones: frozenset[str]
+    capacity_types: frozenset[str]
+
+
+@dataclass(slots=True, eq=False)
+class PricedTypes:
+    """A candidate list's priced types, cheapest first, and which of them hold a given total.
+
+    ``entries`` holds (price, name, type index, capacity group); ``capacities`` the distinct
+    capacities, indexed by group; ``levels`` per dimension the distinct capacity values, sorted.
+    Which types hold a total depends only on where each of its amounts falls among ``levels``, so
+    ``fitting`` caches the answer per tuple of positions.
+    """
+
+    entries: list[tuple[float, str, int, int]]
+    capacities: list[vec.Vector]
+    levels: list[list[int]]
+    fitting: dict[tuple[int, ...], Fitting] = field(default_factory=dict)
+
+    def position(self, total: vec.Vector) -> tuple[int, ...]:
+        """Per dimension, how many distinct capacity values are below ``total``'s amount."""
+        return tuple(bisect_left(levels, amount) for levels, amount in zip(self.levels, total, strict=True))
+
+
 @dataclass(slots=True, eq=False)
 class PreparedPool:
     """A NodePool with everything the simulation reuses across pods."""
@@ -63,6 +97,13 @@ class PreparedPool:
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
     by_unit_cost: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
+    # Per-list caches (keyed by id, holding the list so the id stays its own): thousands of claims
+    # share a handful of candidate lists, so per-type scans are done once per list, not per claim.
+    largest: dict[int, tuple[list[int], res.ResourceList]] = field(default_factory=dict)
+    priced: dict[tuple[int, int], tuple[Requirements, list[int], PricedTypes]] = field(default_factory=dict)
+    summaries: dict[tuple[int, int, vec.Vector, vec.Vector], tuple[Requirements, list[int], Summary]] = field(
+        default_factory=dict
+    )
 
     @property
     def has_min_values(self) -> bool:
@@ -162,16 +203,58 @@ class PreparedPool:
             name: limit - usage.get(name, 0) - self.reserved.get(name, 0) for name, limit in limits.items()
         }
 
+    def largest_capacity(self, indices: list[int]) -> res.ResourceList:
+        """Per resource the NodePool limits, the largest capacity among ``indices`` (cached per list)."""
+        cached = self.largest.get(id(indices))
+        if cached is not None and cached[0] is indices:
+            return cached[1]
+        names = (self.template.limits or {}).keys()
+        raw = self.raw_capacity
+        largest = {n: max((raw[i].get(n, 0) for i in indices), default=0) for n in names}
+        self.largest[id(indices)] = (indices, largest)
+        return largest
+
     def within_limits(self, indices: list[int]) -> list[int]:
-        """The instance types whose capacity still fits within the NodePool's limits."""
+        """The instance types whose capacity still fits within the NodePool's limits.
+
+        ``indices`` itself when even its largest type fits (the common case, checked without a scan).
+        """
         remaining = self.remaining_limits()
         if remaining is None:
+            return indices
+        largest = self.largest_capacity(indices)
+        if all(largest.get(name, 0) <= left for name, left in remaining.items()):
             return indices
         return [
             i
             for i in indices
             if all(self.raw_capacity[i].get(name, 0) <= left for name, left in remaining.items())
         ]
+
+    def priced_types(self, requirements: Requirements, indices: list[int]) -> PricedTypes:
+        """The types of ``indices`` the requirements' offerings price, cheapest (then by name) first.
+
+        Cached per (requirements, list) object pair: a run's claims share a few of each.
+        """
+        key = (id(requirements), id(indices))
+        cached = self.priced.get(key)
+        if cached is not None and cached[0] is requirements and cached[1] is indices:
+            return cached[2]
+        prices = self.offerings(requirements).prices
+        groups: dict[vec.Vector, int] = {}
+        entries: list[tuple[float, str, int, int]] = []
+        for i in indices:
+            price = prices[i]
+            if price is not None:
+                group = groups.setdefault(self.capacity[i], len(groups))
+                entries.append((price, self.types[i].name, i, group))
+        entries.sort()
+        capacities = list(groups)
+        width = len(capacities[0]) if capacities else 0
+        levels = [sorted({capacity[d] for capacity in capacities}) for d in range(width)]
+        priced = PricedTypes(entries, capacities, levels)
+        self.priced[key] = (requirements, indices, priced)
+        return priced
 
     def limit_reason(self, indices: list[int]) -> str:
         """Why no type of ``indices`` fits within the limits (``limit cpu=100 reached``)."""

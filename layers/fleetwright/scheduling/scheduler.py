@@ -12,9 +12,11 @@ be placed. A pod still not placed is retried after the others while the batch ma
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from fleetwright.model import resources as res
 from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
@@ -25,7 +27,7 @@ from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
 from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
-from fleetwright.scheduling.pools import PreparedPool, prepare_pool
+from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.topology import (
     AFFINITY,
@@ -340,8 +342,10 @@ class Simulation:
                 self.resume[resume_key] = (node.seq, claim_start)
                 self._record_on_node(pod, node)
                 return True, []
-        for claim in self.open_claims:
-            if claim.seq < claim_start or not self._claim_tolerated(claim, group):
+        # Open claims are in seq order: start at the resume point instead of skipping up to it.
+        first = bisect_left(self.open_claims, claim_start, key=_seq) if claim_start else 0
+        for claim in islice(self.open_claims, first, None):
+            if not self._claim_tolerated(claim, group):
                 continue
             if hosts and not all(c.allows(claim.hostname) for c in hosts):
                 continue
@@ -559,38 +563,28 @@ class Simulation:
 def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
     """The claim's instance types that hold all its pods, cheapest first, with zones and labels."""
     pool = claim.pool
-    table = pool.offerings(claim.requirements)
-    priced: list[tuple[float, str, int]] = []
-    zones: set[str] = set()
-    capacity_types: set[str] = set()
-    for i in claim.fitting_indices():
-        price = table.prices[i]
-        if price is None:
-            continue
-        priced.append((price, pool.types[i].name, i))
-        if len(zones) < len(table.all_zones):
-            zones.update(table.zones[i])
-        if len(capacity_types) < len(table.all_capacity_types):
-            capacity_types.update(table.capacity_types[i])
-    priced.sort()
+    fitting = _fitting(pool, claim.requirements, claim.type_indices, claim.total)
+    zones = fitting.zones
     requirements = claim.requirements
     if len(zones) == 1:
         requirements = requirements.intersect(Requirements.from_labels({ZONE: next(iter(zones))}))
     labels = {**pool.template.labels, **requirements.single_values()}
     pod_requests = res.add(*(p.requests for p in claim.pods))
-    daemon = pool.daemon_overhead[priced[0][2]] if priced else {}
+    cheapest = fitting.indices[0] if fitting.indices else None
+    daemon = pool.daemon_overhead[cheapest] if cheapest is not None else {}
+    price = pool.offerings(claim.requirements).prices[cheapest] if cheapest is not None else None
     return NewNodeClaim(
         name=name,
         nodepool=pool.name,
-        instance_types=[pool.types[i] for _, _, i in priced],
+        instance_types=list(fitting.types),
         zones=sorted(zones),
-        capacity_types=sorted(capacity_types, key=_capacity_type_order),
+        capacity_types=sorted(fitting.capacity_types, key=_capacity_type_order),
         labels=dict(sorted(labels.items())),
         taints=list(pool.template.taints),
         pods=sorted(claim.pods, key=lambda p: p.key),
         requests=res.add(pod_requests, daemon),
         daemon_requests=dict(daemon),
-        price=priced[0][0] if priced else 0.0,
+        price=price if price is not None else 0.0,
         requirements=requirements,
     )
 
@@ -633,6 +627,33 @@ def _daemon_port_reason(pool: PreparedPool, pod: Pod, indices: Sequence[int]) ->
 def _identity(pod: Pod, group: PodGroup, need: vec.Vector) -> tuple[object, ...]:
     """What placement looks at: pods alike in it are placed, or refused, alike."""
     return (group.tolerations_key, need, pod.namespace, tuple(sorted(pod.labels.items())), pod.host_ports)
+
+
+def _fitting(
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector
+) -> Fitting:
+    """The priced types of ``indices`` that hold ``total`` (cheapest first), their zones and capacity types.
+
+    Claims whose totals fall alike among the types' capacities share the answer; fit is checked once
+    per distinct capacity.
+    """
+    table = pool.priced_types(requirements, indices)
+    position = table.position(total) if table.entries else ()
+    found = table.fitting.get(position)
+    if found is None:
+        offerings = pool.offerings(requirements)
+        fits = [vec.fits(total, capacity) for capacity in table.capacities]
+        chosen = [i for _, _, i, group in table.entries if fits[group]]
+        zones: set[str] = set()
+        capacity_types: set[str] = set()
+        for i in chosen:
+            if len(zones) < len(offerings.all_zones):
+                zones.update(offerings.zones[i])
+            if len(capacity_types) < len(offerings.all_capacity_types):
+                capacity_types.update(offerings.capacity_types[i])
+        found = Fitting(chosen, [pool.types[i] for i in chosen], frozenset(zones), frozenset(capacity_types))
+        table.fitting[position] = found
+    return found
 
 
 def _capacity_type_order(capacity_type: str) -> tuple[int, str]:
@@ -697,6 +718,10 @@ def _has_topology(pod: Pod) -> bool:
         or pod.preferred_pod_affinity
         or pod.preferred_pod_anti_affinity
     )
+
+
+def _seq(claim: ClaimInProgress) -> int:
+    return claim.seq
 
 
 def _single(requirements: Requirements, key: str) -> str | None:
