@@ -9,7 +9,7 @@ from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
-from fleetwright.model.pod import Pod
+from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
 from fleetwright.scheduling import vectors as vec
@@ -90,6 +90,8 @@ class PreparedPool:
     raw_capacity: list[res.ResourceList]  # per type: capacity (what NodePool limits count)
     daemon_overhead: list[res.ResourceList]  # per type
     dropped_for_daemons: int = 0
+    # per type: (host port, DaemonSet) of the DaemonSets that run there; empty when none binds a port
+    daemon_ports: list[tuple[tuple[HostPort, str], ...]] = field(default_factory=list)
     matches: dict[str, OptionMatch] = field(default_factory=dict)
     offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
@@ -322,4 +324,24 @@ def prepare_pool(
         capacity.append(room)
         raw.append(it.capacity)
         overheads.append(overhead)
-    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped)
+    daemon_ports = _daemon_ports(types, requirements, [ds for ds in daemons if ds.host_ports])
+    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped, daemon_ports)
+
+
+def _daemon_ports(
+    types: list[InstanceType], requirements: Requirements, daemons: list[Pod]
+) -> list[tuple[tuple[HostPort, str], ...]]:
+    """Per type, the host ports its DaemonSets bind (a pending pod cannot bind them there too)."""
+    if not daemons:
+        return []
+    return [
+        tuple(
+            (port, ds.key)
+            for ds in daemons
+            if any(
+                instance_type_compatible(it, requirements.intersect(o)) for o in ds.node_requirement_options()
+            )
+            for port in ds.host_ports
+        )
+        for it in types
+    ]
