@@ -328,3 +328,30 @@ def test_another_karpenters_node_being_deleted_is_never_drained(harness: Harness
     assert report.started == {} and harness.executions() == []
     assert harness.pods_on(node) == ["web-0"]
     assert not (_node(harness, node) or {}).get("spec", {}).get("unschedulable")
+
+
+def test_a_deleted_nodepool_object_leaves_its_nodeclaims_terminating_until_their_nodes_are_retired(
+    harness: Harness,
+) -> None:
+    install_karpenter_crds(harness.apiserver.store)
+    client = harness.world.client
+    pool = client.create(NODE_POOLS, nodepool().model_dump(by_alias=True, exclude_none=True, mode="json"))
+    _, node = _registered_node(harness)
+    _nodeclaim(harness, CLAIM)
+    owner = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "default",
+        "uid": pool["metadata"]["uid"],
+    }
+    client.patch(NODE_CLAIMS, CLAIM, {"metadata": {"ownerReferences": [owner]}})
+
+    client.delete(NODE_POOLS, "default")  # the garbage collector deletes what it owned: finalizers hold it
+    (claim,) = client.list(NODE_CLAIMS).items
+    assert claim["metadata"].get("deletionTimestamp")
+    report = _retirer(harness, pools=[nodepool("general")]).retire()
+
+    assert list(report.started) == [node]
+    assert [r["status"] for r in _wait_all(harness)] == ["SUCCEEDED"]
+    assert _node(harness, node) is None
+    assert client.list(NODE_CLAIMS).items == []

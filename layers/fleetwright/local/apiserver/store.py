@@ -610,8 +610,23 @@ class Store:
         for other in self.registry.types:
             for child in self._sorted(other):
                 refs = child["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == uid for r in refs):
+                if not any(r.get("uid") == uid for r in refs):
+                    continue
+                if child["metadata"].get("finalizers"):
+                    self._mark_deleted(other, child)  # as the garbage collector does: its finalizers hold it
+                else:
                     self._remove(other, child, propagation)
+
+    def _mark_deleted(self, rt: ResourceType, obj: JsonObject) -> None:
+        """Give an object that finalizers hold a ``deletionTimestamp``; it goes once they are removed."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        old = copy.deepcopy(obj)
+        meta["deletionTimestamp"] = rfc3339(self.clock())
+        meta["deletionGracePeriodSeconds"] = 0
+        meta["resourceVersion"] = self._next_rv()
+        self._emit("MODIFIED", rt, obj, old)
 
     def stop(self) -> None:
         """Cancel pending timed deletions."""
