@@ -87,3 +87,16 @@ def test_an_events_api_failure_does_not_stop_provisioning(world: World, apiserve
     assert claim.pod_count == 3 and len(world.instances()) == 1
     assert report.passes[0].error == ""
     assert metrics.total(EVENTS_NOT_RECORDED, Reason="Nominated") == 3
+
+
+def test_kubectl_describe_pod_shows_why_no_nodepool_fits_and_where_a_pod_goes(
+    world: World, kubectl: Kubectl
+) -> None:
+    world.pending(1, cpu="64", prefix="huge")
+    world.pending(1, prefix="small")
+    [claim] = world.provisioner().run_once().launched
+    huge = kubectl("describe", "pod", "-n", "default", "huge-0")
+    events = huge.split("Events:", 1)[1]
+    assert "FailedScheduling" in events and "Failed to schedule pod" in events
+    small = kubectl("describe", "pod", "-n", "default", "small-0").split("Events:", 1)[1]
+    assert "Nominated" in small and f"nodeclaim/{claim.id}" in small
