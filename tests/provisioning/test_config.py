@@ -110,7 +110,6 @@ def test_a_nodepool_without_its_nodeclass_is_refused() -> None:
     ("env", "message"),
     [
         ({"FLEETWRIGHT_CLUSTER_NAME": ""}, "FLEETWRIGHT_CLUSTER_NAME"),
-        ({}, "FLEETWRIGHT_NODEPOOLS_FILE"),
         ({"FLEETWRIGHT_NODEPOOLS_FILE": "x", "FLEETWRIGHT_NODEPOOLS_PARAMETER": "/p"}, "only one"),
         (
             {"FLEETWRIGHT_NODEPOOLS_FILE": _both(), "FLEETWRIGHT_BATCH_IDLE_SECONDS": "soon"},

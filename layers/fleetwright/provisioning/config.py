@@ -2,7 +2,8 @@
 
 Documents come from a bundled file (or directory) or an SSM parameter, and are checked exactly as
 ``fleetwright validate`` checks them, so a bad deployment fails its first invocation with the same lines
-the command prints.
+the command prints. With neither (or a parameter holding no document) the functions use the NodePools
+applied to the cluster only (``fleetwright.provisioning.nodepool_source``).
 """
 
 from __future__ import annotations
@@ -122,6 +123,16 @@ def load_documents(paths: list[str]) -> tuple[list[NodePool], list[EC2NodeClass]
     return list(manifests.nodepools), list(manifests.nodeclasses), warnings
 
 
+def has_documents(text: str) -> bool:
+    """True when ``text`` holds at least one YAML document (not only comments and separators)."""
+    import yaml
+
+    try:
+        return any(doc is not None for doc in yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return True  # a broken document: validation reports it
+
+
 def parameter_file(name: str, text: str, directory: str | None = None) -> str:
     """Write an SSM parameter's documents to a file named after the parameter (so validation messages
     name it) and return the path."""
@@ -223,15 +234,15 @@ def settings_from_env(
             raise ConfigError(
                 f"{ENV_NODEPOOLS_PARAMETER}: cannot read SSM parameter {parameter}: {error}"
             ) from None
-        paths = [parameter_file(parameter, text)]
+        # A deployment without a NodePool file stores a parameter with no document (only a comment).
+        paths = [parameter_file(parameter, text)] if has_documents(text) else []
     elif files:
         root = Path(base_dir or env.get("LAMBDA_TASK_ROOT") or ".")
         paths = [str(p if Path(p).is_absolute() else root / p) for p in files]
     else:
-        raise ConfigError(
-            f"set {ENV_NODEPOOLS_FILE} (bundled YAML) or {ENV_NODEPOOLS_PARAMETER} (SSM parameter)"
-        )
-    nodepools, nodeclasses, warnings = load_documents(paths)
+        paths = []
+    # No documents configured: NodePools come only from the cluster (kubectl, Helm, Argo CD).
+    nodepools, nodeclasses, warnings = load_documents(paths) if paths else ([], [], [])
     options = options_from_env(env)
     config = ProvisionerConfig(
         cluster_name=env[ENV_CLUSTER].strip(),

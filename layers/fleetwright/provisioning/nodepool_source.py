@@ -4,7 +4,9 @@ With Karpenter's CRDs installed (Karpenter's ``karpenter-crd`` chart or ``docs/c
 ``kubectl apply`` their ``karpenter.sh/v1`` NodePools and ``karpenter.k8s.aws/v1`` EC2NodeClasses. The
 cluster wins as soon as it holds at least one NodePool: then NodePools and EC2NodeClasses come only from
 it, re-read at every pass, so an apply takes effect on the next one. Otherwise (no CRDs, or no NodePool
-object) the documents of the SSM parameter or bundled file are used, as before.
+object) the documents of the SSM parameter or bundled file are used, as before. A deployment may
+configure no documents at all (NodePools managed with kubectl, Helm or Argo CD): until the cluster holds
+a NodePool nothing launches, and each pass says so (an error line once, the ``NoNodePools`` metric).
 
 Each object is checked as ``fleetwright validate`` checks a file. An invalid one is skipped, the others
 keep working, and it is reported: a log line when its problem changes, a Warning Event (deduplicated
@@ -44,6 +46,8 @@ VALIDATION_FAILED: Final = "ValidationFailed"
 # Metrics: objects skipped as invalid (dimension Kind) at each pass; reads of the cluster that failed.
 INVALID_KARPENTER_OBJECTS: Final = "InvalidKarpenterObjects"
 NODEPOOL_READ_ERRORS: Final = "NodePoolReadErrors"
+# Metric (1 at each pass) when neither the cluster nor the deployment has a NodePool: nothing can launch.
+NO_NODEPOOLS: Final = "NoNodePools"
 
 log = logging.getLogger("fleetwright.nodepools")
 
@@ -97,6 +101,7 @@ class NodePoolSource:
         self.source = SOURCE_CONFIGURATION
         self.last: KarpenterObjects | None = None
         self._reported: dict[tuple[str, str], str] = {}
+        self._none = False  # "no NodePool" reported and not resolved since
 
     def refresh(self) -> KarpenterObjects | None:
         """Read the NodePools and EC2NodeClasses and put the usable ones in ``config``; what was read, or
@@ -122,6 +127,8 @@ class NodePoolSource:
                 extra={"error": str(error), "source": self.source},
             )
             return None
+        if pools:
+            self._none = False
         read = self._from_configuration() if not pools else self._from_cluster(pools, classes or [])
         if read.source != self.source:
             self.log.info(
@@ -149,7 +156,23 @@ class NodePoolSource:
     def _from_configuration(self) -> KarpenterObjects:
         nodepools, nodeclasses = self.fallback
         self._report({}, {})
+        if not nodepools:
+            self._no_nodepools()
+        else:
+            self._none = False
         return KarpenterObjects(SOURCE_CONFIGURATION, list(nodepools), list(nodeclasses))
+
+    def _no_nodepools(self) -> None:
+        """Neither the cluster nor the deployment holds a NodePool (a kubectl-only deployment before
+        its first apply): the metric at every pass, the error line once until a NodePool appears."""
+        self.metrics.add(NO_NODEPOOLS, 1)
+        if not self._none:
+            self.log.error(
+                "no NodePool: the cluster holds none and the deployment configures none; nothing will be "
+                "launched until one is applied (kubectl apply -f nodepool.yaml)",
+                extra={"source": SOURCE_CLUSTER},
+            )
+        self._none = True
 
     def _from_cluster(self, pools: list[JsonObject], classes: list[JsonObject]) -> KarpenterObjects:
         from fleetwright.model.karpenter import parse_karpenter_document
