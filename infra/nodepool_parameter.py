@@ -2,7 +2,8 @@
 
 The provisioner reads it through ``FLEETWRIGHT_NODEPOOLS_PARAMETER`` (see
 :mod:`fleetwright.provisioning.config`), so changing the NodePool file and redeploying changes what the
-functions use without rebuilding their code.
+functions use without rebuilding their code. A deployment without a NodePool file stores a comment only:
+the functions then read the cluster's NodePools only.
 """
 
 from __future__ import annotations
@@ -55,9 +56,19 @@ def deployable_document(document: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+# The parameter's text for a deployment without documents: SSM refuses an empty value, and a comment is
+# read as no document (the functions then use the cluster's NodePools only).
+CLUSTER_ONLY_TEXT = (
+    "# No NodePool documents deployed: the functions read NodePools and EC2NodeClasses from the cluster\n"
+    "# (kubectl apply -f nodepool.yaml).\n"
+)
+
+
 def nodepools_yaml(config: NodePoolConfig) -> str:
     """The Karpenter documents of ``config`` (see :func:`deployable_document`) as one multi-document YAML
-    text."""
+    text; :data:`CLUSTER_ONLY_TEXT` when there are none."""
+    if config.cluster_only:
+        return CLUSTER_ONLY_TEXT
     return yaml.safe_dump_all([deployable_document(d) for d in config.documents], sort_keys=False)
 
 

@@ -1,7 +1,8 @@
 """The NodePool file, checked when the app is synthesized.
 
 The check is the one ``fleetwright validate`` runs (:func:`fleetwright.validation.validate`), so a bad
-file stops ``cdk synth`` with exactly the lines the command prints.
+file stops ``cdk synth`` with exactly the lines the command prints. A deployment may have no file
+(``nodePoolsFile=none``) when its NodePools are applied to the cluster with kubectl, Helm or Argo CD.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.karpenter import is_karpenter_document, parse_karpenter_document
 from fleetwright.model.nodepool import NodePool
 from fleetwright.validation import validate
+
+NO_FILE = "none"  # the nodePoolsFile value of a deployment whose NodePools live only in the cluster
+
+
+def is_cluster_only(paths: Sequence[str]) -> bool:
+    """True when ``paths`` name no NodePool file: none at all, or just :data:`NO_FILE`."""
+    return not [p for p in paths if p.strip()] or [p.strip().lower() for p in paths] == [NO_FILE]
 
 
 class NodePoolFileError(ValueError):
@@ -35,6 +43,11 @@ class NodePoolConfig:
     documents: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def cluster_only(self) -> bool:
+        """No documents deployed: the functions read NodePools from the cluster only."""
+        return not self.documents
+
     def node_roles(self) -> set[str]:
         """The IAM role names the EC2NodeClasses ask for (``spec.role``; ARNs reduced to the name)."""
         return {nc.spec.role.rpartition("/")[2] for nc in self.nodeclasses if nc.spec.role}
@@ -43,9 +56,14 @@ class NodePoolConfig:
 def load_nodepool_config(paths: Sequence[str]) -> NodePoolConfig:
     """Validate ``paths`` (files or directories) like ``fleetwright validate`` and read their NodePools.
 
+    No path, or only :data:`NO_FILE` (``-c nodePoolsFile=none``), deploys no documents: the NodePools are
+    managed in the cluster (kubectl, Helm, Argo CD) and the functions read them there only.
+
     Raises :class:`NodePoolFileError` when validation reports errors or no NodePool is found; other kinds
     of documents (Deployments next to the NodePools, say) are skipped.
     """
+    if is_cluster_only(paths):
+        return NodePoolConfig(paths=[])
     _, warnings, errors = validate(list(paths))
     if errors:
         raise NodePoolFileError(errors)
