@@ -26,6 +26,7 @@ from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.eviction import evict
 from fleetwright.local.apiserver.faults import Faults
 from fleetwright.local.apiserver.patch import APPLY_PATCH, apply_patch
+from fleetwright.local.apiserver.rbac import ADMIN, Attributes, Authorizer, User, request_verb
 from fleetwright.local.apiserver.resources import PODS, SERVER_VERSION, ResourceType
 from fleetwright.local.apiserver.selectors import (
     FieldSelector,
@@ -60,12 +61,14 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         token: str | None,
         verbose: bool,
         faults: Faults | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         super().__init__(address, RequestHandler)
         self.store = store
         self.token = token
         self.verbose = verbose
         self.faults = faults or Faults()
+        self.authorizer = authorizer
         self.stopping = threading.Event()
 
 
@@ -139,11 +142,38 @@ class RequestHandler(BaseHTTPRequestHandler):
         except (ValueError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"the request body could not be decoded: {exc}") from exc
 
-    def _authorized(self) -> bool:
+    def _authenticate(self) -> User:
+        """The caller: a user the authorizer knows by its bearer token, else the administrator (the
+        server's token, or anyone when it has none); 401 otherwise."""
+        header = self.headers.get("Authorization", "")
+        authorizer = self.server.authorizer
+        if authorizer is not None and header.startswith("Bearer "):
+            user = authorizer.user_for(header[len("Bearer ") :])
+            if user is not None:
+                return user
         token = self.server.token
-        if token is None:
-            return True
-        return self.headers.get("Authorization", "") == f"Bearer {token}"
+        if token is None or header == f"Bearer {token}":
+            return ADMIN
+        raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    def _authorize(self, user: User, route: Route, query: dict[str, str]) -> None:
+        """Check the request against RBAC (when enforced), with the verb Kubernetes derives for it."""
+        authorizer = self.server.authorizer
+        if authorizer is None:
+            return
+        resource, subresource = route.resource.plural, route.subresource or ""
+        if subresource == "binding" and route.name is None:
+            resource, subresource = "bindings", ""  # the legacy namespaces/NS/bindings collection
+        watch = route.watch_path or _flag(query, "watch")
+        attributes = Attributes(
+            verb=request_verb(self.command, route.name is not None, watch),
+            group=route.resource.group,
+            resource=resource,
+            subresource=subresource,
+            namespace=route.namespace or "",
+            name=route.name or "",
+        )
+        authorizer.check(user, attributes)
 
     def _reset_connection(self) -> None:
         """Drop the connection with a TCP reset, as clients see it while the API server restarts."""
@@ -166,11 +196,11 @@ class RequestHandler(BaseHTTPRequestHandler):
             if path in _HEALTH_PATHS:
                 self._send_text("ok")
                 return
-            if not self._authorized():
-                raise ApiError(401, "Unauthorized", "Unauthorized")
+            user = self._authenticate()
             if self._discovery(path):
-                return
+                return  # discovery is open to every authenticated user (system:discovery)
             route = self._route(path)
+            self._authorize(user, route, query)
             self._dispatch(route, query)
         except ApiError as exc:
             self._send_error(exc)

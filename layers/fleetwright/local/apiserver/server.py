@@ -20,10 +20,12 @@ from fleetwright.local.apiserver.controllers import (
 )
 from fleetwright.local.apiserver.faults import Faults
 from fleetwright.local.apiserver.http import EmulatorHTTPServer
+from fleetwright.local.apiserver.rbac import Authorizer, Policy
 from fleetwright.local.apiserver.store import GracefulDeletion, Store
 
 if TYPE_CHECKING:
     from fleetwright.cli import Subparsers
+    from fleetwright.kube.config import ClusterConfig
     from fleetwright.local.kubelet import KubeletOptions
 
 DEFAULT_PORT = 6443
@@ -39,7 +41,9 @@ class ApiServer:
     (``fleetwright.local.kube_scheduler``) are off unless asked for, and ``kubelet`` (EC2 client and
     cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``. ``faults``
     (``fleetwright.local.apiserver.faults.Faults``) switches an outage or injected error answers on and off
-    while the server runs.
+    while the server runs. ``rbac`` (a manifest of ClusterRoles, Roles and their bindings, e.g.
+    ``docs/rbac.yaml``) enforces them on the users ``add_user`` makes, and records what each requests in
+    ``authorizer``; the administrator (the server's token, or no token) keeps full access.
     """
 
     def __init__(
@@ -58,8 +62,10 @@ class ApiServer:
         graceful_deletion: GracefulDeletion = "immediate",
         watch_history: int = 10_000,
         verbose: bool = False,
+        rbac: str | Path | None = None,
     ) -> None:
         self.host = host
+        self.authorizer: Authorizer | None = Authorizer(Policy.load(rbac)) if rbac is not None else None
         self.requested_port = port
         self.token = token
         self.verbose = verbose
@@ -111,7 +117,12 @@ class ApiServer:
         """Bind the socket and start the controllers, without serving requests yet."""
         if self._httpd is None:
             self._httpd = EmulatorHTTPServer(
-                (self.host, self.requested_port), self.store, self.token, self.verbose, self.faults
+                (self.host, self.requested_port),
+                self.store,
+                self.token,
+                self.verbose,
+                self.faults,
+                self.authorizer,
             )
             for controller in self.controllers:
                 controller.start()
@@ -154,9 +165,24 @@ class ApiServer:
     ) -> None:
         self.stop()
 
-    def kubeconfig(self, context: str = "fleetwright-local") -> dict[str, Any]:
-        """A kubeconfig document pointing at this server (with the token, if any)."""
-        user: dict[str, Any] = {"token": self.token} if self.token else {}
+    def add_user(self, name: str, groups: tuple[str, ...] = (), token: str | None = None) -> str:
+        """Make a user in ``groups``, held to the ``rbac`` manifest; returns its bearer token."""
+        if self.authorizer is None:
+            raise ValueError("RBAC is not enforced: start the ApiServer with rbac=<manifest>")
+        return self.authorizer.add_user(name, groups, token)
+
+    def cluster_config(self, token: str | None = None) -> ClusterConfig:
+        """A ``ClusterConfig`` for this server, as the user of ``token`` (default: the administrator)."""
+        from fleetwright.kube.config import ClusterConfig, StaticToken
+
+        value = token or self.token
+        return ClusterConfig(server=self.url, token=StaticToken(value) if value else None)
+
+    def kubeconfig(self, context: str = "fleetwright-local", token: str | None = None) -> dict[str, Any]:
+        """A kubeconfig document pointing at this server, with ``token`` (a user's from ``add_user``)
+        or the server's own token, if any."""
+        value = token or self.token
+        user: dict[str, Any] = {"token": value} if value else {}
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -167,10 +193,12 @@ class ApiServer:
             "preferences": {},
         }
 
-    def write_kubeconfig(self, path: str | Path, context: str = "fleetwright-local") -> Path:
-        """Write ``kubeconfig()`` to ``path`` and return it."""
+    def write_kubeconfig(
+        self, path: str | Path, context: str = "fleetwright-local", token: str | None = None
+    ) -> Path:
+        """Write ``kubeconfig(context, token)`` to ``path`` and return it."""
         target = Path(path)
-        target.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
+        target.write_text(yaml.safe_dump(self.kubeconfig(context, token), sort_keys=False))
         return target
 
 
