@@ -33,6 +33,9 @@ def box(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
         manifests=(os.path.join(ROOT, "examples", "inflate"),), ready_delay=0.2, provisioner_window=2.0
     )
     with sandbox(options) as running:
+        files = [arg for path in running.nodepool_files() for arg in ("-f", str(path))]
+        applied = running.kubectl("apply", *files)
+        assert applied.returncode == 0, applied.stderr
         running.start_provisioner()
         yield running
 
