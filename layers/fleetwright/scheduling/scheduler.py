@@ -191,8 +191,22 @@ class Simulation:
         """Place every pending pod or explain why it cannot be placed."""
         for pod in self.pending:
             self.place(pod)
-        self.claims = repack(self.claims, self.needs, self._movable)
+        unplaced = [e.pod for e in self.errors]
+        self.claims = repack(self.claims, self.needs, self._movable, unplaced, self._joins)
+        if unplaced:
+            placed = {p.key for claim in self.claims if claim.settled for p in claim.pods}
+            self.errors = [e for e in self.errors if e.pod.key not in placed]
         return self.results()
+
+    def _joins(self, pod: Pod, claim: ClaimInProgress) -> bool:
+        """True when the unplaced pod could have opened a claim with ``claim``'s requirements."""
+        group = self.pod_groups[pod.key]
+        if group.error or not self._claim_tolerated(claim, group):
+            return False
+        wanted = claim.requirements.describe()
+        return any(
+            claim.pool.match(a.option_key, a.option).requirements.describe() == wanted for a in group.attempts
+        )
 
     def _movable(self, pod: Pod) -> bool:
         """True when the pod's placement touches no topology count or host port (it can move freely)."""
