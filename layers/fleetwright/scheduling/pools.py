@@ -61,6 +61,10 @@ class PreparedPool:
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
     by_unit_cost: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
+    # within_limits per candidate list (by identity: match results are cached) and remaining limits
+    limited: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], list[int], str]] = field(
+        default_factory=dict
+    )
 
     @property
     def has_min_values(self) -> bool:
@@ -165,15 +169,27 @@ class PreparedPool:
         remaining = self.remaining_limits()
         if remaining is None:
             return indices
-        return [
+        key = (id(indices), tuple(sorted(remaining.items())))
+        cached = self.limited.get(key)
+        if cached is not None and cached[0] is indices:
+            return cached[1]
+        within = [
             i
             for i in indices
             if all(self.raw_capacity[i].get(name, 0) <= left for name, left in remaining.items())
         ]
+        self.limited[key] = (indices, within, "" if within else self._limit_reason(indices, remaining))
+        return within
 
     def limit_reason(self, indices: list[int]) -> str:
         """Why no type of ``indices`` fits within the limits (``limit cpu=100 reached``)."""
         remaining = self.remaining_limits() or {}
+        cached = self.limited.get((id(indices), tuple(sorted(remaining.items()))))
+        if cached is not None and cached[0] is indices and cached[2]:
+            return cached[2]
+        return self._limit_reason(indices, remaining)
+
+    def _limit_reason(self, indices: list[int], remaining: res.ResourceList) -> str:
         limits = self.template.limits or {}
         blocked = sorted(
             name

@@ -48,6 +48,8 @@ BALANCES = (0.01, 0.02, 0.05)
 REPEAT_DIVISOR = 2
 # When the fluid solution needs at most this many nodes, nodes are built one at a time (no repeats).
 TAIL_NODES = 3.0
+# Pods left out by limits are added to a re-packing in steps of 1/BISECTION_STEPS of them (or 1).
+BISECTION_STEPS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,32 +398,32 @@ def _repack_bucket(
         return None
     for members in by_class.values():
         members.sort(key=lambda p: p.key)
+    extra_classes: list[vec.Vector] = []  # the class of each extra pod that fits, in their order
     for p in extra:
         need = needs[p.key]
         if need in by_class or any(vec.fits(need, o.capacity) for o in options):
             by_class.setdefault(need, []).append(p)
+            extra_classes.append(need)
     classes = sorted(by_class, reverse=True)
     current = sum(cheapest_price(claim.total, launched) for claim in bucket)
     limits = pool.template.limits
     released = res.add(*(c.reserved for c in bucket))
-    budget = {n: left + released.get(n, 0) for n, left in (pool.remaining_limits() or {}).items()}
-    planned = _plan(pool, requirements, priced, prices, classes, by_class, options, budget)
-    if planned is None or any(planned[0][c] < n for c, n in required.items()):
-        if len(by_class) == len(required) and all(len(by_class[c]) == n for c, n in required.items()):
-            return None
-        mandatory = {c: by_class[c][: required.get(c, 0)] for c in classes}
-        planned = _plan(pool, requirements, priced, prices, classes, mandatory, options, budget)
-        if planned is None or any(planned[0][c] < n for c, n in required.items()):
-            return None
-    counts_placed, nodes = planned
+    pool.reserved = res.subtract(pool.reserved, released)  # the bucket's claims make way while planning
+    try:
+        nodes = _plan_most(pool, requirements, priced, prices, classes, required, extra_classes, options)
+    finally:
+        pool.reserved = res.add(pool.reserved, released)
+    if nodes is None:
+        return None
+    placed = sum(sum(counts) for _, counts, _ in nodes)
     cost = sum(cheapest_price(total, launched) for _, _, total in nodes)
-    if sum(counts_placed.values()) == sum(required.values()) and cost >= current - 1e-9:
+    if placed == sum(required.values()) and cost >= current - 1e-9:
         return None
     taken = dict.fromkeys(classes, 0)
     new_claims: list[ClaimInProgress] = []
     reserved: res.ResourceList = {}
     for indices, counts, total in nodes:
-        pods: list[Pod] = []
+        pods = []
         for c, n in zip(classes, counts, strict=True):
             pods.extend(by_class[c][taken[c] : taken[c] + n])
             taken[c] += n
@@ -438,7 +440,41 @@ def _repack_bucket(
     return new_claims
 
 
-_Planned = tuple[dict[vec.Vector, int], list[tuple[list[int], list[int], vec.Vector]]]
+_Node = tuple[list[int], list[int], vec.Vector]  # candidates, pods per class, total
+
+
+def _plan_most(
+    pool: PreparedPool,
+    requirements: Requirements,
+    priced: Sequence[int],
+    prices: Sequence[float | None],
+    classes: Sequence[vec.Vector],
+    required: Mapping[vec.Vector, int],
+    extra: Sequence[vec.Vector],
+    options: Sequence[Option],
+) -> list[_Node] | None:
+    """Nodes for the required pods and as many of the ``extra`` ones (a prefix, by bisection) as the
+    limits allow; None when even the required pods cannot be planned."""
+
+    def attempt(count: int) -> list[_Node] | None:
+        demand = dict(required)
+        for c in extra[:count]:
+            demand[c] = demand.get(c, 0) + 1
+        counts = [demand.get(c, 0) for c in classes]
+        return _plan(pool, requirements, priced, prices, classes, counts, options)
+
+    best = attempt(len(extra))
+    if best is not None or not extra:
+        return best
+    low, high = 0, len(extra)  # low is assumed to plan, high does not
+    while high - low > max(1, len(extra) // BISECTION_STEPS):
+        middle = (low + high) // 2
+        found = attempt(middle)
+        if found is None:
+            high = middle
+        else:
+            low, best = middle, found
+    return best if best is not None else attempt(0)
 
 
 def _plan(
@@ -447,16 +483,12 @@ def _plan(
     priced: Sequence[int],
     prices: Sequence[float | None],
     classes: Sequence[vec.Vector],
-    pods: Mapping[vec.Vector, Sequence[Pod]],
+    demand: Sequence[int],
     options: Sequence[Option],
-    budget: Mapping[str, int],
-) -> _Planned | None:
-    """Nodes (candidates, pods per class, total) for ``pods``, cut to ``budget`` by dropping the last
-    nodes packed (the least full); pods placed per class. None when a node cannot keep ``minValues``."""
-    demand = [len(pods.get(c, ())) for c in classes]
-    if not any(demand):
-        return None
-    nodes = []
+) -> list[_Node] | None:
+    """Nodes for ``demand[k]`` pods of each class, or None when a node cannot keep ``minValues`` or
+    the nodes would count more than the NodePool's limits leave."""
+    nodes: list[_Node] = []
     for _, counts in pack(classes, demand, options):
         total = node_total(counts, classes)
         indices = _candidates(pool, requirements, priced, total, prices)
@@ -465,15 +497,11 @@ def _plan(
         nodes.append((indices, counts, total))
     limits = pool.template.limits
     if limits is not None:
+        remaining = pool.remaining_limits() or {}
         used = res.add(*(_largest(pool, indices, limits) for indices, _, _ in nodes))
-        while nodes and any(used.get(n, 0) > left for n, left in budget.items()):
-            indices, _, _ = nodes.pop()
-            used = res.subtract(used, _largest(pool, indices, limits))
-    placed = dict.fromkeys(classes, 0)
-    for _, counts, _ in nodes:
-        for c, n in zip(classes, counts, strict=True):
-            placed[c] += n
-    return placed, nodes
+        if any(used.get(n, 0) > left for n, left in remaining.items()):
+            return None
+    return nodes
 
 
 def _largest(pool: PreparedPool, indices: Sequence[int], limits: Mapping[str, int]) -> res.ResourceList:
