@@ -93,30 +93,8 @@ def test_inflate_example_plans_one_m5_large(run: Run) -> None:
     }
 
 
-def test_inflate_spot_example_plans_the_cheapest_spot_nodes(run: Run) -> None:
+def test_inflate_spot_example_plans_one_eight_vcpu_spot_node(run: Run) -> None:
     doc = plan_json(run, INFLATE_SPOT)
-    claims = doc["nodeClaims"]
-    assert sum(len(claim["pods"]) for claim in claims) == 5
-    for claim in claims:
-        assert claim["capacityTypes"] == ["spot"]
-        cheapest = catalog_type(claim["instanceTypes"][0])
-        offering = cheapest.cheapest(frozenset(claim["zones"]), frozenset({"spot"}))
-        assert offering is not None and claim["price"] == pytest.approx(offering.price)
-
-
-def test_inflate_spot_example_with_fewer_nodes_plans_one_eight_vcpu_spot_node(
-    run: Run, tmp_path: Path
-) -> None:
-    for name in ("deployment.yaml", "ec2nodeclass.yaml", "nodepool.yaml"):
-        shutil.copy(INFLATE_SPOT / name, tmp_path / name)
-    pool = tmp_path / "nodepool.yaml"
-    text = pool.read_text()
-    pool.write_text(
-        text.replace(
-            "  name: spot\n", "  name: spot\n  annotations:\n    fleetwright.io/packing: FewerNodes\n"
-        )
-    )
-    doc = plan_json(run, tmp_path)
     (claim,) = doc["nodeClaims"]
     assert claim["capacityTypes"] == ["spot"]
     assert len(claim["pods"]) == 5
@@ -124,8 +102,24 @@ def test_inflate_spot_example_with_fewer_nodes_plans_one_eight_vcpu_spot_node(
     assert cheapest.capacity["cpu"] == 8000
     offering = cheapest.cheapest(frozenset(claim["zones"]), frozenset({"spot"}))
     assert offering is not None and claim["price"] == pytest.approx(offering.price)
-    # the default packing costs less than the one larger node
-    assert plan_json(run, INFLATE_SPOT)["summary"]["hourlyCost"] < claim["price"]
+
+
+def test_inflate_spot_without_fewer_nodes_plans_cheaper_spot_nodes(run: Run, tmp_path: Path) -> None:
+    for name in ("deployment.yaml", "ec2nodeclass.yaml", "nodepool.yaml"):
+        shutil.copy(INFLATE_SPOT / name, tmp_path / name)
+    pool = tmp_path / "nodepool.yaml"
+    text = pool.read_text()
+    start, end = text.index("  annotations:"), text.index("FewerNodes\n") + len("FewerNodes\n")
+    pool.write_text(text[:start] + text[end:])  # the default packing
+    doc = plan_json(run, tmp_path)
+    claims = doc["nodeClaims"]
+    assert sum(len(claim["pods"]) for claim in claims) == 5
+    for claim in claims:
+        assert claim["capacityTypes"] == ["spot"]
+        cheapest = catalog_type(claim["instanceTypes"][0])
+        offering = cheapest.cheapest(frozenset(claim["zones"]), frozenset({"spot"}))
+        assert offering is not None and claim["price"] == pytest.approx(offering.price)
+    assert doc["summary"]["hourlyCost"] < plan_json(run, INFLATE_SPOT)["summary"]["hourlyCost"]
 
 
 def test_table_output_for_people(run: Run) -> None:
