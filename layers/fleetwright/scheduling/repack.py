@@ -23,8 +23,17 @@ memory bought as if divisible):
 Three balance tolerances are tried and the cheapest result is kept (each run takes milliseconds).
 :func:`repack` applies it to the claims whose pods are all free to move (no topology constraint, not
 counted by another pod's, no host ports, no extended resources) in NodePools with ``LowestCost``
-packing, no limits and no ``minValues``, per set of claims sharing requirements and candidate types,
-and only when the result is cheaper.
+packing (the default), per set of claims sharing NodePool and requirements, and only when the result
+is cheaper or places more pods:
+
+- ``minValues``: each type's room is cut to what enough types of other values also hold, so every
+  node packed keeps enough values among the types that fit it.
+- ``limits``: a new claim keeps only the candidates no larger, in a limited resource, than the
+  cheapest that holds its pods, and counts at the largest of them (as every claim does). The set's
+  claims are released first; the new ones must fit in what that leaves. The first simulation counts
+  claims at their largest candidate while they grow, so it often refuses pods for limits that the
+  re-packed claims leave room for: those pods (when free to move, with the same requirements) are
+  packed with the set, as many as fit (largest first, by bisection).
 """
 
 from __future__ import annotations
@@ -75,7 +84,12 @@ class _HullPoint:
 Nodes = list[tuple[int, list[int]]]  # (option index, pods per class) per node
 
 
-def pack(classes: Sequence[vec.Vector], demand: Sequence[int], options: Sequence[Option]) -> Nodes:
+def pack(
+    classes: Sequence[vec.Vector],
+    demand: Sequence[int],
+    options: Sequence[Option],
+    balances: Sequence[float] = BALANCES,
+) -> Nodes:
     """Nodes (option, pods per class) holding ``demand[k]`` pods of each class ``classes[k]``, cheaply.
 
     Every class must fit some option; ``options`` should not dominate each other (see
@@ -84,7 +98,7 @@ def pack(classes: Sequence[vec.Vector], demand: Sequence[int], options: Sequence
     usable = [i for i, o in enumerate(options) if any(vec.fits(c, o.capacity) for c in classes)]
     prices: dict[vec.Vector, float] = {}
     best: tuple[float, Nodes] | None = None
-    for balance in BALANCES:
+    for balance in balances:
         nodes = _Packer(classes, demand, options, usable, balance).run()
         cost = nodes_cost(nodes, classes, options, prices)
         if best is None or cost < best[0] - 1e-12:
@@ -454,27 +468,34 @@ def _plan_most(
     options: Sequence[Option],
 ) -> list[_Node] | None:
     """Nodes for the required pods and as many of the ``extra`` ones (a prefix, by bisection) as the
-    limits allow; None when even the required pods cannot be planned."""
+    limits allow; None when even the required pods cannot be planned.
 
-    def attempt(count: int) -> list[_Node] | None:
+    The bisection packs with one balance tolerance; the prefix found is packed again with all of them
+    and that packing is kept when it still fits the limits.
+    """
+
+    def attempt(count: int, balances: Sequence[float] = BALANCES) -> list[_Node] | None:
         demand = dict(required)
         for c in extra[:count]:
             demand[c] = demand.get(c, 0) + 1
         counts = [demand.get(c, 0) for c in classes]
-        return _plan(pool, requirements, priced, prices, classes, counts, options)
+        return _plan(pool, requirements, priced, prices, classes, counts, options, balances)
 
     best = attempt(len(extra))
     if best is not None or not extra:
         return best
+    probe = (BALANCES[1],)
     low, high = 0, len(extra)  # low is assumed to plan, high does not
     while high - low > max(1, len(extra) // BISECTION_STEPS):
         middle = (low + high) // 2
-        found = attempt(middle)
+        found = attempt(middle, probe)
         if found is None:
             high = middle
         else:
             low, best = middle, found
-    return best if best is not None else attempt(0)
+    if best is None:
+        return attempt(0)
+    return attempt(low) or best
 
 
 def _plan(
@@ -485,11 +506,12 @@ def _plan(
     classes: Sequence[vec.Vector],
     demand: Sequence[int],
     options: Sequence[Option],
+    balances: Sequence[float] = BALANCES,
 ) -> list[_Node] | None:
     """Nodes for ``demand[k]`` pods of each class, or None when a node cannot keep ``minValues`` or
     the nodes would count more than the NodePool's limits leave."""
     nodes: list[_Node] = []
-    for _, counts in pack(classes, demand, options):
+    for _, counts in pack(classes, demand, options, balances):
         total = node_total(counts, classes)
         indices = _candidates(pool, requirements, priced, total, prices)
         if indices is None:
