@@ -6,7 +6,10 @@ the command line and the local emulator use) and the dependencies in ``requireme
 runtime (arm64, CPython 3.14) whatever the build machine is.
 
 boto3/botocore are left out on purpose: the Lambda Python runtime ships them, and leaving them out keeps
-the layer small (see docs/deploy.md for the measured sizes).
+the layer small (see docs/deploy.md for the measured sizes). The official ``kubernetes`` client and its
+dependencies (urllib3, requests, oauthlib, websocket-client, ...) are pinned in ``requirements.txt`` and go
+in like any other requirement. The pinned urllib3 may shadow the runtime's copy for botocore too, which is
+fine: botocore accepts any urllib3 below 3.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     from fleetwright.interruption.workflow import StepFunctionsStarter
     from fleetwright.provisioning.config import ConfigError, settings_from_env
     from fleetwright.provisioning.connections import connect
+    from fleetwright.provisioning.nodepool_source import NodePoolSource
     from fleetwright.provisioning.observability import PowertoolsMetrics
 
     env = dict(os.environ if environ is None else environ)
@@ -59,6 +60,11 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
                 "spotToSpot": options.settings.spot_to_spot,
             },
         },
+    )
+    # The same source as the provisioner's: NodePools from the cluster when it holds any, re-read at each
+    # pass (the provisioner writes their status).
+    _RUNTIME["nodepools"] = NodePoolSource(
+        to.kube, settings.config, metrics=PowertoolsMetrics(metrics), logger=logger
     )
     return wire(
         to.kube,
@@ -98,6 +104,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except Exception as error:
         logger.error("disruption cannot start", extra={"error": str(error)})
         raise
+    source = _RUNTIME.get("nodepools")
+    if source is not None:
+        source.refresh()
     report = runner.run_once()
     summary: dict[str, Any] = report.summary()
     logger.info("disruption pass finished", extra={"summary": summary})

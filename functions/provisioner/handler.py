@@ -33,6 +33,7 @@ class Runtime:
     spans: Any
     idempotent_run: Any
     idempotency_config: Any
+    nodepools: Any = None  # NodePoolSource: NodePools from the cluster when it holds any
 
 
 # The runtime built by the first invocation (a dict so no ``global`` statement is needed).
@@ -49,6 +50,8 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
     from fleetwright.provisioning import observability as obs
     from fleetwright.provisioning.config import settings_from_env
     from fleetwright.provisioning.connections import connect
+    from fleetwright.provisioning.nodepool_source import NodePoolSource
+    from fleetwright.provisioning.nodepool_status import NodePoolStatus
 
     env = dict(os.environ if environ is None else environ)
     settings = settings_from_env(env)
@@ -79,7 +82,19 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
             "economy": settings.config.economy,
         },
     )
-    return Runtime(settings, to.kube, to.cloud, state, spans, run, config)
+    source = NodePoolSource(
+        to.kube,
+        settings.config,
+        metrics=obs.PowertoolsMetrics(metrics),
+        logger=logger,
+        status=NodePoolStatus(
+            to.kube,
+            resolver=getattr(to.cloud, "resolver", None),
+            metrics=obs.PowertoolsMetrics(metrics),
+            logger=logger,
+        ),
+    )
+    return Runtime(settings, to.kube, to.cloud, state, spans, run, config, source)
 
 
 def runtime() -> Runtime:
@@ -111,6 +126,7 @@ def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger=logger,
         spans=rt.spans,
         holder=getattr(context, "aws_request_id", None),
+        nodepool_source=rt.nodepools,
     )
     report = provisioner.run_until(deadline)
     summary = report.summary()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from collections.abc import Callable
 from typing import TypeAlias
@@ -50,7 +49,7 @@ def command_group(subparsers: Subparsers, name: str, help_text: str) -> Subparse
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from fleetwright.plan import PlanError, make_plan, plan_json, render_table
+    from fleetwright.plan import PlanError, make_plan, render_table, write_plan_json
 
     try:
         plan = make_plan(args.files, args.instance_types, args.region)
@@ -60,8 +59,7 @@ def _plan(args: argparse.Namespace) -> int:
     for warning in plan.warnings:
         _err(warning)
     if args.output == "json":
-        json.dump(plan_json(plan), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_plan_json(plan, sys.stdout)
     else:
         sys.stdout.write(render_table(plan))
     return EXIT_OK

@@ -5,10 +5,11 @@ The JSON rendering is a stable contract, described in ``docs/plan.md``.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from fleetwright.catalog.loader import builtin_catalog, load_catalog
 from fleetwright.manifests import Manifests, load_manifests
@@ -118,6 +119,59 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "hourlyCost": _price(results.hourly_cost),
         },
     }
+
+
+def write_plan_json(plan: Plan, out: TextIO) -> None:
+    """Write :func:`plan_json` to ``out`` as ``json.dump(..., indent=2)`` would, with a final newline.
+
+    Built as one string, each list of strings (instance types, pods) joined in one step and written
+    once per distinct list: node claims share a few instance-type lists, and the standard library's
+    indented writer, pure Python, costs seconds at thousands of node claims.
+    """
+    out.write(_indented(plan_json(plan), "", {}))
+    out.write("\n")
+
+
+_encode_string = json.encoder.encode_basestring_ascii
+
+
+def _indented(value: Any, indent: str, written: dict[tuple[str, ...], str]) -> str:
+    """``value`` as JSON text indented by two spaces per level from ``indent``.
+
+    ``written`` remembers the text of lists of strings already written at this indent.
+    """
+    if isinstance(value, str):
+        return _encode_string(value)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = indent + "  "
+        items = [
+            f"{inner}{_encode_string(key)}: {_indented(item, inner, written)}" for key, item in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        if type(value[0]) is not str:
+            return _items(value, indent, written)
+        inner = indent + "  "
+        try:  # TypeError: an item is not a string (nor hashable)
+            key = (indent, *value)
+            text = written.get(key)
+            if text is None:
+                text = "[\n" + inner + (",\n" + inner).join(map(_encode_string, value)) + "\n" + indent + "]"
+                written[key] = text
+        except TypeError:
+            return _items(value, indent, written)
+        return text
+    return json.dumps(value)
+
+
+def _items(value: list[Any] | tuple[Any, ...], indent: str, written: dict[tuple[str, ...], str]) -> str:
+    inner = indent + "  "
+    lines = (",\n" + inner).join(_indented(item, inner, written) for item in value)
+    return "[\n" + inner + lines + "\n" + indent + "]"
 
 
 # --- Table -----------------------------------------------------------------------------------------------

@@ -261,3 +261,32 @@ def test_legacy_nodepool_warns_on_stderr_and_plans(run: Run, tmp_path: Path) -> 
     assert code == 0, err
     assert "warning" in err
     assert json.loads(out)["summary"]["scheduled"] == 5
+
+
+def test_json_output_is_the_document_indented_by_two_spaces(run: Run, tmp_path: Path) -> None:
+    # Many instance types per claim, labels, taints, an unschedulable pod and a price: every kind of value.
+    shutil.copy(INFLATE / "ec2nodeclass.yaml", tmp_path)
+    shutil.copy(INFLATE / "deployment.yaml", tmp_path)
+    write(
+        tmp_path / "nodepool.yaml",
+        UNRESTRICTED_NODEPOOL
+        + "      taints: [{key: team, value: blue, effect: NoSchedule}]\n"
+        + "    metadata: {labels: {team: a}}\n",
+    )
+    write(
+        tmp_path / "stray.yaml",
+        """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: stray, namespace: default}
+        spec:
+          tolerations: [{key: team, operator: Exists}]
+          containers: [{name: c, image: x, resources: {requests: {cpu: "500"}}}]
+        """,
+    )
+    code, out, err = run("plan", "-o", "json", "-f", str(tmp_path))
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["nodeClaims"] and document["unschedulable"]
+    assert len(document["nodeClaims"][0]["instanceTypes"]) > 1
+    assert out == json.dumps(document, indent=2) + "\n"

@@ -17,6 +17,7 @@ from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import ORPHANED_SINCE_ANNOTATION, GarbageCollector, GcReport
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import node_object, pod_object
@@ -282,6 +283,19 @@ def test_node_of_a_terminated_instance_is_deleted_with_its_pods_and_claim(gc: Gc
     assert gc.claim_status("default-node0001") == ClaimStatus.TERMINATED
     assert report.finalized_claims == ["default-node0001"]
     assert gc.collected("Node") == 1
+
+
+def test_node_with_the_termination_finalizer_goes_rather_than_hanging_terminating(gc: Gc) -> None:
+    instance = gc.instance("default-node0001")
+    gc.claim("default-node0001", ClaimStatus.INITIALIZED, instance)
+    gc.node("gone", instance)
+    gc.world.client.patch(NODES, "gone", {"metadata": {"finalizers": [TERMINATION_FINALIZER]}})
+    gc.terminate(instance)
+
+    report = gc.collect()
+
+    assert report.deleted_nodes == ["gone"]
+    assert gc.nodes() == []
 
 
 def test_node_whose_instance_ec2_forgot_is_deleted_when_a_claim_proves_it_was_ours(gc: Gc) -> None:

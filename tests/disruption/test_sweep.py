@@ -122,6 +122,30 @@ def test_a_node_marked_by_a_workflow_that_never_started_is_given_back(harness: H
     assert third.uncordoned == [node] and not _cordoned(harness, node)
 
 
+def test_a_node_being_deleted_is_never_given_back(harness: Harness) -> None:
+    _, node = _pool_node(harness)
+    harness.world.client.patch(
+        NODES,
+        node,
+        {
+            "metadata": {"finalizers": ["karpenter.sh/termination"]},
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}],
+            },
+        },
+    )
+    harness.world.client.delete(NODES, node)  # kubectl delete node: the deletion retirer's from now on
+    metrics = RecordingMetrics()
+
+    _sweep(harness, metrics).sweep()
+    harness.world.wall.advance(GRACE + 60)
+    report = _sweep(harness, metrics).sweep()
+
+    assert report.uncordoned == [] and node in report.waiting
+    assert _cordoned(harness, node)
+
+
 def test_a_running_workflows_node_is_left_alone(harness: Harness) -> None:
     instance_id, node = _pool_node(harness)
     harness.pod("web-0", node)

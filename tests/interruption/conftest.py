@@ -15,8 +15,10 @@ import pytest
 from fleetwright.interruption.controller import InterruptionController
 from fleetwright.interruption.replacement import ReplacementLauncher
 from fleetwright.interruption.workflow import StepFunctionsStarter
+from fleetwright.kube.resources import NODES
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
+from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.termination.claims import StoreClaimBook
@@ -145,7 +147,8 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
 
 
 def claimed_node(rig: Harness, claim: str, name: str = "node-a") -> dict[str, Any]:
-    """An instance of the cluster launched for ``claim`` (Initialized) with a Ready Node ``name``."""
+    """An instance of the cluster launched for ``claim`` (Initialized) with a Ready Node ``name`` holding the
+    termination finalizer, as registration leaves it."""
     instance = rig.launch_instance(claim=claim)
     rig.world.state.nodeclaims.create(
         NodeClaimRecord(
@@ -157,6 +160,7 @@ def claimed_node(rig: Harness, claim: str, name: str = "node-a") -> dict[str, An
         )
     )
     rig.node_for(instance, name)
+    rig.world.client.patch(NODES, name, {"metadata": {"finalizers": [TERMINATION_FINALIZER]}})
     return instance
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,13 +15,19 @@ from urllib.parse import parse_qs, urlsplit
 
 @dataclass
 class Reply:
-    """One scripted answer: a JSON (or raw) body, or a chunked stream of watch events."""
+    """One scripted answer: a JSON (or raw) body, or a chunked stream of watch events.
+
+    ``delay`` holds the answer back (seconds) to make a client's read time out; ``cut`` drops the
+    connection after the events instead of ending the stream properly.
+    """
 
     status: int = 200
     body: Any = None
     raw: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     events: list[dict[str, Any]] | None = None
+    delay: float = 0.0
+    cut: bool = False
 
 
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -38,7 +45,7 @@ def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
 
 @dataclass
 class Seen:
-    """A request the stub received."""
+    """A request the stub received (header names in lower case)."""
 
     method: str
     path: str
@@ -70,13 +77,15 @@ class StubServer:
                         self.command,
                         url.path,
                         {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
-                        dict(self.headers),
+                        {k.lower(): v for k, v in self.headers.items()},
                         json.loads(raw) if raw else None,
                     )
                 )
                 reply = (
                     stub.replies.popleft() if stub.replies else Reply(404, status_body(404, "NotFound", "x"))
                 )
+                if reply.delay:
+                    time.sleep(reply.delay)
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
@@ -87,7 +96,8 @@ class StubServer:
                     for event in reply.events:
                         data = json.dumps(event).encode() + b"\n"
                         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.write(b"0\r\n\r\n")
+                    if not reply.cut:
+                        self.wfile.write(b"0\r\n\r\n")
                     self.close_connection = True
                     return
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()

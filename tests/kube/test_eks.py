@@ -8,6 +8,7 @@ import hmac
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import boto3
@@ -16,10 +17,12 @@ from botocore.credentials import Credentials
 from moto import mock_aws
 
 import fleetwright.kube
+from fleetwright.kube import KubeClient, KubeConnectionError
 from fleetwright.kube.eks import (
     TOKEN_PREFIX,
     EksTokenSource,
-    describe_cluster,
+    cluster_config,
+    describe_endpoint,
     eks_token,
     sts_endpoint,
 )
@@ -158,26 +161,80 @@ def test_refreshable_credentials_are_frozen_per_token() -> None:
     assert query["X-Amz-Security-Token"] == "frozen-token"
 
 
-@mock_aws
-def test_describe_cluster_reads_endpoint_and_ca_and_uses_eks_tokens() -> None:
-    eks = boto3.client("eks", region_name="us-east-1")
-    created = eks.create_cluster(
+def create_cluster(eks: Any) -> dict[str, Any]:
+    cluster: dict[str, Any] = eks.create_cluster(
         name="prod",
         roleArn="arn:aws:iam::123456789012:role/eks",
         resourcesVpcConfig={"subnetIds": ["subnet-1"]},
     )["cluster"]
-    config = describe_cluster("prod", "us-east-1", eks_client=eks, credentials=CREDS)
-    assert config.server == created["endpoint"].rstrip("/")
-    assert config.ca_data == base64.b64decode(created["certificateAuthority"]["data"])
-    assert config.token is not None
-    assert decode(config.token.token()).startswith("https://sts.us-east-1.amazonaws.com/?")
+    return cluster
+
+
+class CountingEks:
+    """A boto3 EKS client that counts DescribeCluster calls."""
+
+    def __init__(self, eks: Any) -> None:
+        self.eks = eks
+        self.describes = 0
+
+    def describe_cluster(self, **kwargs: Any) -> Any:
+        self.describes += 1
+        return self.eks.describe_cluster(**kwargs)
 
 
 @mock_aws
-def test_describe_cluster_of_a_missing_cluster_fails() -> None:
+def test_for_eks_describes_the_cluster_when_given_no_endpoint() -> None:
+    eks = boto3.client("eks", region_name="us-east-1")
+    created = create_cluster(eks)
+    counting = CountingEks(eks)
+    client = KubeClient.for_eks("prod", "us-east-1", eks_client=counting, credentials=CREDS)
+    assert counting.describes == 1
+    assert client.configuration.host == created["endpoint"].rstrip("/")
+    ca = base64.b64decode(created["certificateAuthority"]["data"])
+    assert Path(client.configuration.ssl_ca_cert).read_bytes() == ca
+    header = client.configuration.get_api_key_with_prefix("authorization")
+    assert decode(header.removeprefix("Bearer ")).startswith("https://sts.us-east-1.amazonaws.com/?")
+
+
+def test_for_eks_with_a_known_endpoint_describes_nothing() -> None:
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
+    client = KubeClient.for_eks(
+        "prod",
+        "eu-west-1",
+        endpoint="https://ABC.gr7.eu-west-1.eks.amazonaws.com",
+        certificate_authority=ca,
+        credentials=CREDS,
+    )
+    assert client.configuration.host == "https://ABC.gr7.eu-west-1.eks.amazonaws.com"
+    header = client.configuration.get_api_key_with_prefix("authorization")
+    assert "sts.eu-west-1.amazonaws.com" in decode(header.removeprefix("Bearer "))
+
+
+def test_a_boto3_session_supplies_the_credentials() -> None:
+    session = boto3.Session(
+        aws_access_key_id="AKIDSESSION", aws_secret_access_key=SECRET, region_name="us-east-1"
+    )
+    token = cluster_config(
+        "prod", "us-east-1", endpoint="https://x", certificate_authority=None, credentials=session
+    ).token
+    assert token is not None
+    assert access_key(token.token()) == "AKIDSESSION"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "ca", "message"),
+    [("", None, "has no API endpoint"), ("https://x", "!!not base64", "not base64")],
+)
+def test_unusable_cluster_answers_are_explained(endpoint: str, ca: str | None, message: str) -> None:
+    with pytest.raises(KubeConnectionError, match=message):
+        cluster_config("prod", "us-east-1", endpoint=endpoint, certificate_authority=ca, credentials=CREDS)
+
+
+@mock_aws
+def test_describing_a_missing_cluster_fails() -> None:
     eks = boto3.client("eks", region_name="us-east-1")
     with pytest.raises(eks.exceptions.ResourceNotFoundException):
-        describe_cluster("absent", "us-east-1", eks_client=eks, credentials=CREDS)
+        describe_endpoint(eks, "absent")
 
 
 def test_importing_the_adapter_loads_neither_boto_nor_the_official_client() -> None:

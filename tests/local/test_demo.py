@@ -16,36 +16,68 @@ from fleetwright.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_scales_up_then_removes_the_empty_nodes(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_demo_applies_nodepools_with_kubectl_follows_an_edit_then_removes_the_nodes(capsys) -> None:  # type: ignore[no-untyped-def]
     code = main(["demo", "--steps", "5,12", "--timeout", "60"])
     out = capsys.readouterr().out
     assert code == 0, out
+    # The NodePool and EC2NodeClass reach the cluster through kubectl; the provisioner reads them from there.
+    assert "kubectl apply -f examples/inflate/ec2nodeclass.yaml -f examples/inflate/nodepool.yaml" in out
+    assert "nodepool.karpenter.sh/default created" in out
+    assert "ec2nodeclass.karpenter.k8s.aws/default created" in out
+    assert "provisioner: NodePools from the cluster: default" in out
+
+    before, after = out.split("kubectl patch nodepool default --type merge", 1)
     # pods may reach the provisioner in more than one batch on a busy machine: any m5.large launch will do
-    assert re.search(r"launched i-\w+ m5\.large in us-east-1\w, on-demand \$0\.0960/h for \d pods", out), out
-    assert "5 inflate pods Running" in out
-    assert "12 inflate pods Running" in out
-    assert "all 12 replicas Running" in out
-    table = out.split("all 12 replicas Running", 1)[1]
-    assert "NODE" in table and "m5.large" in table
+    assert re.search(r"launched i-\w+ m5\.large in us-east-1\w, on-demand \$0\.0960/h for \d pods", before)
+    assert "5 inflate pods Running" in before
+    assert not re.search(r"launched i-\w+ \S+ in \S+, spot", before), before
+    # After the patch to spot, the next scale-up launches spot capacity only.
+    assert "nodepool.karpenter.sh/default patched" in after
+    assert "NodePool default now requires spot capacity" in after
+    scale_up = after.split("all 12 replicas Running", 1)[0]
+    assert "12 inflate pods Running" in scale_up
+    spot = re.findall(r"launched (i-\w+) \S+ in \S+, spot", scale_up)
+    assert spot, scale_up
+    assert not re.search(r"launched i-\w+ \S+ in \S+, on-demand", scale_up), scale_up
+    assert f"the edit is followed: {len(spot)} launch" in scale_up and "all spot" in scale_up
+
+    # What kubectl shows afterwards: the NodeClaims, a pod's Events, the NodePool counting its nodes.
+    shown = re.split(r"^NODE\s", after.split("all 12 replicas Running", 1)[1], maxsplit=1, flags=re.M)[0]
+    claims = shown.split("kubectl get nodeclaims", 1)[1].split("kubectl get events", 1)[0]
+    assert re.search(r"NAME\s+TYPE\s+CAPACITY\s+ZONE\s+NODE\s+READY\s+AGE", claims), claims
+    claim_rows = re.findall(
+        r"^\s+(default-\w+)\s+(\S+)\s+(spot|on-demand)\s+us-east-1\w\s+ip-\S+\s+True", claims, re.M
+    )
+    assert sorted(r[2] for r in claim_rows).count("spot") == len(spot), claims
+    events = shown.split("kubectl get events --field-selector involvedObject.name=inflate-", 1)[1]
+    assert re.search(
+        r"Normal\s+Nominated\s+fleetwright\s+Pod should schedule on: nodeclaim/default-\w+", events
+    )
+    pools = shown.split("kubectl get nodepools", 1)[1]
+    assert re.search(rf"default\s+default\s+{len(claim_rows)}\s+True", pools), pools
+
+    table = out.split("all 12 replicas Running", 1)[1].split("kubectl delete", 1)[0]
     launched = re.search(r"(\d+) nodes launched, \$\d+\.\d{4}/hour", table)
     assert launched, table
-    nodes = re.findall(r"^(ip-\S+)\s", table.split("nodes launched", 1)[0], flags=re.MULTILINE)
-    assert len(nodes) == int(launched.group(1)) >= 1
+    rows = re.findall(r"^(ip-\S+)\s+\S+\s+\S+\s+(spot|on-demand)\s", table, flags=re.MULTILINE)
+    assert len(rows) == int(launched.group(1)) == len(claim_rows)
 
-    # Scale-down: the Deployment goes, the nodes are seen empty, then removed after consolidateAfter.
+    # Scale-down: the on-demand nodes no longer match the edited NodePool (drift); the spot nodes go
+    # once they have been empty for consolidateAfter.
     down = out.split("kubectl delete deployment/inflate", 1)[1]
     assert "consolidateAfter default=1m" in down
     ahead = down.index("moves the disruption clock 1m ahead")
     assert "disruption: emptiness" not in down[:ahead]  # not before consolidateAfter
-    for node in nodes:
-        assert re.search(rf"disruption: emptiness \(Empty\) {re.escape(node)} \[", down), down
+    for node, capacity in rows:
+        method = "drift \\(Drifted\\)" if capacity == "on-demand" else "emptiness \\(Empty\\)"
+        assert re.search(rf"disruption: {method} {re.escape(node)} \[", down), down
         assert f"node {node} deleted" in down
     executions = re.findall(
-        r"termination workflow i-\w+-Empty-\d+ SUCCEEDED: cordon → drain → terminate", down
+        r"termination workflow i-\w+-(?:Empty|Drifted)-\d+ SUCCEEDED: cordon → drain → terminate", down
     )
-    assert len(executions) == len(nodes)
-    plural = "s" if len(nodes) != 1 else ""
-    assert f"{len(nodes)} node{plural} removed, no instance left running; $0.0000/hour" in down
+    assert len(executions) == len(rows)
+    plural = "s" if len(rows) != 1 else ""
+    assert f"{len(rows)} node{plural} removed, no instance left running; $0.0000/hour" in down
 
 
 def test_demo_fails_with_the_reason_when_pods_cannot_run(tmp_path: Path) -> None:
@@ -66,7 +98,7 @@ def test_demo_fails_with_the_reason_when_pods_cannot_run(tmp_path: Path) -> None
     assert "FAILED: 3 pods not running" in text
 
 
-def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
+def test_local_up_provisions_for_a_nodepool_applied_with_kubectl(tmp_path: Path) -> None:
     kubectl = ROOT / ".tools/bin/kubectl"
     assert kubectl.exists(), "run .ci/install-kubectl first"
     process = subprocess.Popen(
@@ -87,6 +119,17 @@ def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(kubectl), "--kubeconfig", str(tmp_path / "config"), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
     try:
         assert process.stdout is not None
         lines = []
@@ -98,14 +141,27 @@ def test_local_up_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
                 break
         text = "".join(lines)
         assert f"export KUBECONFIG={tmp_path}/config" in text, text
-        nodes = subprocess.run(
-            [str(kubectl), "--kubeconfig", str(tmp_path / "config"), "get", "nodes"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        assert "ip-10-0-0-10.ec2.internal" in nodes.stdout, nodes.stderr
+        apply = "kubectl apply -f examples/inflate/ec2nodeclass.yaml -f examples/inflate/nodepool.yaml"
+        assert apply in text, text
+        assert "kubectl get nodeclaims,nodepools" in text
+        assert "kubectl get events --field-selector involvedObject.kind=Pod" in text
+        assert "ip-10-0-0-10.ec2.internal" in run("get", "nodes").stdout
+        # Karpenter's CRDs are served and no NodePool exists until the user applies one.
+        assert run("get", "nodepools").returncode == 0
+        assert "default" not in run("get", "nodepools", "-o", "name").stdout
+
+        assert run(*apply.split()[1:]).returncode == 0
+        assert run("scale", "deployment/inflate", "--replicas=2").returncode == 0
+        claims = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not re.search(
+            r"default-\w+\s+\S+\s+on-demand\s+us-east-1\w\s+ip-", claims
+        ):
+            time.sleep(1)
+            claims = run("get", "nodeclaims").stdout
+        assert re.search(r"default-\w+\s+\S+\s+on-demand\s+us-east-1\w\s+ip-", claims), claims
+        events = run("get", "events", "--field-selector", "involvedObject.kind=Pod", "-o", "name").stdout
+        assert events.strip(), "no Events about the pods"
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
@@ -126,4 +182,4 @@ def test_demo_interrupt_replaces_the_spot_node_and_moves_the_pods(capsys) -> Non
         assert replacement and replacement.group(1) != instance, out
     assert "termination workflow SUCCEEDED: cordon → drain → terminate" in after
     assert f"node {node} gone; all 5 replicas Running elsewhere" in after
-    assert node not in out.split("NODE", 1)[1]  # the final table lists only the replacement
+    assert node not in out.rsplit("\nNODE ", 1)[1]  # the final table lists only the replacement

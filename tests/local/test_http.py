@@ -157,7 +157,12 @@ def test_discovery_documents(apiserver: ApiServer) -> None:
         "persistentvolumeclaims",
     } <= names
     _, groups = call(apiserver, "GET", "/apis")
-    assert {g["name"] for g in groups["groups"]} == {"apps", "policy", "storage.k8s.io"}
+    assert {g["name"] for g in groups["groups"]} == {
+        "apps",
+        "policy",
+        "storage.k8s.io",
+        "apiextensions.k8s.io",
+    }
     _, apps = call(apiserver, "GET", "/apis/apps/v1")
     assert {"deployments", "deployments/scale", "replicasets", "daemonsets", "statefulsets"} <= {
         r["name"] for r in apps["resources"]

@@ -125,7 +125,7 @@ def test_registers_a_node_like_eks(ec2: Ec2, family: str) -> None:
     assert labels["karpenter.sh/nodepool"] == "general"
     assert labels["karpenter.sh/capacity-type"] == "spot"
     assert labels["node.kubernetes.io/instance-type"] == "m5.large"
-    assert labels["karpenter.k8s.aws/instance-family"] == "m5"
+    assert not [k for k in labels if k.startswith("karpenter.k8s.aws/")]  # Fleetwright adds those
     assert labels["topology.kubernetes.io/zone"] == "us-east-1b"
     assert labels["topology.kubernetes.io/region"] == REGION
     assert labels["kubernetes.io/arch"] == "amd64"
@@ -174,7 +174,7 @@ def test_ready_after_delay_then_runs_pods_then_goes_with_the_instance(ec2: Ec2) 
         sim.stop()
 
 
-def test_capacity_type_and_nodepool_from_the_instance(ec2: Ec2) -> None:
+def test_only_the_labels_a_real_kubelet_and_cloud_controller_set(ec2: Ec2) -> None:
     store = Store()
     launch(
         ec2,
@@ -183,19 +183,25 @@ def test_capacity_type_and_nodepool_from_the_instance(ec2: Ec2) -> None:
         InstanceMarketOptions={"MarketType": "spot"},
         instance_type="m6g.xlarge",
     )
-    launch(ec2, "", instance_type="c5.large")
 
     simulator(store, ec2, FakeClock()).poll_once()
 
-    labels = {
-        n["metadata"]["labels"]["node.kubernetes.io/instance-type"]: n["metadata"]["labels"]
-        for n in store.list(NODES)[0]
+    (node,) = store.list(NODES)[0]
+    name = node["metadata"]["name"]
+    assert node["metadata"]["labels"] == {
+        "beta.kubernetes.io/arch": "arm64",
+        "beta.kubernetes.io/instance-type": "m6g.xlarge",
+        "beta.kubernetes.io/os": "linux",
+        "failure-domain.beta.kubernetes.io/region": REGION,
+        "failure-domain.beta.kubernetes.io/zone": "us-east-1b",
+        "kubernetes.io/arch": "arm64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "m6g.xlarge",
+        "topology.kubernetes.io/region": REGION,
+        "topology.kubernetes.io/zone": "us-east-1b",
     }
-    assert labels["m6g.xlarge"]["karpenter.sh/capacity-type"] == "spot"
-    assert labels["m6g.xlarge"]["karpenter.sh/nodepool"] == "batch"
-    assert labels["m6g.xlarge"]["kubernetes.io/arch"] == "arm64"
-    assert labels["c5.large"]["karpenter.sh/capacity-type"] == "on-demand"
-    assert "karpenter.sh/nodepool" not in labels["c5.large"]
+    assert "finalizers" not in node["metadata"]
 
 
 def test_user_data_from_the_launch_template_when_the_instance_has_none(ec2: Ec2) -> None:

@@ -216,9 +216,14 @@ def multi_node_command(
 
 
 def single_node_command(
-    cluster: Cluster, simulator: Simulator, candidates: Sequence[NodeState], skipped: dict[str, str]
+    cluster: Cluster,
+    simulator: Simulator,
+    candidates: Sequence[NodeState],
+    skipped: dict[str, str],
+    unconsolidatable: dict[str, str] | None = None,
 ) -> Command | None:
-    """The first candidate that forms a valid command alone (at most SINGLE_NODE_ATTEMPTS tries)."""
+    """The first candidate that forms a valid command alone (at most SINGLE_NODE_ATTEMPTS tries); why
+    each candidate tried before it failed goes into ``unconsolidatable``."""
     attempts = 0
     for state in candidates:
         refusal = CommandBuilder(cluster, UNDERUTILIZED).refusal(state)
@@ -228,7 +233,9 @@ def single_node_command(
         if attempts >= SINGLE_NODE_ATTEMPTS:
             break
         attempts += 1
-        command, _ = evaluate(cluster, simulator, [state], SINGLE_NODE)
+        command, why = evaluate(cluster, simulator, [state], SINGLE_NODE)
         if command is not None:
             return command
+        if unconsolidatable is not None:
+            unconsolidatable[state.name] = why
     return None

@@ -3,7 +3,9 @@ stale decision, acts on it, and collects garbage.
 
 A pass (``DisruptionController.run_once``):
 
-0. sweeps (``sweep.DisruptionSweep``, when one is given): nodes left cordoned and tainted by a workflow
+0. retires deleted nodes (``deletion.DeletionRetirer``, when one is given): a Node deleted with its
+   termination finalizer, or whose NodeClaim or NodePool is gone, gets its termination workflow; then
+   sweeps (``sweep.DisruptionSweep``, when one is given): nodes left cordoned and tainted by a workflow
    that failed or never started are given back (or their interruption re-driven), so they count as
    normal nodes in this very pass instead of holding their NodePool's budget;
 1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
@@ -40,6 +42,9 @@ from fleetwright.disruption.execution import (
 from fleetwright.disruption.inputs import Gathered, InputReader
 from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
 from fleetwright.interruption.workflow import WorkflowStarter
+from fleetwright.kube import reasons
+from fleetwright.kube.events import Event, EventRecorder, ObjectRef
+from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from fleetwright.provisioning.observability import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,7 @@ class DisruptionReport:
     skipped: dict[str, str] = field(default_factory=dict)
     garbage: Any = None
     swept: Any = None
+    retired: Any = None
     problems: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -100,6 +106,16 @@ class DisruptionReport:
                 )
                 if v
             }
+        retired: dict[str, Any] = {}
+        if self.retired is not None:
+            retired = {
+                k: v
+                for k, v in (
+                    ("started", dict(getattr(self.retired, "started", {}))),
+                    ("deleted", dict(getattr(self.retired, "deleted", {}))),
+                )
+                if v
+            }
         return {
             "dryRun": self.dry_run,
             "nodes": self.nodes,
@@ -110,6 +126,7 @@ class DisruptionReport:
             "skipped": len(self.skipped),
             **({"garbageCollected": garbage} if garbage else {}),
             **({"swept": swept} if swept else {}),
+            **({"retired": retired} if retired else {}),
             **({"problems": self.problems[:20]} if self.problems else {}),
             **({"error": self.error} if self.error else {}),
         }
@@ -121,9 +138,11 @@ class DisruptionController:
     ``reader`` builds the planner's input; ``launcher`` launches replacements (``Provisioner``; None:
     commands that need replacements fail); ``workflow`` starts termination workflows (Step Functions, or
     ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``;
-    ``sweep`` anything with ``sweep()`` (:class:`~fleetwright.disruption.sweep.DisruptionSweep`).
+    ``sweep`` anything with ``sweep()`` (:class:`~fleetwright.disruption.sweep.DisruptionSweep`);
+    ``retirer`` anything with ``retire()`` (:class:`~fleetwright.disruption.deletion.DeletionRetirer`).
     ``monotonic`` measures how old a plan is when it is acted on; ``clock`` gives epoch seconds.
-    ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`.
+    ``planner``/``validator`` default to :mod:`fleetwright.disruption.planner`. ``events`` publishes
+    DisruptionBlocked, Unconsolidatable and DisruptionLaunching (default: through the reader's cluster).
     """
 
     def __init__(
@@ -136,6 +155,7 @@ class DisruptionController:
         dry_run: bool = False,
         garbage_collector: Any = None,
         sweep: Any = None,
+        retirer: Any = None,
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
@@ -144,6 +164,7 @@ class DisruptionController:
         validator: Validator | None = None,
         drain_interval_seconds: int = 5,
         poll_seconds: int = 5,
+        events: EventRecorder | None = None,
     ) -> None:
         self.settings = settings or reader.settings
         reader.settings = self.settings
@@ -153,12 +174,23 @@ class DisruptionController:
         self.dry_run = dry_run
         self.garbage_collector = garbage_collector
         self.sweep = sweep
+        self.retirer = retirer
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
         self.clock = clock
         self.monotonic = monotonic
         self._planner = planner
         self._validator = validator
+        kube = getattr(reader, "kube", None)
+        if events is None and kube is not None:
+            events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
+        self.events = events
+        # Drifted / Consolidatable on the NodeClaim objects (when the CRD is installed).
+        self.nodeclaim_objects = (
+            NodeClaimObjects(kube.client, clock=monotonic, metrics=self.metrics, logger=self.log)
+            if kube is not None
+            else None
+        )
         self.executor = CommandExecutor(
             workflow,
             launcher,
@@ -168,6 +200,7 @@ class DisruptionController:
             clock=clock,
             drain_interval_seconds=drain_interval_seconds,
             poll_seconds=poll_seconds,
+            events=events,
         )
 
     def _functions(self) -> tuple[Planner, Validator]:
@@ -182,6 +215,14 @@ class DisruptionController:
     def run_once(self) -> DisruptionReport:
         """Read, plan, re-validate, act, collect garbage. Errors are reported, not raised."""
         report = DisruptionReport(dry_run=self.dry_run)
+        if self.retirer is not None and not self.dry_run:
+            try:
+                report.retired = self.retirer.retire()
+                report.problems.extend(getattr(report.retired, "errors", []))
+            except Exception as error:
+                self.metrics.add(m.DISRUPTION_ERRORS, 1, COUNT, {"Stage": "Deletion"})
+                self.log.exception("retiring deleted nodes failed", extra={"error": str(error)})
+                report.problems.append(f"retiring deleted nodes failed: {type(error).__name__}: {error}")
         if self.sweep is not None and not self.dry_run:
             try:
                 report.swept = self.sweep.sweep()
@@ -221,6 +262,9 @@ class DisruptionController:
         report.skipped = dict(plan.skipped)
         commands = [*plan.expirations, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
+        if not self.dry_run:
+            self._publish_notices(plan, gathered)
+            self._mark_claims(gathered)
         if not commands:
             return
         if self.dry_run:
@@ -252,6 +296,34 @@ class DisruptionController:
         return kept
 
     # -- observability ---------------------------------------------------------------------------------
+
+    def _mark_claims(self, gathered: Gathered) -> None:
+        """Drifted and Consolidatable conditions on the NodeClaim objects, as this pass sees the nodes."""
+        if self.nodeclaim_objects is None:
+            return
+        from fleetwright.disruption.notices import claim_conditions
+
+        self.nodeclaim_objects.set_conditions(claim_conditions(gathered.input), self.clock())
+
+    def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
+        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim."""
+        if self.events is None:
+            return
+        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, plan_notices
+
+        found: list[Event] = []
+        for notice in plan_notices(gathered.input, plan):
+            node = gathered.node_objects.get(notice.node)
+            refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]
+            if notice.claim:
+                refs.append(reasons.nodeclaim_ref(notice.claim))
+            build = (
+                reasons.disruption_blocked
+                if notice.reason == DISRUPTION_BLOCKED
+                else reasons.unconsolidatable
+            )
+            found.extend(build(ref, notice.message) for ref in refs)
+        self.events.publish(*found)
 
     def _observe(self, gathered: Gathered, report: DisruptionReport) -> None:
         ours = gathered.ours()

@@ -19,6 +19,8 @@ from typing import Any, Final, Protocol
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.types import EXPIRED, Command, DisruptionSettings
 from fleetwright.interruption.workflow import WorkflowStarter, execution_name
+from fleetwright.kube.events import EventRecorder
+from fleetwright.kube.reasons import disruption_launching, nodeclaim_ref
 from fleetwright.model.nodepool import NodePool
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
 from fleetwright.provisioning.reports import PassReport
@@ -113,8 +115,10 @@ class CommandExecutor:
         clock: Callable[[], float] = time.time,
         drain_interval_seconds: int = DEFAULT_DRAIN_INTERVAL_SECONDS,
         poll_seconds: int = DEFAULT_POLL_SECONDS,
+        events: EventRecorder | None = None,
     ) -> None:
         self.workflow = workflow
+        self.events = events  # DisruptionLaunching on each replacement NodeClaim
         self.launcher = launcher
         self.settings = settings or DisruptionSettings()
         self.metrics = metrics or NullMetrics()
@@ -198,6 +202,8 @@ class CommandExecutor:
             self._fail(outcome, f"replacement launch failed, nothing terminated ({reasons})")
             outcome.replacements = launched
             return None
+        if self.events is not None:
+            self.events.publish(*(disruption_launching(nodeclaim_ref(c), command.reason) for c in launched))
         self.log.info(
             "replacements launched",
             extra={

@@ -33,7 +33,7 @@ from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model import labels as wk
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
+from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance, release_node
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
 from fleetwright.termination.claims import TERMINATED_CLAIM_TTL_SECONDS, StoreClaimBook
@@ -358,6 +358,8 @@ class GarbageCollector:
             ):
                 pods += 1
         deleted = self.kube.delete_node(name, uid=meta.get("uid"))
+        # Its termination finalizer would keep the Node Terminating for ever: the instance is gone already.
+        release_node(self.kube, name, str(meta.get("uid") or ""))
         finalized = bool(claim_id) and self.claims.finalize(claim_id, f"garbage collected: {why}")
         if finalized:
             report.finalized_claims.append(claim_id)

@@ -106,7 +106,7 @@ def plan(inp: DisruptionInput) -> Plan:
     if result.command is None:
         candidates = ordered_candidates(cluster, excluded, skipped)
         result.command = multi_node_command(cluster, simulator, candidates) or single_node_command(
-            cluster, simulator, candidates, skipped
+            cluster, simulator, candidates, skipped, result.unconsolidatable
         )
     return result
 

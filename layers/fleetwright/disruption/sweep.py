@@ -12,6 +12,7 @@ annotation; for a node without it, the sweep's first sighting, kept in the state
 the seconds between a workflow's start and its cordon, and the hand-over between continued executions.
 Then (docs/disruption.md):
 
+- Node being deleted: left to the deletion retirer (``deletion.py``), which never gives it back;
 - instance gone (or stopping): left to the garbage collector and the interruption handler;
 - instance running and an interruption record for it still applies (attempts left, deadline not past):
   **re-driven**, a new attempt of the workflow from the stored request;
@@ -176,6 +177,9 @@ class DisruptionSweep:
             name = str(meta.get("name") or "")
             instance_id = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
             if not instance_id:
+                continue
+            if meta.get("deletionTimestamp"):
+                report.waiting.append(name)  # being deleted: the deletion retirer's (disruption/deletion.py)
                 continue
             try:
                 if any(n.startswith(instance_prefix(instance_id)) for n in running):

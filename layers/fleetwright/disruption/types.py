@@ -162,8 +162,10 @@ class Command:
 @dataclass(slots=True)
 class Plan:
     """A pass's decisions: ``expirations`` (forceful, not budgeted, may be several), at most one graceful
-    ``command``, and why notable nodes were left alone (``skipped``: node name → reason)."""
+    ``command``, why notable nodes were left alone (``skipped``: node name → reason), and why single-node
+    consolidation found no command for the candidates it tried (``unconsolidatable``: node name → reason)."""
 
     expirations: list[Command] = field(default_factory=list)
     command: Command | None = None
     skipped: dict[str, str] = field(default_factory=dict)
+    unconsolidatable: dict[str, str] = field(default_factory=dict)

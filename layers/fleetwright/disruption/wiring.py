@@ -79,6 +79,38 @@ def sweep(
     )
 
 
+def retirer(
+    kube: KubeCluster,
+    cloud: Any,
+    state: StateStore,
+    config: ProvisionerConfig,
+    workflow: Any,
+    *,
+    metrics: MetricsSink | None = None,
+    logger: logging.Logger | Any = None,
+    clock: Callable[[], float] = time.time,
+    drain_interval_seconds: int = 5,
+    poll_seconds: int = 5,
+) -> Any:
+    """The :class:`~fleetwright.disruption.deletion.DeletionRetirer` for the cluster (deleted nodes, and
+    nodes of a deleted NodeClaim or NodePool); the NodePools are ``config.nodepools`` as they are at each
+    pass."""
+    from fleetwright.disruption.deletion import DeletionRetirer
+
+    return DeletionRetirer(
+        kube,
+        cloud,
+        workflow,
+        state.nodeclaims,
+        lambda: list(config.nodepools),
+        metrics=metrics,
+        logger=logger,
+        clock=clock,
+        drain_interval_seconds=drain_interval_seconds,
+        poll_seconds=poll_seconds,
+    )
+
+
 def build_controller(
     kube: KubeCluster,
     cloud: Any,
@@ -127,9 +159,24 @@ def build_controller(
         else None
     )
     # The sweep needs to list running executions; a starter that cannot (a test double) goes without.
+    lists = callable(getattr(workflow, "running", None))
     sweeper = (
-        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock)
-        if callable(getattr(workflow, "running", None))
+        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock) if lists else None
+    )
+    retire = (
+        retirer(
+            kube,
+            cloud,
+            state,
+            config,
+            workflow,
+            metrics=metrics,
+            logger=logger,
+            clock=clock,
+            drain_interval_seconds=drain_interval_seconds,
+            poll_seconds=poll_seconds,
+        )
+        if lists and not options.dry_run
         else None
     )
     return DisruptionController(
@@ -140,6 +187,7 @@ def build_controller(
         dry_run=options.dry_run,
         garbage_collector=collector,
         sweep=sweeper,
+        retirer=retire,
         metrics=metrics,
         logger=logger,
         clock=clock,

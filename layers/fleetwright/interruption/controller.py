@@ -52,7 +52,7 @@ from fleetwright.interruption.workflow import (
 )
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import nodes_by_instance
+from fleetwright.provisioning.registration import nodes_by_instance, release_node
 from fleetwright.state.interruptions import (
     CLAIMED,
     GAVE_UP,
@@ -506,6 +506,8 @@ class InterruptionController:
                     uid=pod_meta.get("uid"),
                 )
             self.kube.delete_node(outcome.node, uid=meta.get("uid"))
+            # Its termination finalizer would keep the Node Terminating: the instance is gone already.
+            release_node(self.kube, outcome.node, str(meta.get("uid") or ""))
         if state in STOPPED_STATES:
             # A stopped node is of no use to the cluster and its Node is gone: do not keep paying for it.
             self.cloud.terminate([instance_id])

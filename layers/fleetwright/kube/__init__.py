@@ -1,7 +1,9 @@
-"""Fleetwright's Kubernetes adapter: a small urllib3 REST client, EKS and kubeconfig authentication, and
-the operations the controllers perform (list/watch pending pods, cordon and taint, evict, delete, patch).
+"""Fleetwright's Kubernetes adapter: JSON verbs on the official ``kubernetes`` client, EKS token
+authentication, and the operations the controllers perform (list/watch pending pods, cordon and taint,
+evict, delete, patch).
 
-Importing it loads neither boto3/botocore (only EKS authentication does) nor the official client.
+Importing it loads neither boto3/botocore (only EKS authentication does) nor the official client (only
+building a ``KubeClient`` does), so a Lambda handler's import stays cheap.
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-"""A small Kubernetes REST client on urllib3 (already in the Lambda runtime through botocore).
+"""``KubeClient``: Fleetwright's JSON verbs on the official ``kubernetes`` client.
 
-The official ``kubernetes`` package costs ~0.4 s to import and brings many dependencies; the adapter needs
-only JSON over HTTPS with a bearer token, so this client does that: pooled connections, the cluster CA,
-timeouts, retries with jittered exponential backoff on 429/5xx/connection errors, one token refresh on 401,
-paged LISTs and streamed WATCHes.
+The official ``ApiClient`` sends every request (connection pool, TLS, proxies, bearer token through
+``Configuration.refresh_api_key_hook``) and ``kubernetes.watch.Watch`` reads watch streams. What stays ours
+is what the controllers rely on and the official client does not do: retries with jittered exponential
+backoff on 429/5xx/connection errors honouring ``Retry-After``, one token refresh after a 401, paged LISTs,
+and errors as :class:`KubeApiError` / :class:`KubeConnectionError`. Responses are read raw
+(``_preload_content=False``) and decoded with ``json.loads``: the callers work with JSON dicts, and model
+deserialization would only cost time.
+
+``kubernetes`` (~0.45 s to import) is imported when a client is built, never by ``import fleetwright.kube``,
+so a Lambda handler's cold-start import does not pay for it.
 """
 
 from __future__ import annotations
@@ -11,16 +17,12 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import ssl
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
-import urllib3
-
-from fleetwright.kube.config import ClusterConfig, load_kubeconfig
+from fleetwright.kube.config import ClusterConfig, TokenSource, configuration, load_kubeconfig
 from fleetwright.kube.errors import KubeApiError, KubeConnectionError, WatchExpiredError
 from fleetwright.kube.resources import Resource
 
@@ -58,32 +60,19 @@ class WatchEvent:
         return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def _ssl_context(config: ClusterConfig) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    if config.insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif config.ca_data:
-        # cadata takes PEM text (one or more certificates) or DER bytes.
-        ca = config.ca_data
-        context = ssl.create_default_context(
-            cadata=ca.decode("ascii") if ca.lstrip().startswith(b"-----") else ca
-        )
-    return context
-
-
 class KubeClient:
-    """JSON over HTTP(S) to one API server.
+    """JSON over HTTP(S) to one API server, through the official client.
 
-    ``max_attempts`` bounds tries per request (connection errors and ``RETRY_STATUSES``); the wait before
-    try *n+1* is ``jitter() * min(backoff_max, backoff_base * 2**(n-1))``, at least the server's
-    ``Retry-After`` (capped at ``backoff_max``). ``sleep`` and ``jitter`` (the random factor) are
-    injectable for tests.
+    ``config`` is a :class:`ClusterConfig` or an official ``kubernetes.client.Configuration`` (what
+    :meth:`from_kubeconfig` loads). ``max_attempts`` bounds tries per request (connection errors and
+    ``RETRY_STATUSES``); the wait before try *n+1* is ``jitter() * min(backoff_max, backoff_base *
+    2**(n-1))``, at least the server's ``Retry-After`` (capped at ``backoff_max``). ``sleep`` and
+    ``jitter`` (the random factor) are injectable for tests.
     """
 
     def __init__(
         self,
-        config: ClusterConfig,
+        config: ClusterConfig | Any,
         *,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
@@ -95,22 +84,25 @@ class KubeClient:
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self.config = config
+        from kubernetes.client import ApiClient  # type: ignore[import-untyped]
+
+        self._token: TokenSource | None = None
+        if isinstance(config, ClusterConfig):
+            self._token = config.token
+            config = configuration(config)
+        # Retries are this class's policy; urllib3's own would multiply them.
+        config.retries = False
+        config.connection_pool_maxsize = pool_size
+        self.configuration: Any = config
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.max_attempts = max(1, max_attempts)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self.user_agent = user_agent
         self._sleep = sleep
         self._jitter = jitter
-        pool_args: dict[str, Any] = {"num_pools": 2, "maxsize": pool_size, "block": False}
-        if config.server.startswith("https://"):
-            pool_args["ssl_context"] = _ssl_context(config)
-            if config.insecure:
-                pool_args["cert_reqs"] = "CERT_NONE"
-                pool_args["assert_hostname"] = False
-        self._http = urllib3.PoolManager(**pool_args)
+        self._api = ApiClient(config)
+        self._api.user_agent = user_agent
 
     @classmethod
     def from_kubeconfig(
@@ -121,31 +113,44 @@ class KubeClient:
 
     @classmethod
     def for_eks(
-        cls, cluster: str, region: str, *, eks_client: Any = None, credentials: Any = None, **options: Any
+        cls,
+        cluster: str,
+        region: str,
+        *,
+        endpoint: str | None = None,
+        certificate_authority: str | None = None,
+        eks_client: Any = None,
+        credentials: Any = None,
+        **options: Any,
     ) -> KubeClient:
-        """A client for an EKS cluster, authenticated with the caller's AWS credentials."""
-        from fleetwright.kube.eks import describe_cluster
+        """A client for an EKS cluster, authenticated with the caller's AWS credentials.
 
-        config = describe_cluster(cluster, region, eks_client=eks_client, credentials=credentials)
+        ``endpoint`` and ``certificate_authority`` (base64 PEM, as ``eks:DescribeCluster`` returns it) come
+        from a caller that already described the cluster; otherwise ``eks_client`` (a boto3 EKS client)
+        describes it. ``credentials``: botocore credentials, a boto3 session or a callable returning
+        credentials (default: the default credential chain).
+        """
+        from fleetwright.kube.eks import cluster_config, describe_endpoint
+
+        if endpoint is None:
+            if eks_client is None:
+                raise ValueError("for_eks needs the cluster's endpoint and CA, or an EKS client")
+            endpoint, certificate_authority = describe_endpoint(eks_client, cluster)
+        config = cluster_config(
+            cluster,
+            region,
+            endpoint=endpoint,
+            certificate_authority=certificate_authority,
+            credentials=credentials,
+        )
         return cls(config, **options)
 
     def close(self) -> None:
         """Close pooled connections."""
-        self._http.clear()
+        self._api.rest_client.pool_manager.clear()
+        self._api.close()
 
     # -- plumbing --------------------------------------------------------------------------------------
-
-    def _url(self, path: str, query: Mapping[str, Any] | None) -> str:
-        params = {k: v for k, v in (query or {}).items() if v is not None}
-        return self.config.server + path + (f"?{urlencode(params)}" if params else "")
-
-    def _headers(self, content_type: str | None, refresh_token: bool) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": self.user_agent}
-        if content_type:
-            headers["Content-Type"] = content_type
-        if self.config.token is not None:
-            headers["Authorization"] = f"Bearer {self.config.token.token(refresh_token)}"
-        return headers
 
     def backoff(self, attempt: int, retry_after: str | None = None) -> None:
         """Sleep before retry number ``attempt`` (1-based), at least ``Retry-After`` seconds when given."""
@@ -166,55 +171,55 @@ class KubeClient:
         retry_statuses: Collection[int],
         read_timeout: float | None = None,
         stream: bool = False,
-    ) -> urllib3.BaseHTTPResponse:
-        """Send with retries; a response with a status below 400, else raise ``KubeApiError``."""
-        url = self._url(path, query)
-        data = None if body is None else json.dumps(body).encode()
-        timeout = urllib3.Timeout(connect=self.connect_timeout, read=read_timeout or self.read_timeout)
+    ) -> Any:
+        """Send with retries; the body of a 2xx answer (the open response when ``stream``), else raise."""
+        import urllib3
+        from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+        params = [(key, value) for key, value in (query or {}).items() if value is not None]
+        timeout = (self.connect_timeout, read_timeout or self.read_timeout)
         attempt = 0
-        refresh = refreshed = False
+        refreshed = False
         while True:
             attempt += 1
-            headers = self._headers(content_type if data is not None else None, refresh)
-            refresh = False
             try:
-                response = self._http.request(
+                response = self._api.call_api(
+                    path,
                     method,
-                    url,
-                    body=data,
-                    headers=headers,
-                    timeout=timeout,
-                    retries=False,
-                    redirect=False,
-                    preload_content=not stream,
+                    query_params=list(params),
+                    header_params={"Accept": JSON, "Content-Type": content_type},
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _return_http_data_only=True,
+                    _preload_content=False,
+                    _request_timeout=timeout,
                 )
-            except urllib3.exceptions.SSLError as err:
-                # A certificate problem does not heal with retries.
-                raise KubeConnectionError(f"{method} {path}: TLS error: {err}") from err
+                if stream:
+                    return response
+                try:
+                    return response.data
+                finally:
+                    response.release_conn()
+            except ApiException as err:
+                status = int(err.status or 0)
+                if status == 0:
+                    # The official client reports a TLS failure this way; a certificate does not heal.
+                    raise KubeConnectionError(f"{method} {path}: TLS error: {err.reason}") from err
+                if status == 401 and self._token is not None and not refreshed:
+                    # An expired or rotated token: get a fresh one and try once more.
+                    self._token.token(refresh=True)
+                    refreshed = True
+                    attempt -= 1
+                    continue
+                if status in retry_statuses and attempt < self.max_attempts:
+                    self.backoff(attempt, (err.headers or {}).get("Retry-After"))
+                    continue
+                raw = err.body if isinstance(err.body, bytes) else str(err.body or "").encode()
+                raise KubeApiError.from_response(status, raw, method, path) from err
             except urllib3.exceptions.HTTPError as err:
                 if attempt >= self.max_attempts:
                     raise KubeConnectionError(f"{method} {path}: {err} (after {attempt} attempts)") from err
                 self.backoff(attempt, None)
-                continue
-            status = response.status
-            if status < 400:
-                return response
-            try:
-                raw = response.data if not stream else response.read()
-            except urllib3.exceptions.HTTPError as err:
-                raise KubeConnectionError(f"{method} {path}: reading the {status} answer: {err}") from err
-            finally:
-                if stream:
-                    response.release_conn()
-            if status == 401 and self.config.token is not None and not refreshed:
-                # An expired or rotated token: get a fresh one and try once more.
-                refresh = refreshed = True
-                attempt -= 1
-                continue
-            if status in retry_statuses and attempt < self.max_attempts:
-                self.backoff(attempt, response.headers.get("Retry-After"))
-                continue
-            raise KubeApiError.from_response(status, raw, method, path)
 
     def request(
         self,
@@ -227,15 +232,14 @@ class KubeClient:
         retry_statuses: Collection[int] = RETRY_STATUSES,
     ) -> Any:
         """Send one request (with retries) and return the decoded JSON response (None when empty)."""
-        response = self._perform(method, path, query, body, content_type, retry_statuses)
-        data = response.data
+        data = self._perform(method, path, query, body, content_type, retry_statuses)
         if not data:
             return None
         try:
             return json.loads(data)
         except ValueError as err:
             raise KubeApiError(
-                response.status, "InvalidResponse", f"response is not JSON: {err}", method=method, path=path
+                200, "InvalidResponse", f"response is not JSON: {err}", method=method, path=path
             ) from err
 
     # -- verbs -----------------------------------------------------------------------------------------
@@ -351,6 +355,10 @@ class KubeClient:
         Raises :class:`WatchExpiredError` when ``resource_version`` is too old (410, as an HTTP status or an
         ERROR event): list again and watch from the new resourceVersion.
         """
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch import Watch  # type: ignore[import-untyped]
+
         query = {
             "watch": "true",
             "resourceVersion": resource_version or None,
@@ -360,8 +368,10 @@ class KubeClient:
             "fieldSelector": field_selector or None,
         }
         path = resource.path(namespace)
-        try:
-            response = self._perform(
+
+        def open_stream(**_set_by_watch: Any) -> Any:
+            # Watch.stream asks for watch=True and _preload_content=False: the query and _perform do both.
+            return self._perform(
                 "GET",
                 path,
                 query,
@@ -372,46 +382,31 @@ class KubeClient:
                 read_timeout=timeout_seconds + self.read_timeout,
                 stream=True,
             )
+
+        # Passing timeout_seconds makes Watch make one request and leave resuming to list_then_watch.
+        events = Watch().stream(open_stream, timeout_seconds=timeout_seconds)
+        try:
+            for event in events:
+                if isinstance(event, dict):  # None: a blank line
+                    yield WatchEvent(str(event.get("type")), event.get("raw_object") or {})
+        except WatchExpiredError:
+            raise
         except KubeApiError as err:
             if err.gone:
                 raise WatchExpiredError(
                     err.status, err.reason, err.message, err.details, method="GET", path=path
                 ) from err
             raise
-        try:
-            for line in _lines(response):
-                event = json.loads(line)
-                kind = event.get("type")
-                obj = event.get("object") or {}
-                if kind == "ERROR":
-                    error = KubeApiError.from_status(500, obj, method="GET", path=path)
-                    if error.gone:
-                        raise WatchExpiredError(
-                            error.status, error.reason, error.message, error.details, method="GET", path=path
-                        )
-                    raise error
-                yield WatchEvent(str(kind), obj)
+        except ApiException as err:
+            # An ERROR event: Watch raises its Status as (code, "Reason: message").
+            reason, _, message = str(err.reason or "").partition(": ")
+            error_type = WatchExpiredError if err.status == 410 else KubeApiError
+            raise error_type(int(err.status or 500), reason, message, method="GET", path=path) from err
+        except (KeyError, TypeError) as err:
+            raise KubeApiError(
+                500, "InvalidResponse", f"malformed watch event: {err!r}", method="GET", path=path
+            ) from err
         except urllib3.exceptions.HTTPError as err:
             raise KubeConnectionError(f"GET {path} (watch): {err}") from err
         finally:
-            # Closing drops a half-read stream's connection instead of returning it to the pool.
-            response.close()
-            response.release_conn()
-
-
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """Newline-delimited JSON from a streamed response, yielding each line as soon as it is complete."""
-    chunks: Iterator[bytes]
-    if isinstance(response, urllib3.HTTPResponse) and response.chunked and response.supports_chunked_reads():
-        chunks = response.read_chunked()
-    else:
-        chunks = iter(lambda: response.read1(65536), b"")
-    buffer = b""
-    for chunk in chunks:
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
+            events.close()

@@ -1,24 +1,26 @@
-"""Where the API server is and how to authenticate: ``ClusterConfig``, token sources, kubeconfig files.
+"""Where the API server is and how to authenticate, turned into the official client's ``Configuration``.
 
-kubeconfig files are read with PyYAML rather than the official client, to keep that client (and its
-import time) out of the Lambda layer.
+kubeconfig files are read by the official client (``kubernetes.config.load_kube_config``). What remains
+here is ours: ``ClusterConfig``, a plain description that costs nothing to import (the emulator, the tests
+and EKS authentication build one without loading the official client), and the bearer-token sources that
+``Configuration.refresh_api_key_hook`` asks before every request, so an EKS token is renewed before it
+expires instead of after a failed call.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import atexit
+import contextlib
+import hashlib
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
-
-import yaml
 
 from fleetwright.kube.errors import KubeconfigError
 
-DEFAULT_KUBECONFIG = Path("~/.kube/config")
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 class TokenSource(Protocol):
@@ -31,7 +33,7 @@ class TokenSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class StaticToken:
-    """A fixed bearer token (kubeconfig ``token``)."""
+    """A fixed bearer token."""
 
     value: str
 
@@ -41,27 +43,12 @@ class StaticToken:
 
 
 @dataclass(frozen=True, slots=True)
-class TokenFile:
-    """A token read from a file on every request (kubeconfig ``tokenFile``), so a rotated token (a projected
-    service-account token) is picked up without a restart."""
-
-    path: Path
-
-    def token(self, refresh: bool = False) -> str:
-        """The file's content, stripped."""
-        try:
-            return self.path.read_text().strip()
-        except OSError as err:
-            raise KubeconfigError(f"cannot read token file {self.path}: {err}") from err
-
-
-@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """How to reach one API server.
 
     ``ca_data`` is the PEM bundle that signs the server's certificate (None: the system trust store);
-    ``insecure`` skips certificate verification (kubeconfig ``insecure-skip-tls-verify``, for emulators).
-    ``namespace`` is the context's default namespace.
+    ``insecure`` skips certificate verification (for emulators). ``token`` is asked for a bearer token
+    before every request.
     """
 
     server: str
@@ -71,132 +58,86 @@ class ClusterConfig:
     namespace: str = "default"
 
 
-def _named(doc: Mapping[str, Any], section: str, key: str, name: str, where: str) -> Mapping[str, Any]:
-    for entry in doc.get(section) or []:
-        if isinstance(entry, Mapping) and entry.get("name") == name:
-            value = entry.get(key)
-            if value is None:
-                return {}
-            if not isinstance(value, Mapping):
-                raise KubeconfigError(f"{where}: {section} entry {name!r} has no {key} mapping")
-            return value
-    raise KubeconfigError(f"{where}: no {key} named {name!r} in {section}")
+# The official client verifies TLS against a CA *file*; one file per distinct bundle, reused by warm
+# Lambdas that build clients again, removed at exit.
+_CA_FILES: dict[str, str] = {}
+_CA_LOCK = threading.Lock()
 
 
-def _decode_base64(value: Any, field: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(str(value), validate=True)
-    except (binascii.Error, ValueError) as err:
-        raise KubeconfigError(f"{where}: {field} is not valid base64: {err}") from err
+def _ca_file(pem: bytes) -> str:
+    digest = hashlib.sha256(pem).hexdigest()
+    with _CA_LOCK:
+        path = _CA_FILES.get(digest)
+        if path is None or not os.path.exists(path):
+            fd, path = tempfile.mkstemp(prefix="fleetwright-ca-", suffix=".crt")
+            with os.fdopen(fd, "wb") as out:
+                out.write(pem)
+            if not _CA_FILES:
+                atexit.register(_remove_ca_files)
+            _CA_FILES[digest] = path
+        return path
 
 
-def _resolve(path: Any, base_dir: Path | None) -> Path:
-    # kubectl resolves relative paths in a kubeconfig against the file's directory.
-    p = Path(str(path)).expanduser()
-    return p if p.is_absolute() or base_dir is None else base_dir / p
+def _remove_ca_files() -> None:
+    for path in _CA_FILES.values():
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
-def config_from_kubeconfig(
-    doc: Mapping[str, Any],
-    context: str | None = None,
-    base_dir: Path | None = None,
-    where: str = "kubeconfig",
-) -> ClusterConfig:
-    """The ``ClusterConfig`` of ``context`` (default: ``current-context``) in a parsed kubeconfig.
+def token_hook(source: TokenSource) -> Any:
+    """A ``Configuration.refresh_api_key_hook`` that puts ``source``'s current token in place."""
 
-    Understood: cluster ``server``, ``certificate-authority-data``, ``certificate-authority``,
-    ``insecure-skip-tls-verify``; user ``token`` and ``tokenFile``; context ``namespace``. Client
-    certificates and ``exec``/``auth-provider`` plugins are refused with a :class:`KubeconfigError`.
+    def refresh(configuration: Any) -> None:
+        configuration.api_key["authorization"] = source.token()
+
+    return refresh
+
+
+def configuration(config: ClusterConfig) -> Any:
+    """The official client's ``Configuration`` for ``config`` (imports ``kubernetes.client``)."""
+    from kubernetes.client import Configuration  # type: ignore[import-untyped]
+
+    result = Configuration(host=config.server.rstrip("/"))
+    if config.insecure:
+        result.verify_ssl = False
+    elif config.ca_data:
+        result.ssl_ca_cert = _ca_file(config.ca_data)
+    if config.token is not None:
+        # auth_settings() only sends a bearer token when the key exists; the hook fills it per request.
+        result.api_key = {"authorization": ""}
+        result.api_key_prefix = {"authorization": "Bearer"}
+        result.refresh_api_key_hook = token_hook(config.token)
+    return result
+
+
+def kubeconfig_path(path: str | os.PathLike[str] | None = None) -> str:
+    """``path``, else ``$KUBECONFIG`` (files separated by ``os.pathsep``), else ``~/.kube/config``.
+
+    Read now rather than at import, as the official client's default is, so a changed environment counts.
     """
-    if not isinstance(doc, Mapping):
-        raise KubeconfigError(f"{where}: not a kubeconfig mapping")
-    name = context or doc.get("current-context")
-    if not name:
-        raise KubeconfigError(f"{where}: no context given and no current-context set")
-    ctx = _named(doc, "contexts", "context", str(name), where)
-    cluster_name = ctx.get("cluster")
-    if not cluster_name:
-        raise KubeconfigError(f"{where}: context {name!r} names no cluster")
-    cluster = _named(doc, "clusters", "cluster", str(cluster_name), where)
-    server = cluster.get("server")
-    if not server:
-        raise KubeconfigError(f"{where}: cluster {cluster_name!r} has no server")
-    ca_data: bytes | None = None
-    if cluster.get("certificate-authority-data"):
-        ca_data = _decode_base64(cluster["certificate-authority-data"], "certificate-authority-data", where)
-    elif cluster.get("certificate-authority"):
-        ca_path = _resolve(cluster["certificate-authority"], base_dir)
-        try:
-            ca_data = ca_path.read_bytes()
-        except OSError as err:
-            raise KubeconfigError(f"{where}: cannot read certificate-authority {ca_path}: {err}") from err
-    token: TokenSource | None = None
-    user_name = ctx.get("user")
-    if user_name:
-        user = _named(doc, "users", "user", str(user_name), where)
-        for unsupported in ("client-certificate", "client-certificate-data", "exec", "auth-provider"):
-            if user.get(unsupported):
-                raise KubeconfigError(
-                    f"{where}: user {user_name!r} uses {unsupported}, which fleetwright does not support; "
-                    "use a bearer token (token or tokenFile) or EKS authentication"
-                )
-        if user.get("token"):
-            token = StaticToken(str(user["token"]))
-        elif user.get("tokenFile"):
-            token = TokenFile(_resolve(user["tokenFile"], base_dir))
-    return ClusterConfig(
-        server=str(server).rstrip("/"),
-        ca_data=ca_data,
-        insecure=cluster.get("insecure-skip-tls-verify") is True,
-        token=token,
-        namespace=str(ctx.get("namespace") or "default"),
-    )
-
-
-def kubeconfig_paths(path: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The files to read: ``path``, else every entry of ``$KUBECONFIG``, else ``~/.kube/config``."""
     if path is not None:
-        return [Path(path).expanduser()]
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        return [Path(p).expanduser() for p in env.split(os.pathsep) if p]
-    return [DEFAULT_KUBECONFIG.expanduser()]
+        return os.fspath(path)
+    return os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG
 
 
-def merge_kubeconfigs(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Merge kubeconfig documents like kubectl: the first file to name an entry (or current-context) wins."""
-    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
-    for doc in docs:
-        if not merged.get("current-context") and doc.get("current-context"):
-            merged["current-context"] = doc["current-context"]
-        for section in ("clusters", "users", "contexts"):
-            seen = {e.get("name") for e in merged[section]}
-            for entry in doc.get(section) or []:
-                if isinstance(entry, Mapping) and entry.get("name") not in seen:
-                    merged[section].append(entry)
-                    seen.add(entry.get("name"))
-    return merged
+def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | None = None) -> Any:
+    """The official client's ``Configuration`` for ``context`` (default: ``current-context``) of a kubeconfig.
 
+    Everything the official loader understands works (token, tokenFile, client certificates, exec
+    plugins, CA files and data, insecure-skip-tls-verify); a file that cannot be used raises
+    :class:`KubeconfigError`.
+    """
+    import yaml
+    from kubernetes.client import Configuration
+    from kubernetes.config import ConfigException, load_kube_config  # type: ignore[import-untyped]
 
-def load_kubeconfig(path: str | os.PathLike[str] | None = None, context: str | None = None) -> ClusterConfig:
-    """Read a kubeconfig (``path``, ``$KUBECONFIG`` or ``~/.kube/config``) and return ``context``'s config."""
-    paths = kubeconfig_paths(path)
-    docs = []
-    for p in paths:
-        if not p.exists() and len(paths) > 1:
-            continue  # kubectl skips missing entries of $KUBECONFIG
-        try:
-            doc = yaml.safe_load(p.read_text())
-        except OSError as err:
-            raise KubeconfigError(f"cannot read kubeconfig {p}: {err}") from err
-        except yaml.YAMLError as err:
-            raise KubeconfigError(f"{p}: not valid YAML: {err}") from err
-        if doc is None:
-            continue
-        if not isinstance(doc, Mapping):
-            raise KubeconfigError(f"{p}: not a kubeconfig mapping")
-        docs.append(doc)
-    if not docs:
-        raise KubeconfigError(f"no kubeconfig found in {', '.join(str(p) for p in paths)}")
-    where = str(paths[0]) if len(paths) == 1 else ", ".join(str(p) for p in paths)
-    return config_from_kubeconfig(merge_kubeconfigs(docs), context, paths[0].parent, where)
+    files = kubeconfig_path(path)
+    result = Configuration()
+    try:
+        load_kube_config(
+            config_file=files, context=context, client_configuration=result, persist_config=False
+        )
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as err:
+        # The loader reports a malformed document as whatever it trips over.
+        raise KubeconfigError(f"kubeconfig {files}: {err}") from err
+    return result

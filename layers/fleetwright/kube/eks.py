@@ -1,19 +1,24 @@
-"""EKS authentication from outside the cluster: endpoint and CA from ``eks:DescribeCluster``, and bearer
-tokens made from a presigned STS ``GetCallerIdentity`` URL (what ``aws eks get-token`` produces).
+"""EKS authentication from outside the cluster: bearer tokens made from a presigned STS
+``GetCallerIdentity`` URL (what ``aws eks get-token`` produces), renewed before they expire.
 
-botocore is imported only when a token is made or a cluster described, so importing ``fleetwright.kube``
-stays cheap on a Lambda cold start.
+The official client has no EKS authentication of its own (a kubeconfig would shell out to the AWS CLI,
+which Lambda does not have), so this stays ours; the official ``Configuration`` asks
+:class:`EksTokenSource` for the token before every request. The endpoint and CA are passed in (the
+controllers already described the cluster through ``fleetwright.aws``), and botocore is imported only when
+a token is made, so importing ``fleetwright.kube`` stays cheap on a Lambda cold start.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from fleetwright.kube.config import ClusterConfig
+from fleetwright.kube.errors import KubeConnectionError
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -71,8 +76,9 @@ def default_credentials() -> Any:
 class EksTokenSource:
     """EKS bearer tokens, regenerated once a token is ``refresh_after`` seconds old (or after a 401).
 
-    ``credentials`` is botocore ``Credentials`` (refreshable ones are frozen per token) or a callable
-    returning them; by default the default credential chain. ``clock`` returns seconds (monotonic).
+    ``credentials`` is botocore ``Credentials`` (refreshable ones are frozen per token), a boto3 session,
+    or a callable returning credentials; by default the default credential chain. ``clock`` returns
+    seconds (monotonic).
     """
 
     def __init__(
@@ -96,7 +102,11 @@ class EksTokenSource:
     def _resolve_credentials(self) -> Any:
         if self._credentials is None:
             self._credentials = default_credentials()
-        creds = self._credentials() if callable(self._credentials) else self._credentials
+        source = self._credentials
+        get_credentials = getattr(source, "get_credentials", None)  # a boto3/botocore session
+        creds = get_credentials() if get_credentials else source() if callable(source) else source
+        if creds is None:
+            raise RuntimeError(f"no AWS credentials found to authenticate to EKS cluster {self.cluster}")
         # Refreshable credentials must be read as one consistent (key, secret, token) triple.
         freeze = getattr(creds, "get_frozen_credentials", None)
         return freeze() if freeze is not None else creds
@@ -111,24 +121,39 @@ class EksTokenSource:
             return self._token
 
 
-def describe_cluster(
-    cluster: str, region: str, *, eks_client: Any = None, credentials: Any = None
-) -> ClusterConfig:
-    """``ClusterConfig`` for an EKS cluster: endpoint and CA from ``DescribeCluster``, EKS token auth.
+def describe_endpoint(eks_client: Any, cluster: str) -> tuple[str, str | None]:
+    """The cluster's API endpoint and base64 CA bundle from ``eks:DescribeCluster`` (``eks_client``: boto3).
 
-    ``eks_client`` is a boto3 EKS client (default: a new one for ``region``).
+    For callers that have not described the cluster already; ``fleetwright.aws.cluster`` does it for the
+    controllers, which pass its answer to :func:`cluster_config` instead of asking twice.
     """
-    if eks_client is None:
-        from fleetwright.aws.clients import AwsClients
-
-        eks_client = AwsClients(region).eks
     info = eks_client.describe_cluster(name=cluster)["cluster"]
-    endpoint = info.get("endpoint")
-    if not endpoint:
-        raise RuntimeError(f"EKS cluster {cluster} has no endpoint yet (status {info.get('status')})")
     ca = (info.get("certificateAuthority") or {}).get("data")
+    if not info.get("endpoint"):
+        raise KubeConnectionError(f"EKS cluster {cluster} has no endpoint yet (status {info.get('status')})")
+    return str(info["endpoint"]), str(ca) if ca else None
+
+
+def cluster_config(
+    cluster: str,
+    region: str,
+    *,
+    endpoint: str,
+    certificate_authority: str | None,
+    credentials: Any = None,
+) -> ClusterConfig:
+    """``ClusterConfig`` for an EKS cluster: its endpoint, its CA (base64 PEM, as ``DescribeCluster``
+    returns it) and EKS token authentication with ``credentials`` (see :class:`EksTokenSource`)."""
+    if not endpoint:
+        raise KubeConnectionError(f"EKS cluster {cluster} has no API endpoint")
+    try:
+        ca_data = base64.b64decode(certificate_authority, validate=True) if certificate_authority else None
+    except (binascii.Error, ValueError) as err:
+        raise KubeConnectionError(
+            f"EKS cluster {cluster}: certificate authority is not base64: {err}"
+        ) from err
     return ClusterConfig(
         server=str(endpoint).rstrip("/"),
-        ca_data=base64.b64decode(ca) if ca else None,
+        ca_data=ca_data,
         token=EksTokenSource(cluster, region, credentials),
     )

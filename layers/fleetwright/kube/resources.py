@@ -53,3 +53,10 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "Persist
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+# Karpenter's kinds (served when Karpenter's v1 CRDs are installed).
+NODE_POOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)
+NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)
+EC2_NODE_CLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass", False)
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)

@@ -37,25 +37,30 @@ def _demo(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from fleetwright.local.sandbox import SandboxOptions, sandbox
 
+    kubeconfig_dir = Path(args.kubeconfig or tempfile.mkdtemp(prefix="fleetwright-"))
     options = SandboxOptions(
         manifests=args.filename or ["examples/inflate"],
         moto_port=args.moto_port or -1,
         apiserver_port=args.port,
+        kubeconfig_dir=str(kubeconfig_dir),
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sandbox(options) as box:
-        kubeconfig = box.kubeconfig(
-            Path(args.kubeconfig or tempfile.mkdtemp(prefix="fleetwright-")) / "config"
-        )
         box.start_provisioner()
+        box.start_disruption(args.disruption_interval)
+        files = " ".join(f"-f {_shown(path)}" for path in box.nodepool_files()) or "-f nodepool.yaml"
         print(
-            f"""Fleetwright sandbox running (cluster {box.options.cluster_name}). In another shell:
+            f"""Fleetwright sandbox running (cluster {box.options.cluster_name}), with Karpenter's CRDs and no
+NodePool yet: the provisioner and the disruption loop read NodePools from the cluster. In another shell:
 
-  export KUBECONFIG={kubeconfig}
+  export KUBECONFIG={box.kubeconfig_path}
   export AWS_ENDPOINT_URL={box.moto_url} AWS_DEFAULT_REGION={box.options.region}
   export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
+  kubectl apply {files}
   kubectl scale deployment/inflate --replicas=5
+  kubectl get nodeclaims,nodepools
+  kubectl get events --field-selector involvedObject.kind=Pod
   kubectl get nodes,pods -o wide
   aws ec2 describe-instances --query 'Reservations[].Instances[].[InstanceId,InstanceType,State.Name]'
 
@@ -68,6 +73,14 @@ Ctrl-C stops everything.""",
         except KeyboardInterrupt:
             pass
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def add_cli(subparsers: Subparsers) -> None:
@@ -109,11 +122,18 @@ def add_cli(subparsers: Subparsers) -> None:
     up = local.add_parser(
         "up",
         help="run the sandbox (moto server, API emulator, provisioner) until interrupted",
-        description="Start moto as an HTTP server, the Kubernetes API emulator and the provisioner loop, "
-        "print the kubeconfig and environment to use them, and run until Ctrl-C.",
+        description="Start moto as an HTTP server, the Kubernetes API emulator with Karpenter's CRDs, and "
+        "the provisioner and disruption loops (which read NodePools from the cluster), print the "
+        "kubeconfig and environment to use them, and run until Ctrl-C.",
     )
     up.add_argument("-f", "--filename", action="append", help="manifests (default examples/inflate)")
     up.add_argument("--port", type=int, default=6443, help="API server port (default 6443)")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
     up.add_argument("--kubeconfig", help="directory for the kubeconfig (default: a new temporary one)")
+    up.add_argument(
+        "--disruption-interval",
+        type=float,
+        default=10.0,
+        help="seconds between disruption passes (default 10; the Lambda runs every minute)",
+    )
     up.set_defaults(handler=_up)

@@ -1,16 +1,20 @@
 """``fleetwright demo``: the classic Karpenter walkthrough, on this machine, with no AWS account.
 
-It starts the sandbox (moto, the Kubernetes API emulator with a scheduler and an EC2-driven kubelet,
-Fleetwright's provisioner), scales the example Deployment to 5 and then 30 replicas, and prints a
-timeline (seconds since start: launches with instance type, zone, capacity type and $/h, node
-registration and readiness, running pods) and a table of nodes. Then it scales down: the Deployment is
-deleted and the disruption controller removes the empty nodes through the termination workflow once
-they have been empty for the NodePool's ``consolidateAfter``. Exit code 0 when every replica runs and
-every node is gone again, 1 (with the reason) otherwise.
+It starts the sandbox (moto, the Kubernetes API emulator with a scheduler, an EC2-driven kubelet and
+Karpenter's CRDs, Fleetwright's provisioner), ``kubectl apply``-s the example NodePool and EC2NodeClass,
+scales the example Deployment to 5 and then 30 replicas, and prints a timeline (seconds since start:
+launches with instance type, zone, capacity type and $/h, node registration and readiness, running pods)
+and a table of nodes. Between the steps the NodePool's capacity type is switched with ``kubectl patch``
+and the next step's launches follow it. After the scale-up it prints what kubectl shows: NodeClaims, one
+pod's Events, NodePools. Then it scales down: the Deployment is deleted and the disruption controller
+removes the empty nodes through the termination workflow once they have been empty for the NodePool's
+``consolidateAfter``. Exit code 0 when every replica runs and every node is gone again, 1 (with the
+reason) otherwise.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -18,9 +22,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
-from fleetwright.kube.resources import PODS
+from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS, PODS
 from fleetwright.local.sandbox import DEPLOYMENTS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 
 DEFAULT_STEPS = (5, 30)
@@ -46,6 +51,13 @@ class Timeline:
         """One timeline line (the disruption thread and the main thread both write)."""
         with self._lock:
             print(f"{time.monotonic() - self.started:7.1f}s  {text}", file=self.out, flush=True)
+
+    def block(self, text: str) -> None:
+        """Command output under the timeline line that ran it, indented past the seconds column."""
+        with self._lock:
+            for line in text.rstrip().splitlines():
+                print(f"          {line}", file=self.out)
+            self.out.flush()
 
     def poll(self) -> None:
         """Print every launch, registration, readiness and change of running pods since the last poll."""
@@ -199,16 +211,28 @@ def _run(
     with sandbox(options) as box:
         app, selector = _demo_app(box)
         timeline = Timeline(box, started, out, app, selector)
-        box.provisioner.warm_up()  # what a warm Lambda has: instance types, prices and AMIs cached
         timeline.say(f"sandbox ready: cluster {box.options.cluster_name}, API server {box.server.url}")
+        if not _apply_nodepools(box, timeline):
+            return 1
+        box.provisioner.warm_up()  # what a warm Lambda has: instance types, prices and AMIs cached
         box.start_provisioner()
-        for replicas in steps:
+        edit: _Edit | None = None
+        for index, replicas in enumerate(steps):
+            if index == 1:
+                edit = _edit_nodepool(box, timeline)
+                if edit is None:
+                    return 1
             timeline.say(f"kubectl scale deployment/{app} --replicas={replicas}")
             box.scale(app, replicas)
             if not timeline.wait(lambda r=replicas: timeline.running_pods() >= r, timeout):  # type: ignore[misc]
                 timeline.say(f"FAILED: {_why_not(box, selector)}")
                 return 1
+            if edit is not None:
+                if not _followed_edit(box, timeline, edit):
+                    return 1
+                edit = None
         timeline.say(f"all {steps[-1]} replicas Running")
+        _show_kubectl(box, timeline)
         if interrupt and not _interrupt(box, timeline, steps[-1], timeout):
             return 1
         print(file=out)
@@ -220,6 +244,190 @@ def _run(
         if scale_down and not _scale_down(box, timeline, timeout, fast_forward):
             return 1
     return 0
+
+
+def _kubectl(box: Sandbox, timeline: Timeline, *args: str, show: bool = True) -> str | None:
+    """Run kubectl against the sandbox, print the command and (with ``show``) its output indented; its
+    output, or None (after a FAILED line) when it fails."""
+    timeline.say("kubectl " + " ".join(args))
+    try:
+        done = box.kubectl(*args)
+    except RuntimeError as missing:
+        timeline.say(f"FAILED: {missing}")
+        return None
+    if done.returncode != 0:
+        timeline.say(f"FAILED: kubectl exited {done.returncode}: {done.stderr.strip()}")
+        return None
+    if show:
+        timeline.block(done.stdout)
+    return done.stdout
+
+
+def _apply_nodepools(box: Sandbox, timeline: Timeline) -> bool:
+    """``kubectl apply -f`` the manifests' NodePools and EC2NodeClasses; True when the provisioner then
+    reads at least one usable NodePool from the cluster."""
+    files = box.nodepool_files()
+    if not files:
+        timeline.say("FAILED: the manifests hold no NodePool or EC2NodeClass to apply")
+        return False
+    args = [arg for path in files for arg in ("-f", _shown(path))]
+    if _kubectl(box, timeline, "apply", *args) is None:
+        return False
+    read = box.nodepools.refresh()
+    if read is None or not read.nodepools:
+        invalid = "; ".join(f"{k} {n}: {why}" for (k, n), why in (read.invalid if read else {}).items())
+        timeline.say(f"FAILED: no usable NodePool in the cluster{': ' + invalid if invalid else ''}")
+        return False
+    timeline.say(
+        f"provisioner: NodePools from the {read.source}: {', '.join(np.name for np in read.nodepools)}"
+    )
+    return True
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (shorter command lines)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _capacity_types(box: Sandbox, name: str) -> set[str]:
+    """The capacity types NodePool ``name`` (as last read from the cluster) allows."""
+    from fleetwright.model.labels import CAPACITY_TYPE
+
+    pool = next((np for np in box.provisioner.config.nodepools if np.name == name), None)
+    if pool is None:
+        return set()
+    return {
+        value
+        for r in pool.spec.template.spec.requirements
+        if r.key == CAPACITY_TYPE and r.operator == "In"
+        for value in r.values
+    }
+
+
+@dataclass
+class _Edit:
+    """The NodePool edit made between the steps: which pool, the capacity type it now requires, and the
+    instances launched before it."""
+
+    nodepool: str
+    capacity_type: str
+    before: set[str]
+
+
+def _edit_nodepool(box: Sandbox, timeline: Timeline) -> _Edit | None:
+    """``kubectl patch`` the first NodePool to the other capacity type (on-demand ↔ spot); the edit once
+    the provisioner has read it, None (after a FAILED line) otherwise."""
+    from fleetwright.model.labels import CAPACITY_TYPE
+
+    pool = box.provisioner.config.nodepools[0]
+    wanted = "on-demand" if _capacity_types(box, pool.name) == {"spot"} else "spot"
+    raw = box.client.get(NODE_POOLS, pool.name)
+    requirements = [
+        r for r in raw["spec"]["template"]["spec"].get("requirements", []) if r.get("key") != CAPACITY_TYPE
+    ]
+    requirements.append({"key": CAPACITY_TYPE, "operator": "In", "values": [wanted]})
+    patch = json.dumps(
+        {"spec": {"template": {"spec": {"requirements": requirements}}}}, separators=(",", ":")
+    )
+    if _kubectl(box, timeline, "patch", "nodepool", pool.name, "--type", "merge", "-p", patch) is None:
+        return None
+    deadline = time.monotonic() + 15
+    while _capacity_types(box, pool.name) != {wanted}:  # the provisioner re-reads NodePools every pass
+        if time.monotonic() > deadline:
+            timeline.say(f"FAILED: the provisioner did not read the edit of NodePool {pool.name}")
+            return None
+        time.sleep(0.2)
+    timeline.say(
+        f"provisioner: NodePool {pool.name} now requires {wanted} capacity; the next launches follow"
+    )
+    return _Edit(pool.name, wanted, set(timeline.instances))
+
+
+def _followed_edit(box: Sandbox, timeline: Timeline, edit: _Edit) -> bool:
+    """Say (and check) that every launch since the edit has the capacity type it requires."""
+    since = [
+        r
+        for r in box.state.nodeclaims.list()
+        if r.instance_id and r.instance_id not in edit.before and r.nodepool == edit.nodepool
+    ]
+    wrong = sorted(
+        f"{r.instance_id} ({r.capacity_type})" for r in since if r.capacity_type != edit.capacity_type
+    )
+    if wrong:
+        timeline.say(
+            f"FAILED: launched after the edit without {edit.capacity_type} capacity: {', '.join(wrong)}"
+        )
+        return False
+    plural = "s" if len(since) != 1 else ""
+    timeline.say(
+        f"the edit is followed: {len(since)} launch{'es' if plural else ''} since the patch, "
+        f"all {edit.capacity_type}"
+    )
+    return True
+
+
+def _show_kubectl(box: Sandbox, timeline: Timeline) -> None:
+    """What a Karpenter user looks at after a scale-up: NodeClaims, the Events of a pod placed on a new
+    node, NodePools (once the NodeClaims show their nodes and the NodePool status counts them)."""
+    _settled(box, timeline)
+    _kubectl(box, timeline, "get", "nodeclaims")
+    pod = _nominated_pod(box, timeline)
+    if pod:
+        _kubectl(
+            box,
+            timeline,
+            "get",
+            "events",
+            "--field-selector",
+            f"involvedObject.name={pod}",
+            "-o",
+            EVENT_COLUMNS,
+        )
+    _kubectl(box, timeline, "get", "nodepools")
+
+
+EVENT_COLUMNS = "custom-columns=TYPE:.type,REASON:.reason,FROM:.source.component,MESSAGE:.message"
+
+
+def _settled(box: Sandbox, timeline: Timeline, timeout: float = 10.0) -> None:
+    """Wait (at most ``timeout`` s) until every NodeClaim object is Ready and the NodePools' status
+    counts their nodes: the provisioner's next pass writes both."""
+
+    def ready() -> bool:
+        claims = box.client.list(NODE_CLAIMS).items
+        if not claims or not all(_condition(c, "Ready") for c in claims):
+            return False
+        counted = sum(
+            int(((p.get("status") or {}).get("resources") or {}).get("nodes") or 0)
+            for p in box.client.list(NODE_POOLS).items
+        )
+        return counted == len(claims)
+
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    timeline.poll()
+
+
+def _condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _nominated_pod(box: Sandbox, timeline: Timeline) -> str:
+    """A pod of the demo Deployment the provisioner nominated for a new node (its Events tell the story)."""
+    pods = {str(p["metadata"]["name"]) for p in timeline.app_pods()}
+    nominated = sorted(
+        str(e.get("involvedObject", {}).get("name"))
+        for e in box.client.list(EVENTS, "default").items
+        if e.get("reason") == "Nominated" and e.get("involvedObject", {}).get("name") in pods
+    )
+    return nominated[-1] if nominated else (sorted(pods)[-1] if pods else "")
 
 
 def _interrupt(box: Sandbox, timeline: Timeline, replicas: int, timeout: float) -> bool:

@@ -3,14 +3,18 @@
 It stands in for the kubelets of the instances Fleetwright launches (against moto, or any EC2 endpoint):
 
 * every ``running`` instance tagged ``fleetwright.io/cluster=<cluster>`` registers a Node named like
-  EKS names them (the instance's private DNS name, e.g. ``ip-10-0-1-23.ec2.internal``), with the labels
-  and taints its user data passes to the kubelet (:mod:`fleetwright.local.userdata`), the well-known
-  labels of its instance type, zone and capacity type, capacity and allocatable from its instance type
-  (and the user data's kubelet settings), and ``spec.providerID = aws:///<zone>/<instance-id>``;
+  EKS names them (the instance's private DNS name, e.g. ``ip-10-0-1-23.ec2.internal``), with only the
+  labels a real kubelet and cloud controller give it: the ``--node-labels`` and taints its user data
+  passes (:mod:`fleetwright.local.userdata`), hostname, os and arch, instance type, zone and region —
+  never the ``karpenter.k8s.aws/*`` labels of its instance type, which Fleetwright's registration adds
+  — capacity and allocatable from its instance type (and the user data's kubelet settings), and
+  ``spec.providerID = aws:///<zone>/<instance-id>``;
 * the Node reports ``Ready=False`` at registration and ``Ready=True`` once ``ready_delay`` has passed;
 * pods bound to a Ready node start Running (the emulator's PodLifecycleController leaves these nodes
   alone: they carry the ``fleetwright.io/simulated-kubelet`` annotation);
-* when the instance is shutting down, terminated, stopped or gone, its pods and its Node are deleted.
+* when the instance is shutting down, terminated, stopped or gone, its pods and its Node are deleted (as
+  the cloud controller's node lifecycle controller does; a Node holding a finalizer stays, Terminating,
+  until the finalizer is removed).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, from_aws
+from fleetwright.aws.tags import CLUSTER_TAG, from_aws
 from fleetwright.catalog.from_ec2 import instance_type_from_ec2
 from fleetwright.catalog.loader import builtin_catalog, format_quantity, with_kubelet
 from fleetwright.local.apiserver.controllers import SIMULATED_KUBELET_ANNOTATION, PodLifecycleController
@@ -255,39 +259,40 @@ class KubeletSimulator(PodLifecycleController):
     def node_object(self, instance: Mapping[str, Any]) -> JsonObject:
         """The Node a kubelet on ``instance`` registers (``Ready=False``)."""
         bootstrap = self._bootstrap(instance)
-        tags = from_aws(instance.get("Tags"))
         zone = str(instance.get("Placement", {}).get("AvailabilityZone", ""))
         type_name = str(instance.get("InstanceType", ""))
         instance_type = self._instance_type(type_name)
         name = node_name_for(instance, self.region)
         arch = "arm64" if instance.get("Architecture") == "arm64" else "amd64"
-        labels: dict[str, str] = {}
         capacity: dict[str, str] = {}
         allocatable: dict[str, str] = {}
         if instance_type is not None:
+            # The machine's own hardware: what the kubelet measures (adjusted by its reserved settings).
             adjusted = with_kubelet([instance_type], bootstrap.kubelet)[0]
-            labels.update(adjusted.labels)
             arch = adjusted.labels.get(wk.ARCH, arch)
             capacity = {k: format_quantity(k, v) for k, v in sorted(adjusted.capacity.items())}
             allocatable = {k: format_quantity(k, v) for k, v in sorted(adjusted.allocatable.items())}
-        labels.update(bootstrap.labels)
-        capacity_type = "spot" if instance.get("InstanceLifecycle") == "spot" else "on-demand"
-        labels.setdefault(wk.CAPACITY_TYPE, capacity_type)
-        if tags.get(NODEPOOL_TAG):
-            labels.setdefault(wk.NODEPOOL, tags[NODEPOOL_TAG])
+        # Its --node-labels, then what the kubelet sets itself (hostname, os, arch) and what the cloud
+        # controller adds (instance type, zone, region): nothing else, as on EKS.
+        labels = dict(bootstrap.labels)
         labels.update(
             {
+                wk.HOSTNAME: name,
+                wk.OS: "linux",
+                "beta.kubernetes.io/os": "linux",
+                wk.ARCH: arch,
+                "beta.kubernetes.io/arch": arch,
                 wk.INSTANCE_TYPE: type_name,
                 "beta.kubernetes.io/instance-type": type_name,
                 wk.ZONE: zone,
+                "failure-domain.beta.kubernetes.io/zone": zone,
                 wk.REGION: self.region,
-                wk.ARCH: arch,
-                "beta.kubernetes.io/arch": arch,
-                wk.OS: "linux",
-                "beta.kubernetes.io/os": "linux",
-                wk.HOSTNAME: name,
+                "failure-domain.beta.kubernetes.io/region": self.region,
             }
         )
+        zone_id = str(instance.get("Placement", {}).get("AvailabilityZoneId") or "")
+        if zone_id:
+            labels["topology.k8s.aws/zone-id"] = zone_id
         ip = str(instance.get("PrivateIpAddress") or "")
         addresses = [{"type": "InternalIP", "address": ip}] if ip else []
         addresses += [{"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]

@@ -1,14 +1,20 @@
 """A whole EKS cluster and AWS account on one machine: moto, the Kubernetes API emulator (with its
-scheduler, DaemonSet controller and EC2-driven kubelet simulator) and Fleetwright's provisioner.
+scheduler, DaemonSet controller, EC2-driven kubelet simulator and Karpenter's CRDs) and Fleetwright's
+provisioner.
 
-``fleetwright demo`` replays the scale-up walkthrough in it; ``fleetwright local up`` leaves it running
-for kubectl and boto3. Nothing outside ``fleetwright.local`` imports this module.
+The provisioner reads its NodePools and EC2NodeClasses from the cluster, as a deployed one does: they
+are ``kubectl apply``-ed (:meth:`Sandbox.apply_nodepools`), not handed to it. ``fleetwright demo``
+replays the walkthrough in it; ``fleetwright local up`` leaves it running for kubectl and boto3.
+Nothing outside ``fleetwright.local`` imports this module.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +36,8 @@ from fleetwright.local.aws_fakes import SpotMarket, seed_eks_amis
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
+from fleetwright.provisioning.nodepool_source import NodePoolSource
+from fleetwright.provisioning.nodepool_status import NodePoolStatus
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state import StateStore
 from fleetwright.state.table import create_state_table
@@ -44,6 +52,16 @@ SYSTEM_NODE = "ip-10-0-0-10.ec2.internal"
 STATE_TABLE = "fleetwright-state"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
 K8S_VERSION = "1.31"
+KUBECTL_HINT = "kubectl not found: put it on the PATH (or run .ci/install-kubectl)"
+
+
+def find_kubectl() -> str | None:
+    """The kubectl to run: the project's pinned one (``.tools/bin/kubectl``), else the PATH's."""
+    for base in (Path.cwd(), *Path(__file__).resolve().parents):
+        pinned = base / ".tools" / "bin" / "kubectl"
+        if pinned.is_file() and os.access(pinned, os.X_OK):
+            return str(pinned)
+    return shutil.which("kubectl")
 
 
 @dataclass
@@ -59,6 +77,7 @@ class SandboxOptions:
     moto_port: int = 0
     apiserver_port: int = 0
     provisioner_window: float = 5.0  # seconds each simulated Lambda invocation runs
+    kubeconfig_dir: str = ""  # where the kubeconfig goes (default: a temporary directory)
 
 
 @dataclass
@@ -74,10 +93,13 @@ class Sandbox:
     state: StateStore
     provisioner: Provisioner
     metrics: RecordingMetrics
+    nodepools: NodePoolSource
+    kubeconfig_path: Path
     moto_url: str = ""
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _disruption: threading.Thread | None = None
 
     def start_provisioner(self) -> None:
         """Run the provisioner like its schedule would: back-to-back invocations of a few seconds."""
@@ -91,11 +113,40 @@ class Sandbox:
         self._thread = threading.Thread(target=loop, name="provisioner", daemon=True)
         self._thread.start()
 
+    def start_disruption(self, interval: float = 10.0) -> None:
+        """Run a disruption pass every ``interval`` seconds, its NodePools re-read from the cluster first
+        (as the disruption function does); a failed pass is kept in ``errors`` and the loop goes on."""
+        from fleetwright.disruption.wiring import run_disruption
+
+        source = NodePoolSource(self.kube, self.provisioner.config, metrics=self.metrics)
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                source.refresh()
+                try:
+                    run = run_disruption(
+                        kube=self.kube,
+                        cloud=self.provisioner.cloud,
+                        state=self.state,
+                        config=self.provisioner.config,
+                        metrics=self.metrics,
+                    )
+                except Exception as error:  # a pass that fails must not end the loop
+                    self.errors.append(f"disruption: {type(error).__name__}: {error}")
+                    continue
+                if run.report.error:
+                    self.errors.append(f"disruption: {run.report.error}")
+
+        self._disruption = threading.Thread(target=loop, name="disruption", daemon=True)
+        self._disruption.start()
+
     def stop(self) -> None:
-        """Stop the provisioner loop (it finishes its current invocation)."""
+        """Stop the provisioner and disruption loops (each finishes its current invocation)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.options.provisioner_window + 5)
+        if self._disruption is not None:
+            self._disruption.join(timeout=30)
 
     def scale(self, deployment: str, replicas: int, namespace: str = "default") -> None:
         """``kubectl scale deployment``."""
@@ -112,6 +163,41 @@ class Sandbox:
         """Write a kubeconfig for the emulator (kubectl --kubeconfig PATH)."""
         self.server.write_kubeconfig(path)
         return path
+
+    def kubectl(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the emulator; raises RuntimeError when kubectl is missing."""
+        binary = find_kubectl()
+        if binary is None:
+            raise RuntimeError(KUBECTL_HINT)
+        return subprocess.run(
+            [binary, "--kubeconfig", str(self.kubeconfig_path), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def nodepool_files(self) -> list[Path]:
+        """The files to ``kubectl apply`` for the manifests' NodePools and EC2NodeClasses: a file holding
+        only those as it is, the Karpenter documents of a mixed file copied next to the kubeconfig."""
+        import yaml
+
+        from fleetwright.manifests import manifest_files
+        from fleetwright.model.karpenter import is_karpenter_document
+
+        files: list[Path] = []
+        for path in manifest_files(list(self.options.manifests)):
+            docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if isinstance(d, dict)]
+            ours = [d for d in docs if is_karpenter_document(d)]
+            if not ours:
+                continue
+            if len(ours) == len(docs):
+                files.append(Path(path))
+                continue
+            copy = self.kubeconfig_path.parent / f"karpenter-{Path(path).name}"
+            copy.write_text(yaml.safe_dump_all(ours, sort_keys=False))
+            files.append(copy)
+        return files
 
 
 class _Serialized:
@@ -355,19 +441,42 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             kubelet=KubeletOptions(clients.ec2, options.cluster_name, ready_delay=options.ready_delay),
         ).start()
         stack.callback(server.stop)
+        from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+
+        install_karpenter_crds(server.store)
+        directory = options.kubeconfig_dir or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="fleetwright-")
+        )
+        kubeconfig = server.write_kubeconfig(Path(directory) / "config")
         client = KubeClient(ClusterConfig(server=server.url))
         _seed_kubernetes(client, _deployments(options.manifests))
         kube = KubeCluster(client)
         state = StateStore(STATE_TABLE, options.cluster_name, client=_Serialized(clients.client("dynamodb")))
         cloud = AwsProvider(cluster, options.region, clients=clients, unavailable=state.unavailable)
         metrics = RecordingMetrics()
-        config = ProvisionerConfig(
-            cluster_name=options.cluster_name,
-            nodepools=list(manifests.nodepools),
-            nodeclasses=list(manifests.nodeclasses),
+        # No NodePool documents: like a kubectl-only deployment, NodePools come from the cluster only.
+        config = ProvisionerConfig(cluster_name=options.cluster_name)
+        source = NodePoolSource(
+            kube,
+            config,
+            metrics=metrics,
+            status=NodePoolStatus(kube, resolver=cloud.resolver, metrics=metrics),
         )
-        provisioner = Provisioner(kube, cloud, state, config, metrics=metrics)
-        box = Sandbox(options, server, clients, cluster, kube, client, state, provisioner, metrics, moto_url)
+        provisioner = Provisioner(kube, cloud, state, config, metrics=metrics, nodepool_source=source)
+        box = Sandbox(
+            options,
+            server,
+            clients,
+            cluster,
+            kube,
+            client,
+            state,
+            provisioner,
+            metrics,
+            source,
+            kubeconfig,
+            moto_url,
+        )
         stack.callback(box.stop)
         yield box
 

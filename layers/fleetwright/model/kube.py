@@ -565,7 +565,8 @@ def node_from_object(obj: KubeObject, pods: Sequence[Pod] = (), ref: DocumentRef
         allocatable=allocatable,
         taints=_taints(r, spec.get("taints"), "spec.taints"),
         capacity=capacity,
-        unschedulable=spec.get("unschedulable") is True,
+        # A Node being deleted takes no new pods, cordoned yet or not (its termination drains it).
+        unschedulable=spec.get("unschedulable") is True or bool(meta.get("deletionTimestamp")),
         pods=list(pods),
         provider_id=r.string(spec.get("providerID"), "spec.providerID"),
         ready=ready,

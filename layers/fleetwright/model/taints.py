@@ -55,3 +55,9 @@ def tolerates_all(tolerations: Iterable[Toleration], taints: Iterable[Taint]) ->
         if not any(t.tolerates(taint) for t in tols):
             return taint
     return None
+
+
+def first_untolerated(tolerations: Iterable[Toleration], taints: Iterable[Taint]) -> Taint | None:
+    """The first taint of any effect not tolerated, PreferNoSchedule included (Karpenter's strict check)."""
+    tols = tuple(tolerations)
+    return next((taint for taint in taints if not any(t.tolerates(taint) for t in tols)), None)

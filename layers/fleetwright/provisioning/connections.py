@@ -29,12 +29,18 @@ def connect(cluster: str, table: str, region: str, kubeconfig: str | None = None
     given, else with EKS token authentication."""
     clients = clients_for(region)
     state = StateStore(table, cluster, region=region)
-    cloud = AwsProvider(
-        describe_cluster(clients, cluster), region, clients=clients, unavailable=state.unavailable
-    )
+    info = describe_cluster(clients, cluster)
+    cloud = AwsProvider(info, region, clients=clients, unavailable=state.unavailable)
+    # The endpoint and CA come from the DescribeCluster just made: no second call for the Kubernetes client.
     client = (
         KubeClient.from_kubeconfig(kubeconfig)
         if kubeconfig
-        else KubeClient.for_eks(cluster, region, eks_client=clients.eks)
+        else KubeClient.for_eks(
+            cluster,
+            region,
+            endpoint=info.endpoint,
+            certificate_authority=info.ca_bundle or None,
+            credentials=clients.session,
+        )
     )
     return Connections(clients, state, cloud, KubeCluster(client))

@@ -26,13 +26,16 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import Event, EventRecorder
+from fleetwright.kube.resources import NODES
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -53,7 +56,16 @@ from fleetwright.provisioning.claims import (
 )
 from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.registration import is_initialized, node_name, nodes_by_instance
+from fleetwright.provisioning.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
+from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
+from fleetwright.provisioning.registration import (
+    NODE_SYNC_ERRORS,
+    initialization_change,
+    is_initialized,
+    node_name,
+    nodes_by_instance,
+    registration_change,
+)
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 from fleetwright.provisioning.watcher import PodWatcher
 from fleetwright.scheduling.scheduler import schedule
@@ -62,6 +74,9 @@ from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate, Results
 from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
+
+if TYPE_CHECKING:
+    from fleetwright.provisioning.nodepool_source import NodePoolSource
 
 MAX_LOGGED_PODS = 20
 RETRY_MIN_SECONDS = 2.0
@@ -97,6 +112,8 @@ class Provisioner:
         spans: obs.Spans | None = None,
         holder: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        events: EventRecorder | None = None,
+        nodepool_source: NodePoolSource | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -109,7 +126,15 @@ class Provisioner:
         self.spans = spans or obs.NoSpans()
         self.holder = holder or f"provisioner-{uuid.uuid4().hex[:12]}"
         self.sleep = sleep
+        # Nominated / FailedScheduling on pods, launch failures on NodeClaims (never breaks a pass).
+        self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
+        # NodeClaim objects mirroring the claim records (when the CRD is installed).
+        self.nodeclaim_objects = NodeClaimObjects(
+            kube.client, clock=self.clock, metrics=self.metrics, logger=self.log
+        )
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
+        # NodePools from the cluster, re-read (and their status written) at the start of each pass.
+        self.nodepool_source = nodepool_source
         self._launching: set[str] = set()  # claims this process is launching right now
         self._retry_delay = RETRY_MIN_SECONDS
         self._pass_lock = threading.RLock()
@@ -161,6 +186,8 @@ class Provisioner:
         try:
             with self._lease_held(wait_until):
                 report.lease_acquired = True
+                if self.nodepool_source is not None:
+                    self.nodepool_source.refresh()
                 report.reconciles.append(self.reconcile())
                 if provision:
                     report.passes.append(self.provision(batch_size=batch_size))
@@ -376,7 +403,10 @@ class Provisioner:
         report.unschedulable = len(results.errors)
         self._log_decision(results, report)
         if results.new_claims:
-            self._launch(results.new_claims, {t.name: t for t in templates}, by_name, accepted, report)
+            self._launch(
+                results.new_claims, {t.name: t for t in templates}, by_name, accepted, report, nominate=True
+            )
+        self.events.publish(*self._decision_events(results, nodes, records))
 
     def catalogs(self) -> tuple[list[InstanceType], dict[str, set[str]]]:
         """The instance types the NodePools' EC2NodeClasses can boot (their union, for the scheduler)
@@ -470,6 +500,24 @@ class Provisioner:
                     "pods cannot be scheduled", extra={"reason": reason, "count": count, "pods": keys}
                 )
 
+    @staticmethod
+    def _decision_events(
+        results: Results, nodes: Sequence[Node], records: Sequence[NodeClaimRecord]
+    ) -> list[Event]:
+        """Nominated for pods placed on nodes and claims in flight (``nodeclaim/X, node/Y`` as Karpenter
+        writes it), FailedScheduling with the scheduler's reason for pods no NodePool can run."""
+        in_flight = {n.name for n in nodes if n.in_flight}
+        claim_of_node = {r.node_name: r.id for r in records if r.node_name and r.active}
+        found: list[Event] = []
+        for placement in results.existing:
+            if placement.node in in_flight:
+                where = {"nodeclaim": placement.node}
+            else:
+                where = {"nodeclaim": claim_of_node.get(placement.node, ""), "node": placement.node}
+            found.extend(reasons.nominated(pod, **where) for pod in placement.pods)
+        found.extend(reasons.failed_scheduling(e.pod, e.reason) for e in results.errors)
+        return found
+
     # -- launching ---------------------------------------------------------------------------------------
 
     def _launch_deadline(self) -> float:
@@ -487,6 +535,8 @@ class Provisioner:
         by_name: Mapping[str, InstanceType],
         accepted: Mapping[str, set[str]],
         report: PassReport,
+        *,
+        nominate: bool = False,
     ) -> None:
         # Renewing proves the lease is still ours and gives the launches a full lease to finish in.
         self.lease.renew()
@@ -533,6 +583,18 @@ class Provisioner:
                 planned.append((claim, record, launch_request(record, candidates, node_class)))
             refused_before = self._refused_offerings()
             self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
+            for claim, record, _ in planned:
+                if record.id not in report.failed:
+                    self.nodeclaim_objects.write(record, requests=claim.requests)
+            if nominate:
+                self.events.publish(
+                    *(
+                        reasons.nominated(pod, nodeclaim=record.id)
+                        for claim, record, _ in planned
+                        if record.id not in report.failed
+                        for pod in claim.pods
+                    )
+                )
         finally:
             # Claims recorded but not settled here stay Launching: reconciliation adopts their instance
             # (found by tag) or fails them once their deadline and the settle grace have passed.
@@ -634,6 +696,7 @@ class Provisioner:
             )
             return
         record.status = str(ClaimStatus.LAUNCHED)
+        self.nodeclaim_objects.remember_image(record.id, instance.image_id)
         report.launched.append(record)
         dimensions = {
             "NodePool": record.nodepool,
@@ -705,6 +768,12 @@ class Provisioner:
         ):
             self.log.warning("failed claim was settled by another writer", extra={"nodeclaim": record.id})
         report.failed[record.id] = reason
+        capacity = bool(error.failures) and all(
+            f.kind == FailureKind.INSUFFICIENT_CAPACITY for f in error.failures
+        )
+        self.events.publish(
+            reasons.launch_failed(reasons.nodeclaim_ref(record.id), reason, capacity=capacity)
+        )
         self.log.error(
             "nodeclaim launch failed",
             extra={
@@ -742,6 +811,7 @@ class Provisioner:
         try:
             with self._lease_held(self.clock()), self.spans.span("reconcile"):
                 self._reconcile(report)
+                self._sync_nodeclaim_objects()
         except LeaseLostError:
             raise
         except Exception as error:
@@ -761,12 +831,18 @@ class Provisioner:
             return
         nodes = nodes_by_instance(self.kube.list_nodes())
         now = self.wall_clock()
+        type_labels = _TypeLabels(self.catalogs)
         for record in following:
             node = nodes.get(record.instance_id)
-            if record.status == ClaimStatus.LAUNCHED:
+            if record.status == ClaimStatus.LAUNCHED and node is None:
+                self._check_timeout(record, now, report)
+                continue
+            if node is not None and record.status in (ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED):
+                # Labels, finalizer and registered label go on the Node before the claim says Registered.
+                node = self._sync_node(node, registration_change(record, type_labels(record)))
                 if node is None:
-                    self._check_timeout(record, now, report)
-                    continue
+                    continue  # the Node went away meanwhile: the next reconciliation looks again
+            if record.status == ClaimStatus.LAUNCHED and node is not None:
                 if not self.state.nodeclaims.transition(
                     record.id,
                     ClaimStatus.LAUNCHED,
@@ -789,6 +865,8 @@ class Provisioner:
                     )
             if record.status != ClaimStatus.REGISTERED or node is None or not is_initialized(node, record):
                 continue
+            if self._sync_node(node, initialization_change) is None:
+                continue
             if not self.state.nodeclaims.transition(
                 record.id, ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED, initialized_at=now
             ):
@@ -797,6 +875,35 @@ class Provisioner:
                 report.initialized.append(record.id)
                 self.metrics.add(obs.NODES_INITIALIZED, 1, obs.COUNT, {"NodePool": record.nodepool})
                 self.log.info("node initialized", extra={"nodeclaim": record.id, "node": node_name(node)})
+
+    def _sync_node(
+        self, node: Mapping[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> Mapping[str, Any] | None:
+        """Apply ``change`` to the Node unless the listed object already has it; the Node as written, or
+        None when it no longer exists or the API refused (logged and counted: the next reconciliation
+        tries again, and the claim does not move on meanwhile)."""
+        if change(dict(node)) is None:
+            return node
+        try:
+            return self.kube.modify(NODES, node_name(node), change)
+        except Exception as error:
+            self.metrics.add(NODE_SYNC_ERRORS, 1, obs.COUNT)
+            self.log.warning(
+                "cannot update the node; the next reconciliation tries again",
+                extra={"node": node_name(node), "error": f"{type(error).__name__}: {error}"[:500]},
+            )
+            return None
+
+    def _sync_nodeclaim_objects(self) -> None:
+        """Bring the NodeClaim objects in line with the records (after the table, which stays right)."""
+        try:
+            if self.nodeclaim_objects.installed():
+                self.nodeclaim_objects.sync(self.state.nodeclaims.list())
+        except Exception as error:  # the mirror never fails a reconciliation
+            self.metrics.add(NODECLAIM_SYNC_ERRORS, 1, obs.COUNT, {"Operation": "Reconcile"})
+            self.log.warning(
+                "NodeClaim objects not reconciled", extra={"error": f"{type(error).__name__}: {error}"}
+            )
 
     def _check_timeout(self, record: NodeClaimRecord, now: float, report: ReconcileReport) -> None:
         since = record.launched_at or record.created_at
@@ -899,3 +1006,17 @@ class Provisioner:
                 )
             else:
                 self._lost_transition(record, ClaimStatus.FAILED)
+
+
+class _TypeLabels:
+    """The catalog's labels of a claim's instance type, the catalog read once and only when needed."""
+
+    def __init__(self, catalogs: Callable[[], tuple[list[InstanceType], dict[str, set[str]]]]) -> None:
+        self._catalogs = catalogs
+        self._by_name: dict[str, InstanceType] | None = None
+
+    def __call__(self, record: NodeClaimRecord) -> dict[str, str]:
+        if self._by_name is None:
+            self._by_name = {t.name: t for t in self._catalogs()[0]}
+        found = self._by_name.get(record.instance_type)
+        return dict(found.labels) if found is not None else {}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fleetwright.model.node import Node
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
-from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.model.taints import Toleration, first_untolerated, tolerates_all
 from fleetwright.scheduling import vectors as vec
 
 
@@ -25,14 +26,17 @@ class NodeInProgress:
     def accepts(
         self, option_key: str, option: Requirements, tolerations_key: int, tolerations: tuple[Toleration, ...]
     ) -> bool:
-        """Labels and taints allow a pod with this requirement option and these tolerations (cached)."""
+        """Labels and taints allow a pod with this requirement option and these tolerations (cached).
+
+        PreferNoSchedule taints count: the scheduler tolerates them only in its last attempts.
+        """
         cache_key = (option_key, tolerations_key)
         cached = self.compatible.get(cache_key)
         if cached is None:
             cached = (
                 not self.node.unschedulable
                 and option.matches(self.node.labels)
-                and tolerates_all(tolerations, self.node.taints) is None
+                and first_untolerated(tolerations, self.node.taints) is None
             )
             self.compatible[cache_key] = cached
         return cached
@@ -62,3 +66,15 @@ def node_in_progress(seq: int, node: Node, dims: tuple[str, ...]) -> NodeInProgr
         ports.extend(pod.host_ports)
     room = vec.sub(vec.vector(node.allocatable, dims), tuple(used))
     return NodeInProgress(seq, node, room, ports)
+
+
+def daemon_ports_coming(node: Node, daemonsets: Sequence[Pod]) -> list[HostPort]:
+    """Host ports of the DaemonSets that will run on a node not registered yet (their pods come with it)."""
+    return [
+        port
+        for ds in daemonsets
+        if ds.host_ports
+        and tolerates_all(ds.tolerations, node.taints) is None
+        and any(option.matches(node.labels) for option in ds.node_requirement_options())
+        for port in ds.host_ports
+    ]

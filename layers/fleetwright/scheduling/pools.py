@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
-from fleetwright.model.pod import Pod
+from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
 from fleetwright.scheduling import vectors as vec
@@ -45,6 +46,39 @@ class OfferingTable:
     all_capacity_types: set[str]
 
 
+Summary = tuple[list[int], list[vec.Vector], vec.Vector]  # a claim's growth types, their skyline, its max
+
+
+@dataclass(slots=True, eq=False)
+class Fitting:
+    """The priced types that hold a claim's pods, cheapest first, and their zones and capacity types."""
+
+    indices: list[int]
+    types: list[InstanceType]
+    zones: frozenset[str]
+    capacity_types: frozenset[str]
+
+
+@dataclass(slots=True, eq=False)
+class PricedTypes:
+    """A candidate list's priced types, cheapest first, and which of them hold a given total.
+
+    ``entries`` holds (price, name, type index, capacity group); ``capacities`` the distinct
+    capacities, indexed by group; ``levels`` per dimension the distinct capacity values, sorted.
+    Which types hold a total depends only on where each of its amounts falls among ``levels``, so
+    ``fitting`` caches the answer per tuple of positions.
+    """
+
+    entries: list[tuple[float, str, int, int]]
+    capacities: list[vec.Vector]
+    levels: list[list[int]]
+    fitting: dict[tuple[int, ...], Fitting] = field(default_factory=dict)
+
+    def position(self, total: vec.Vector) -> tuple[int, ...]:
+        """Per dimension, how many distinct capacity values are below ``total``'s amount."""
+        return tuple(bisect_left(levels, amount) for levels, amount in zip(self.levels, total, strict=True))
+
+
 @dataclass(slots=True, eq=False)
 class PreparedPool:
     """A NodePool with everything the simulation reuses across pods."""
@@ -56,6 +90,8 @@ class PreparedPool:
     raw_capacity: list[res.ResourceList]  # per type: capacity (what NodePool limits count)
     daemon_overhead: list[res.ResourceList]  # per type
     dropped_for_daemons: int = 0
+    # per type: (host port, DaemonSet) of the DaemonSets that run there; empty when none binds a port
+    daemon_ports: list[tuple[tuple[HostPort, str], ...]] = field(default_factory=list)
     matches: dict[str, OptionMatch] = field(default_factory=dict)
     offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
@@ -65,6 +101,13 @@ class PreparedPool:
     limited: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], list[int], str]] = field(
         default_factory=dict
     )
+    # Per-list caches (keyed by id, holding the list so the id stays its own): thousands of claims
+    # share a handful of candidate lists, so per-type scans are done once per list, not per claim.
+    largest: dict[int, tuple[list[int], res.ResourceList]] = field(default_factory=dict)
+    priced: dict[tuple[int, int], tuple[Requirements, list[int], PricedTypes]] = field(default_factory=dict)
+    summaries: dict[
+        tuple[int, int, vec.Vector, vec.Vector, bool], tuple[Requirements, list[int], Summary]
+    ] = field(default_factory=dict)
 
     @property
     def has_min_values(self) -> bool:
@@ -164,10 +207,27 @@ class PreparedPool:
             name: limit - usage.get(name, 0) - self.reserved.get(name, 0) for name, limit in limits.items()
         }
 
+    def largest_capacity(self, indices: list[int]) -> res.ResourceList:
+        """Per resource the NodePool limits, the largest capacity among ``indices`` (cached per list)."""
+        cached = self.largest.get(id(indices))
+        if cached is not None and cached[0] is indices:
+            return cached[1]
+        names = (self.template.limits or {}).keys()
+        raw = self.raw_capacity
+        largest = {n: max((raw[i].get(n, 0) for i in indices), default=0) for n in names}
+        self.largest[id(indices)] = (indices, largest)
+        return largest
+
     def within_limits(self, indices: list[int]) -> list[int]:
-        """The instance types whose capacity still fits within the NodePool's limits."""
+        """The instance types whose capacity still fits within the NodePool's limits.
+
+        ``indices`` itself when even its largest type fits (the common case, checked without a scan).
+        """
         remaining = self.remaining_limits()
         if remaining is None:
+            return indices
+        largest = self.largest_capacity(indices)
+        if all(largest.get(name, 0) <= left for name, left in remaining.items()):
             return indices
         key = (id(indices), tuple(sorted(remaining.items())))
         cached = self.limited.get(key)
@@ -180,6 +240,31 @@ class PreparedPool:
         ]
         self.limited[key] = (indices, within, "" if within else self._limit_reason(indices, remaining))
         return within
+
+    def priced_types(self, requirements: Requirements, indices: list[int]) -> PricedTypes:
+        """The types of ``indices`` the requirements' offerings price, cheapest (then by name) first.
+
+        Cached per (requirements, list) object pair: a run's claims share a few of each.
+        """
+        key = (id(requirements), id(indices))
+        cached = self.priced.get(key)
+        if cached is not None and cached[0] is requirements and cached[1] is indices:
+            return cached[2]
+        prices = self.offerings(requirements).prices
+        groups: dict[vec.Vector, int] = {}
+        entries: list[tuple[float, str, int, int]] = []
+        for i in indices:
+            price = prices[i]
+            if price is not None:
+                group = groups.setdefault(self.capacity[i], len(groups))
+                entries.append((price, self.types[i].name, i, group))
+        entries.sort()
+        capacities = list(groups)
+        width = len(capacities[0]) if capacities else 0
+        levels = [sorted({capacity[d] for capacity in capacities}) for d in range(width)]
+        priced = PricedTypes(entries, capacities, levels)
+        self.priced[key] = (requirements, indices, priced)
+        return priced
 
     def limit_reason(self, indices: list[int]) -> str:
         """Why no type of ``indices`` fits within the limits (``limit cpu=100 reached``)."""
@@ -255,4 +340,24 @@ def prepare_pool(
         capacity.append(room)
         raw.append(it.capacity)
         overheads.append(overhead)
-    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped)
+    daemon_ports = _daemon_ports(types, requirements, [ds for ds in daemons if ds.host_ports])
+    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped, daemon_ports)
+
+
+def _daemon_ports(
+    types: list[InstanceType], requirements: Requirements, daemons: list[Pod]
+) -> list[tuple[tuple[HostPort, str], ...]]:
+    """Per type, the host ports its DaemonSets bind (a pending pod cannot bind them there too)."""
+    if not daemons:
+        return []
+    return [
+        tuple(
+            (port, ds.key)
+            for ds in daemons
+            if any(
+                instance_type_compatible(it, requirements.intersect(o)) for o in ds.node_requirement_options()
+            )
+            for port in ds.host_ports
+        )
+        for it in types
+    ]

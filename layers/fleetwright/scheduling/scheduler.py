@@ -6,24 +6,28 @@ highest-weight NodePool that can run it. A claim keeps every compatible instance
 its pods; the cheapest is chosen at the end. Topology spread and pod (anti-)affinity are checked against
 per-domain counts (:mod:`fleetwright.scheduling.topology`); a claim narrows itself to the one zone (or
 other domain) a constraint chose. Preferences are treated as required, then relaxed one at a time
-(see :func:`_attempts` for the order) when the pod cannot be placed.
+(see :func:`_attempts` for the order; PreferNoSchedule taints are tolerated last) when the pod cannot
+be placed. A pod still not placed is retried after the others while the batch makes progress.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from fleetwright.model import resources as res
-from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, ZONE
+from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
-from fleetwright.model.taints import Toleration, tolerates_all
+from fleetwright.model.taints import PREFER_NO_SCHEDULE, Toleration, first_untolerated
 from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
-from fleetwright.scheduling.existing import NodeInProgress, node_in_progress
-from fleetwright.scheduling.pools import PreparedPool, prepare_pool
+from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
+from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.topology import (
     AFFINITY,
@@ -63,6 +67,8 @@ class PodGroup:
     error: str = ""  # set when no attempt can work (a missing volume, contradictory selectors)
     resumable: bool = True  # refusals are permanent (see Simulation.resume)
     mix: vec.Vector = ()  # the summed needs of the group's pending pods: the shape claims pack for
+    # The same pods tolerating PreferNoSchedule taints, tried after every attempt above has failed.
+    tolerating_preferences: PodGroup | None = None
 
 
 def _option_key(option: Requirements) -> str:
@@ -129,6 +135,9 @@ class Simulation:
         self.nodes = [
             node_in_progress(i, n, self.dims) for i, n in enumerate(sorted(inp.nodes, key=lambda n: n.name))
         ]
+        for n in self.nodes:
+            if n.node.in_flight:
+                n.host_ports.extend(daemon_ports_coming(n.node, inp.daemonsets))
         self.node_domains = [
             {**n.node.labels, HOSTNAME: n.node.labels.get(HOSTNAME, n.node.name)} for n in self.nodes
         ]
@@ -146,10 +155,19 @@ class Simulation:
             pending, key=lambda p: (-sum(a / t for a, t in zip(needs[p.key], totals, strict=True)), p.key)
         )
         self.needs = needs
+        self.shared = _sharing_a_node(pending)
         self.pod_groups: dict[str, PodGroup] = {}
+        self.preferred_taints = {
+            taint
+            for taints in [*(t.taints for t in templates), *(n.taints for n in inp.nodes)]
+            for taint in taints
+            if taint.effect == PREFER_NO_SCHEDULE
+        }
         for p in pending:
             group = self.group_of(p)
             group.mix = vec.add(group.mix, needs[p.key]) if group.mix else needs[p.key]
+            if group.tolerating_preferences is not None:
+                group.tolerating_preferences.mix = group.mix
             self.pod_groups[p.key] = group
         for node in self.nodes:
             for running in node.node.pods:
@@ -162,6 +180,10 @@ class Simulation:
         # A pod refused by a node or claim is refused by them again when it is identical (same group,
         # requests and allowed domains): totals only grow. Resume the scan where the last one landed.
         self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
+        self.placed_count = 0  # pods placed so far: what a remembered failure is valid for
+        self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        # per topology group: its pods on claims that have not settled on a domain of its key
+        self.undecided: dict[int, int] = {}
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
@@ -184,13 +206,57 @@ class Simulation:
                 group.resumable = not any(
                     c.kind == AFFINITY and c.key == HOSTNAME for a in attempts for c in a.constraints
                 )
+                group.tolerating_preferences = self._tolerating_preferences(pod, group, constraints, volumes)
             self.groups[key] = group
         return group
 
+    def _tolerating_preferences(
+        self, pod: Pod, group: PodGroup, constraints: PodConstraints, volumes: Requirements
+    ) -> PodGroup | None:
+        """The last resort, as in Karpenter: every preference relaxed and PreferNoSchedule tolerated.
+
+        None when no NodePool or node carries a PreferNoSchedule taint the pod does not tolerate.
+        """
+        if not group.attempts or all(
+            any(t.tolerates(taint) for t in pod.tolerations) for taint in self.preferred_taints
+        ):
+            return None
+        required = [option.intersect(volumes) for option in pod.node_requirement_options()]
+        attempts = [
+            Attempt(_option_key(option), option, constraints.required)
+            for option in required
+            if not any(r.is_empty() for r in option)
+        ]
+        tolerations = (*pod.tolerations, Toleration(operator="Exists", effect=PREFER_NO_SCHEDULE))
+        return PodGroup(attempts, tolerations, -1 - group.tolerations_key, resumable=group.resumable)
+
     def run(self) -> Results:
-        """Place every pending pod or explain why it cannot be placed."""
-        for pod in self.pending:
-            self.place(pod)
+        """Place every pending pod or explain why it cannot be placed.
+
+        As in Karpenter, a pod that cannot be placed yet goes to the back of the queue and is tried again
+        while the batch makes progress: a pod may need another pod of the batch placed first (required
+        pod affinity to it, a chain of them, or a spread only its turn can balance). The loop stops
+        when a whole pass over the queue places nothing.
+        """
+        queue = deque(self.pending)
+        requeued_at: dict[str, int] = {}  # pod key -> queue length when it was last pushed back
+        failures: dict[str, str] = {}
+        while queue:
+            pod = queue[0]
+            if requeued_at.get(pod.key) == len(queue):
+                break  # every pod left was tried since the last placement
+            queue.popleft()
+            reason = self.place(pod)
+            if reason is None:
+                if failures:
+                    failures.pop(pod.key, None)
+                continue
+            failures[pod.key] = reason
+            if self.pod_groups[pod.key].error:
+                continue  # a missing volume or contradictory selectors: no placement can change that
+            queue.append(pod)
+            requeued_at[pod.key] = len(queue)
+        self.errors.extend(PodError(p, failures[p.key]) for p in self.pending if p.key in failures)
         unplaced = [e.pod for e in self.errors]
         self.claims = repack(self.claims, self.needs, self._movable, unplaced, self._joins)
         if unplaced:
@@ -215,20 +281,34 @@ class Simulation:
             return False
         return not (self.topology.groups and self.topology.selecting(pod))
 
-    def place(self, pod: Pod) -> None:
-        """Try each attempt (strictest first) until the pod lands somewhere."""
+    def place(self, pod: Pod) -> str | None:
+        """Try each attempt (strictest first) until the pod lands somewhere; None, or why it did not.
+
+        A pod identical in what placement looks at (group, requests, labels, host ports) to one that
+        failed since the last placement fails the same way, so it is not tried again.
+        """
         group = self.pod_groups[pod.key]
         if group.error:
-            self.errors.append(PodError(pod, group.error))
-            return
+            return group.error
         need = self.needs[pod.key]
+        if self.failed:
+            failed = self.failed.get(_identity(pod, group, need))
+            if failed is not None and failed[0] == self.placed_count:
+                return failed[1]
         reasons: list[str] = []
-        for attempt in group.attempts:
+        relaxed = group.tolerating_preferences
+        tries = [(group, a) for a in group.attempts] + (
+            [(relaxed, a) for a in relaxed.attempts] if relaxed else []
+        )
+        for tolerance, attempt in tries:
             constraints = attempt.constraints + self.topology.inverse_constraints(pod)
-            placed, reasons = self._place(pod, need, group, attempt, constraints)
+            placed, reasons = self._place(pod, need, tolerance, attempt, constraints)
             if placed:
-                return
-        self.errors.append(PodError(pod, _explain(reasons)))
+                self.placed_count += 1
+                return None
+        reason = _explain(reasons)
+        self.failed[_identity(pod, group, need)] = (self.placed_count, reason)
+        return reason
 
     def _place(
         self,
@@ -265,6 +345,8 @@ class Simulation:
         else:
             option, option_key = attempt.option, attempt.option_key
             resume_key = (group.tolerations_key, option_key, need)
+        if pod.host_ports:  # refusals of a pod binding host ports hold only for pods binding the same
+            resume_key = (resume_key[0], f"{resume_key[1]} ports={pod.host_ports}", need)
         node_start, claim_start = self.resume.get(resume_key, (0, 0)) if group.resumable else (0, 0)
         for node in self.nodes[node_start:]:
             if hosts and not all(c.allows(self.node_domains[node.seq][HOSTNAME]) for c in hosts):
@@ -275,15 +357,23 @@ class Simulation:
                 self.resume[resume_key] = (node.seq, claim_start)
                 self._record_on_node(pod, node)
                 return True, []
-        for claim in self.open_claims:
-            if claim.seq < claim_start or not self._claim_tolerated(claim, group):
+        # Open claims are in seq order: start at the resume point instead of skipping up to it.
+        first = bisect_left(self.open_claims, claim_start, key=_seq) if claim_start else 0
+        for claim in islice(self.open_claims, first, None):
+            if not self._claim_tolerated(claim, group):
                 continue
             if hosts and not all(c.allows(claim.hostname) for c in hosts):
                 continue
             narrowed = _pick_domains(claim.requirements, allowed) if allowed else option
             if narrowed is None:
                 continue
-            if self._add_to_claim(claim, pod, need, option.intersect(narrowed) if allowed else option):
+            chosen = option.intersect(narrowed) if allowed else option
+            if pod.host_ports and claim.pool.daemon_ports:
+                clear = _clear_of_daemon_ports(claim, pod, chosen)
+                if clear is None:
+                    continue
+                chosen = clear
+            if self._add_to_claim(claim, pod, need, chosen):
                 self.resume[resume_key] = (len(self.nodes), claim.seq)
                 return True, []
         if hosts and not all(c.allows(NEW_NODE) for c in hosts):
@@ -321,7 +411,7 @@ class Simulation:
         values: set[str] = set()
         names: list[str] = []
         for pool in self.pools:
-            if tolerates_all(group.tolerations, pool.template.taints) is not None:
+            if first_untolerated(group.tolerations, pool.template.taints) is not None:
                 continue
             match = pool.match(attempt.option_key, attempt.option)
             if match.type_indices:
@@ -330,6 +420,15 @@ class Simulation:
         return sorted(values), names
 
     def _topology_reason(self, constraint: Constraint, universe: list[str]) -> str:
+        group = constraint.group
+        if constraint.kind == AFFINITY and group.total == 0 and self.undecided.get(id(group), 0) > 0:
+            return (
+                f"pod affinity on {group.describe()}: the matching pods are on new nodes whose "
+                f"{group.describe()} is not decided yet"
+            )
+        if constraint.kind == AFFINITY and group.total > 0 and group.key == HOSTNAME and not universe:
+            held = f"{group.total} matching pod{'s' if group.total > 1 else ''}"
+            return f"pod affinity on hostname: no node holding a matching pod can take it ({held})"
         return constraint.explain(universe)
 
     def _capacity_reason(
@@ -359,6 +458,8 @@ class Simulation:
         before = claim.requirements
         if not claim.try_add(pod, need, option):
             return False
+        if pod.key in self.shared:
+            claim.share()
         if self.topology_keys and claim.requirements is not before:
             # The claim just settled on one value of some key: count its earlier pods there now.
             newly = [
@@ -370,6 +471,7 @@ class Simulation:
                 domains = _claim_domains(claim, self.topology_keys)
                 for earlier in claim.pods[:-1]:
                     self.topology.record(earlier, domains, newly)
+                    self._count_undecided(earlier, newly, -1)
         self._record_on_claim(pod, claim)
         self._close_if_full(claim)
         return True
@@ -380,13 +482,22 @@ class Simulation:
 
     def _record_on_claim(self, pod: Pod, claim: ClaimInProgress) -> None:
         if self.topology.groups:
-            self.topology.record(pod, _claim_domains(claim, self.topology_keys))
+            domains = _claim_domains(claim, self.topology_keys)
+            self.topology.record(pod, domains)
+            self._count_undecided(pod, [k for k in self.topology_keys if k not in domains], 1)
+
+    def _count_undecided(self, pod: Pod, keys: Sequence[str], change: int) -> None:
+        """Count the pod in (or out of) its groups on ``keys``: the claim it is on has no domain there yet."""
+        if keys:
+            for group in self.topology.selecting(pod):
+                if group.key in keys:
+                    self.undecided[id(group)] = self.undecided.get(id(group), 0) + change
 
     def _claim_tolerated(self, claim: ClaimInProgress, group: PodGroup) -> bool:
         key = (group.tolerations_key, id(claim.pool))
         tolerated = self.tolerated.get(key)
         if tolerated is None:
-            tolerated = tolerates_all(group.tolerations, claim.pool.template.taints) is None
+            tolerated = first_untolerated(group.tolerations, claim.pool.template.taints) is None
             self.tolerated[key] = tolerated
         return tolerated
 
@@ -403,7 +514,7 @@ class Simulation:
         if not self.pools:
             return None, ["no NodePool exists"]
         for pool in self.pools:
-            taint = tolerates_all(group.tolerations, pool.template.taints)
+            taint = first_untolerated(group.tolerations, pool.template.taints)
             if taint is not None:
                 reasons.append(f"NodePool {pool.name}: taint {taint.render()} is not tolerated")
                 continue
@@ -414,9 +525,17 @@ class Simulation:
             if not match.type_indices:
                 reasons.append(f"NodePool {pool.name}: {match.reason}")
                 continue
-            indices = pool.within_limits(match.type_indices)
+            type_indices = match.type_indices
+            if pod.host_ports and pool.daemon_ports:
+                type_indices = _port_free_types(pool, pod, type_indices)
+                if not type_indices:
+                    reasons.append(
+                        f"NodePool {pool.name}: {_daemon_port_reason(pool, pod, match.type_indices)}"
+                    )
+                    continue
+            indices = pool.within_limits(type_indices)
             if not indices:
-                reasons.append(f"NodePool {pool.name}: {pool.limit_reason(match.type_indices)}")
+                reasons.append(f"NodePool {pool.name}: {pool.limit_reason(type_indices)}")
                 continue
             if not any(vec.fits(need, pool.capacity[i]) for i in indices):
                 reasons.append(f"NodePool {pool.name}: {_too_big_reason(pool, indices, need, self.dims)}")
@@ -435,6 +554,7 @@ class Simulation:
                 pods=[pod],
                 host_ports=list(pod.host_ports),
                 mix=group.mix,
+                shared=pod.key in self.shared,
             )
             claim.reserve_limits()
             self.claims.append(claim)
@@ -461,39 +581,117 @@ class Simulation:
 def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
     """The claim's instance types that hold all its pods, cheapest first, with zones and labels."""
     pool = claim.pool
-    table = pool.offerings(claim.requirements)
-    priced: list[tuple[float, str, int]] = []
-    zones: set[str] = set()
-    capacity_types: set[str] = set()
-    for i in claim.fitting_indices():
-        price = table.prices[i]
-        if price is None:
-            continue
-        priced.append((price, pool.types[i].name, i))
-        if len(zones) < len(table.all_zones):
-            zones.update(table.zones[i])
-        if len(capacity_types) < len(table.all_capacity_types):
-            capacity_types.update(table.capacity_types[i])
-    priced.sort()
+    fitting = _fitting(pool, claim.requirements, claim.type_indices, claim.total)
+    zones = fitting.zones
     requirements = claim.requirements
     if len(zones) == 1:
         requirements = requirements.intersect(Requirements.from_labels({ZONE: next(iter(zones))}))
     labels = {**pool.template.labels, **requirements.single_values()}
     pod_requests = res.add(*(p.requests for p in claim.pods))
-    daemon = pool.daemon_overhead[priced[0][2]] if priced else {}
+    cheapest = fitting.indices[0] if fitting.indices else None
+    daemon = pool.daemon_overhead[cheapest] if cheapest is not None else {}
+    price = pool.offerings(claim.requirements).prices[cheapest] if cheapest is not None else None
     return NewNodeClaim(
         name=name,
         nodepool=pool.name,
-        instance_types=[pool.types[i] for _, _, i in priced],
+        instance_types=list(fitting.types),
         zones=sorted(zones),
-        capacity_types=sorted(capacity_types, key=_capacity_type_order),
+        capacity_types=sorted(fitting.capacity_types, key=_capacity_type_order),
         labels=dict(sorted(labels.items())),
         taints=list(pool.template.taints),
         pods=sorted(claim.pods, key=lambda p: p.key),
         requests=res.add(pod_requests, daemon),
         daemon_requests=dict(daemon),
-        price=priced[0][0] if priced else 0.0,
+        price=price if price is not None else 0.0,
         requirements=requirements,
+    )
+
+
+def _port_free_types(pool: PreparedPool, pod: Pod, indices: Sequence[int]) -> list[int]:
+    """The types among ``indices`` whose DaemonSets leave every host port of the pod free."""
+    ports = pool.daemon_ports
+    return [
+        i
+        for i in indices
+        if not any(mine.conflicts(taken) for mine in pod.host_ports for taken, _ in ports[i])
+    ]
+
+
+def _clear_of_daemon_ports(claim: ClaimInProgress, pod: Pod, option: Requirements) -> Requirements | None:
+    """The option narrowed to the claim's types where no DaemonSet binds the pod's host ports, or None."""
+    free = _port_free_types(claim.pool, pod, claim.type_indices)
+    if len(free) == len(claim.type_indices):
+        return option
+    if not free:
+        return None
+    names = sorted({claim.pool.types[i].name for i in free})
+    return option.intersect(Requirements.of([Requirement.create(INSTANCE_TYPE, "In", names)]))
+
+
+def _daemon_port_reason(pool: PreparedPool, pod: Pod, indices: Sequence[int]) -> str:
+    """Which DaemonSet binds which of the pod's host ports on the NodePool's nodes."""
+    taken = sorted(
+        {
+            f"hostPort {mine.port}/{mine.protocol} is bound by DaemonSet {owner}"
+            for i in indices
+            for other, owner in pool.daemon_ports[i]
+            for mine in pod.host_ports
+            if mine.conflicts(other)
+        }
+    )
+    return "; ".join(taken) + " on its nodes"
+
+
+def _identity(pod: Pod, group: PodGroup, need: vec.Vector) -> tuple[object, ...]:
+    """What placement looks at: pods alike in it are placed, or refused, alike."""
+    return (group.tolerations_key, need, pod.namespace, tuple(sorted(pod.labels.items())), pod.host_ports)
+
+
+def _fitting(
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector
+) -> Fitting:
+    """The priced types of ``indices`` that hold ``total`` (cheapest first), their zones and capacity types.
+
+    Claims whose totals fall alike among the types' capacities share the answer; fit is checked once
+    per distinct capacity.
+    """
+    table = pool.priced_types(requirements, indices)
+    position = table.position(total) if table.entries else ()
+    found = table.fitting.get(position)
+    if found is None:
+        offerings = pool.offerings(requirements)
+        fits = [vec.fits(total, capacity) for capacity in table.capacities]
+        chosen = [i for _, _, i, group in table.entries if fits[group]]
+        zones: set[str] = set()
+        capacity_types: set[str] = set()
+        for i in chosen:
+            if len(zones) < len(offerings.all_zones):
+                zones.update(offerings.zones[i])
+            if len(capacity_types) < len(offerings.all_capacity_types):
+                capacity_types.update(offerings.capacity_types[i])
+        found = Fitting(chosen, [pool.types[i] for i in chosen], frozenset(zones), frozenset(capacity_types))
+        table.fitting[position] = found
+    return found
+
+
+def _sharing_a_node(pending: Sequence[Pod]) -> frozenset[str]:
+    """Pods that must share a node with others of the batch: those with a required hostname pod
+    affinity term and the pending pods such a term selects (namespaces are not narrowed: including
+    too many only lets a claim grow larger)."""
+    selectors = [
+        term.label_selector
+        for pod in pending
+        for term in pod.pod_affinity
+        if term.topology_key == HOSTNAME and term.label_selector is not None
+    ]
+    if not selectors:
+        return frozenset()
+    unique = list({repr(selector): selector for selector in selectors}.values())
+    return frozenset(
+        pod.key
+        for pod in pending
+        if any(t.topology_key == HOSTNAME for t in pod.pod_affinity)
+        or any(selector.matches(pod.labels) for selector in unique)
     )
 
 
@@ -559,6 +757,10 @@ def _has_topology(pod: Pod) -> bool:
         or pod.preferred_pod_affinity
         or pod.preferred_pod_anti_affinity
     )
+
+
+def _seq(claim: ClaimInProgress) -> int:
+    return claim.seq
 
 
 def _single(requirements: Requirements, key: str) -> str | None:

@@ -10,8 +10,8 @@
 | ``continue`` | starts the next execution (:mod:`fleetwright.termination.continuation`) | ``continuation`` |
 | ``terminate`` | TerminateInstances after the ownership check | ``instance`` |
 | ``check_instance`` | is the instance shutting down or gone? | ``instance.gone`` |
-| ``delete_node`` | deletes the Node (only if it is still this instance's) | ``node`` |
-| ``finalize_claim`` | marks the NodeClaim terminated | ``claim`` |
+| ``delete_node`` | deletes the Node, lifts its finalizer (if still this instance's) | ``node`` |
+| ``finalize_claim`` | marks the claim terminated, lifts its NodeClaim's finalizer | ``claim`` |
 | ``record_failure`` | Warning event on the Node, ``TerminationFailures`` metric² | ``failure`` |
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
@@ -22,7 +22,8 @@ A pass the Kubernetes API refused (unreachable, 5xx, throttled) is a pass that d
 ² Best effort on the API: what it could not do is listed in ``failure.problems`` and, while the API may
 come back, ``failure.pending`` asks the state machine to run it again. It also uncordons the node when its
 instance was never asked to terminate and still runs (every reason: a cordoned node with no workflow is the
-worst outcome).
+worst outcome), unless the Node is being deleted: the disruption pass then starts the workflow again
+(``fleetwright.disruption.deletion``).
 """
 
 from __future__ import annotations
@@ -36,9 +37,17 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from fleetwright.aws.instances import NotOwnedError
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import EventRecorder, ObjectRef
+from fleetwright.kube.resources import NODE_CLAIMS
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance
+from fleetwright.provisioning.registration import (
+    TERMINATION_FINALIZER,
+    instance_id_of,
+    nodes_by_instance,
+    release_node,
+)
 from fleetwright.termination.claims import ClaimBook
 from fleetwright.termination.continuation import (
     ExecutionContext,
@@ -145,6 +154,8 @@ class TerminationSteps:
         self.log = logger or logging.getLogger("fleetwright.termination")
         self._executions = executions
         self._client: StepFunctions = None
+        # DisruptionWaitingReadiness on replacements, DisruptionTerminating on the node and its NodeClaim.
+        self.events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
 
         def plain(step: Callable[[State], State]) -> Callable[[State, ExecutionContext], State]:
             return lambda state, _context: step(state)
@@ -196,6 +207,10 @@ class TerminationSteps:
         out_of_time = now >= request.deadline_epoch - request.drain_reserve_seconds
         ready = not pending or out_of_time or not request.wait_for_replacement
         passes = self._count_pass(state)
+        if not ready:
+            self.events.publish(
+                *(reasons.disruption_waiting_readiness(reasons.nodeclaim_ref(c)) for c in pending)
+            )
         state["replacement"] = {
             "ready": ready,
             "pending": pending,
@@ -215,6 +230,8 @@ class TerminationSteps:
         try:
             if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
                 return self._call_off(state, request, passes)
+            if not passes:
+                self._terminating(request)
             result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
         except Exception as error:
             if not is_transient(error):
@@ -245,6 +262,22 @@ class TerminationSteps:
             and self._time_to_continue(request, loop_passes, context),
         }
         return state
+
+    def _terminating(self, request: TerminationRequest) -> None:
+        """``Disrupting Node: <reason>`` on the node and ``Disrupting NodeClaim: <reason>`` on its claim,
+        as the drain starts (replacements, if any, are ready or given up on)."""
+        refs = []
+        if request.node:
+            try:
+                node = self.kube.get_node(request.node)
+            except Exception:  # the drain pass reports API trouble; the event names the node anyway
+                node = None
+            refs.append(
+                ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(request.node)
+            )
+        if request.claim_id:
+            refs.append(reasons.nodeclaim_ref(request.claim_id))
+        self.events.publish(*(reasons.disruption_terminating(ref, request.reason) for ref in refs))
 
     def _drain_refused(
         self,
@@ -436,8 +469,10 @@ class TerminationSteps:
                         },
                     )
                 else:
-                    uid = (node.get("metadata") or {}).get("uid")
-                    deleted = self.kube.delete_node(request.node, uid=uid)
+                    uid = str((node.get("metadata") or {}).get("uid") or "")
+                    deleted = self.kube.delete_node(request.node, uid=uid or None)
+                    # The termination finalizer held the Node (Terminating) until its instance was gone.
+                    release_node(self.kube, request.node, uid)
         state["node"] = {"deleted": deleted}
         return state
 
@@ -447,6 +482,9 @@ class TerminationSteps:
         finalized = False
         if request.claim_id and self.claims is not None:
             finalized = self.claims.finalize(request.claim_id, f"terminated: {request.reason}")
+        if request.claim_id:
+            # A NodeClaim object being deleted waits for its instance to be gone, as its Node did.
+            self.kube.remove_finalizer(NODE_CLAIMS, request.claim_id, TERMINATION_FINALIZER)
         self.metrics.add(NODES_TERMINATED, 1, COUNT, {"Reason": request.reason})
         self.log.info(
             "node terminated",
@@ -503,12 +541,14 @@ class TerminationSteps:
                 and not uncordoned
                 and not state.get("instance")
                 and str(raw.get("reason") or "") != SPOT_INTERRUPTION_REASON
+                and not (obj.get("metadata") or {}).get("deletionTimestamp")
                 and _owned_by(obj, instance_id)
             ):
                 # Never asked to terminate: give the node back rather than leave it cordoned with no
                 # workflow to finish the job. An interruption that still applies starts a new workflow.
                 # A spot-interrupted node is not given back: EC2 reclaims its instance within two minutes,
-                # and pods placed on it would only be interrupted again.
+                # and pods placed on it would only be interrupted again. Nor is a Node being deleted: its
+                # finalizer holds it and the disruption pass starts the workflow again.
                 try:
                     if self._still_running(instance_id):
                         uncordoned = self.kube.unmark_disrupted(node) is not None

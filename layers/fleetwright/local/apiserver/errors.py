@@ -71,6 +71,20 @@ def invalid(kind: str, name: str, message: str) -> ApiError:
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}', {"name": name, "kind": kind})
 
 
+def invalid_fields(kind: str, group: str, name: str, problems: list[str]) -> ApiError:
+    """422 for several field errors (``FIELD: what is wrong``), with the ``causes`` kubectl prints."""
+    qualified = f"{kind}.{group}" if group else kind
+    summary = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+    causes = []
+    for problem in problems:
+        field, _, text = problem.partition(": ")
+        causes.append({"reason": "FieldValueInvalid", "message": text or problem, "field": field})
+    details: JsonObject = {"name": name, "kind": kind, "causes": causes}
+    if group:
+        details["group"] = group
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}', details)
+
+
 def bad_request(message: str) -> ApiError:
     """400 for a request the server cannot parse."""
     return ApiError(400, "BadRequest", message)

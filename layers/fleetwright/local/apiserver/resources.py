@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 JsonObject = dict[str, Any]
@@ -21,6 +23,11 @@ class ResourceType:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    # Custom resources only: the version's ``additionalPrinterColumns`` and ``openAPIV3Schema``.
+    custom: bool = False
+    printer_columns: tuple[JsonObject, ...] = field(default=(), compare=False)
+    schema: JsonObject | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -58,6 +65,16 @@ POD_DISRUPTION_BUDGETS = ResourceType(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)
 )
 STORAGE_CLASSES = ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",))
+CUSTOM_RESOURCE_DEFINITIONS = ResourceType(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    False,
+    ("crd", "crds"),
+    ("status",),
+    ("api-extensions",),
+)
 
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
@@ -72,6 +89,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     STATEFUL_SETS,
     POD_DISRUPTION_BUDGETS,
     STORAGE_CLASSES,
+    CUSTOM_RESOURCE_DEFINITIONS,
 )
 
 # Workloads appear in `kubectl get all` like on a real cluster.
@@ -91,13 +109,41 @@ SERVER_VERSION: JsonObject = {
 
 
 class Registry:
-    """Looks resource types up by URL coordinates and by kind."""
+    """Looks resource types up by URL coordinates and by kind; custom resource types come and go with
+    their CustomResourceDefinitions (``add`` / ``remove``)."""
 
     def __init__(self, types: tuple[ResourceType, ...] = ALL_TYPES) -> None:
-        self.types = types
+        self._lock = threading.Lock()
+        self._types: tuple[ResourceType, ...] = ()
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        self._by_key: dict[str, ResourceType] = {}
+        self._set(types)
+
+    def _set(self, types: tuple[ResourceType, ...]) -> None:
+        self._types = types
         self._by_path = {(t.group, t.version, t.plural): t for t in types}
-        self._by_kind = {(t.api_version, t.kind): t for t in types}
-        self._by_key = {t.key: t for t in types}
+        # Several versions of one custom resource share a key; the first listed is the stored one.
+        by_key: dict[str, ResourceType] = {}
+        for t in types:
+            by_key.setdefault(t.key, t)
+        self._by_key = by_key
+
+    @property
+    def types(self) -> tuple[ResourceType, ...]:
+        """Every served type (one entry per served version)."""
+        return self._types
+
+    def add(self, key: str, versions: tuple[ResourceType, ...]) -> None:
+        """Serve ``versions`` (all of one custom resource, stored version first) under ``key``,
+        replacing what was served under it before."""
+        with self._lock:
+            kept = tuple(t for t in self._types if not (t.custom and t.key == key))
+            self._set(kept + versions)
+
+    def remove(self, key: str) -> None:
+        """Stop serving the custom resource stored under ``key``."""
+        with self._lock:
+            self._set(tuple(t for t in self._types if not (t.custom and t.key == key)))
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         """The type served at ``/apis/GROUP/VERSION/PLURAL`` (group ``""`` for ``/api/v1``)."""
@@ -107,17 +153,21 @@ class Registry:
         """The type stored under ``key`` (``ResourceType.key``)."""
         return self._by_key[key]
 
+    def find(self, key: str) -> ResourceType | None:
+        """The type stored under ``key``, or None when nothing is served there."""
+        return self._by_key.get(key)
+
     def group_versions(self) -> dict[str, list[str]]:
-        """Every non-core group and its versions."""
+        """Every non-core group and its versions, preferred first."""
         groups: dict[str, list[str]] = {}
-        for t in self.types:
+        for t in self._types:
             if t.group and t.version not in groups.setdefault(t.group, []):
                 groups[t.group].append(t.version)
-        return groups
+        return {g: sorted(vs, key=version_priority) for g, vs in groups.items()}
 
     def has_group_version(self, group: str, version: str) -> bool:
         """Whether any resource is served under GROUP/VERSION."""
-        return any(t.group == group and t.version == version for t in self.types)
+        return any(t.group == group and t.version == version for t in self._types)
 
     def api_versions(self) -> JsonObject:
         """The ``/api`` document."""
@@ -151,7 +201,7 @@ class Registry:
     def resource_list(self, group: str, version: str) -> JsonObject:
         """The ``/api/v1`` or ``/apis/GROUP/VERSION`` document, subresources included."""
         resources: list[JsonObject] = []
-        for t in self.types:
+        for t in self._types:
             if t.group != group or t.version != version:
                 continue
             entry: JsonObject = {
@@ -163,8 +213,9 @@ class Registry:
             }
             if t.short_names:
                 entry["shortNames"] = list(t.short_names)
-            if t.plural in _ALL_CATEGORY:
-                entry["categories"] = ["all"]
+            categories = [*t.categories, *(["all"] if t.plural in _ALL_CATEGORY else [])]
+            if categories:
+                entry["categories"] = categories
             resources.append(entry)
             for sub in t.subresources:
                 resources.append(_subresource_entry(t, sub))
@@ -184,6 +235,17 @@ class Registry:
             "groupVersion": f"{group}/{version}" if group else version,
             "resources": resources,
         }
+
+
+def version_priority(version: str) -> tuple[int, int, int, str]:
+    """Sort key putting Kubernetes versions in preference order: GA, then beta, then alpha, each newest
+    first (``v2``, ``v1``, ``v1beta2``, ``v1beta1``, ``v1alpha1``), then anything else by name."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if match is None:
+        return (3, 0, 0, version)
+    major, stage, minor = match.groups()
+    rank = {None: 0, "beta": 1, "alpha": 2}[stage]
+    return (rank, -int(major), -int(minor or 0), version)
 
 
 def _subresource_entry(t: ResourceType, sub: str) -> JsonObject:

@@ -100,6 +100,11 @@ def selector_from_object(selector: JsonObject | None) -> LabelSelector:
 
 
 # Fields a fieldSelector can name, per the resources a real server supports them for.
+def _involved(field: str) -> Callable[[JsonObject], str]:
+    """An Event's ``involvedObject.<field>``."""
+    return lambda o: str(o.get("involvedObject", {}).get(field) or "")
+
+
 _FIELDS: dict[str, Callable[[JsonObject], str]] = {
     "metadata.name": lambda o: str(o.get("metadata", {}).get("name", "")),
     "metadata.namespace": lambda o: str(o.get("metadata", {}).get("namespace", "")),
@@ -107,8 +112,15 @@ _FIELDS: dict[str, Callable[[JsonObject], str]] = {
     "status.phase": lambda o: str(o.get("status", {}).get("phase") or ""),
     "spec.unschedulable": lambda o: str(bool(o.get("spec", {}).get("unschedulable"))).lower(),
     "spec.schedulerName": lambda o: str(o.get("spec", {}).get("schedulerName") or ""),
-    "involvedObject.name": lambda o: str(o.get("involvedObject", {}).get("name", "")),
-    "involvedObject.kind": lambda o: str(o.get("involvedObject", {}).get("kind", "")),
+    # Events (the fields kubectl describe and kubectl get events --field-selector use).
+    **{
+        f"involvedObject.{field}": _involved(field)
+        for field in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    },
+    "reason": lambda o: str(o.get("reason") or ""),
+    "type": lambda o: str(o.get("type") or ""),
+    "source": lambda o: str((o.get("source") or {}).get("component") or ""),
+    "reportingComponent": lambda o: str(o.get("reportingComponent") or ""),
 }
 
 

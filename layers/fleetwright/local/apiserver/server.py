@@ -215,6 +215,11 @@ def add_cli(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--ready-delay", type=float, default=2.0, help="seconds from Node registration to Ready (default 2)"
     )
+    parser.add_argument(
+        "--karpenter-crds",
+        action="store_true",
+        help="install the NodePool, NodeClaim and EC2NodeClass CRDs of docs/crds at start",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     parser.set_defaults(handler=run_cli)
 
@@ -250,6 +255,10 @@ def run_cli(args: argparse.Namespace) -> int:
 
     # A background job ignores SIGINT, so SIGTERM must end it cleanly too.
     signal.signal(signal.SIGTERM, interrupt)
+    if args.karpenter_crds:
+        from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+
+        print(f"installed {', '.join(install_karpenter_crds(server.store))}", flush=True)
     server.listen()
     print(f"Kubernetes API emulator listening on {server.url}", flush=True)
     if args.kubeconfig:

@@ -20,9 +20,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from fleetwright.local.apiserver import errors
+from fleetwright.local.apiserver import crds, errors
 from fleetwright.local.apiserver.errors import ApiError
-from fleetwright.local.apiserver.resources import NAMESPACES, PODS, Registry, ResourceType
+from fleetwright.local.apiserver.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    NAMESPACES,
+    PODS,
+    Registry,
+    ResourceType,
+)
 from fleetwright.local.apiserver.selectors import FieldSelector, LabelSelector, selector_from_object
 
 JsonObject = dict[str, Any]
@@ -231,6 +237,46 @@ class Store:
         for watch in self._watches:
             watch.offer(event)
         self._local.pending.append(event)
+        if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key:
+            self._follow_definition(kind, obj)
+        elif rt.custom and kind == "DELETED":
+            self._finish_cleanup(rt.key)
+
+    # -- custom resources --------------------------------------------------------------------------
+
+    def _follow_definition(self, kind: str, crd: JsonObject) -> None:
+        """Serve what a CRD defines, report it established, and empty it when it is being deleted; runs
+        under the lock right after each change of a CRD."""
+        key = crds.resource_key(crd)
+        if kind == "DELETED":
+            self.registry.remove(key)
+            self._objects.pop(key, None)
+            return
+        current = self._bucket(CUSTOM_RESOURCE_DEFINITIONS).get(("", crd["metadata"]["name"]))
+        if current is None:
+            return
+        self.registry.add(key, crds.served_types(current))
+        status = crds.accepted_status(current, rfc3339(self.clock()))
+        if status != current.get("status"):
+            self._replace(CUSTOM_RESOURCE_DEFINITIONS, current, {**current, "status": status}, "status")
+            return  # the status write comes back here
+        if current["metadata"].get("deletionTimestamp"):
+            rt = self.registry.find(key)
+            for obj in list(self._objects.get(key, {}).values()):
+                if rt is not None and not obj["metadata"].get("deletionTimestamp"):
+                    self.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            self._finish_cleanup(key)
+
+    def _finish_cleanup(self, key: str) -> None:
+        """Let a deleted CRD go once the last of its objects has."""
+        crd = self._bucket(CUSTOM_RESOURCE_DEFINITIONS).get(("", key))
+        if crd is None or not crd["metadata"].get("deletionTimestamp") or self._objects.get(key):
+            return
+        finalizers = crd["metadata"].get("finalizers") or []
+        if crds.CLEANUP_FINALIZER in finalizers:
+            updated = copy.deepcopy(crd)
+            updated["metadata"]["finalizers"] = [f for f in finalizers if f != crds.CLEANUP_FINALIZER]
+            self._replace(CUSTOM_RESOURCE_DEFINITIONS, crd, updated, None)
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -282,7 +328,7 @@ class Store:
     # -- reads -----------------------------------------------------------------------------------------
 
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], JsonObject]:
-        return self._objects[rt.key]
+        return self._objects.setdefault(rt.key, {})
 
     def _sorted(self, rt: ResourceType) -> list[JsonObject]:
         bucket = self._bucket(rt)
@@ -354,7 +400,9 @@ class Store:
             key = (meta.get("namespace", ""), meta["name"])
             if key in self._bucket(rt):
                 raise errors.already_exists(rt.plural, meta["name"], rt.group)
-            _validate(rt, obj)
+            if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key or (rt.custom and "status" in rt.subresources):
+                obj.pop("status", None)  # create cannot set status where status is a subresource
+            _validate(rt, obj, None)
             obj["apiVersion"] = rt.api_version
             obj["kind"] = rt.kind
             meta["uid"] = str(uuid.uuid4())
@@ -442,7 +490,7 @@ class Store:
                 meta.pop(fixed, None)
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        _validate(rt, obj)
+        _validate(rt, obj, current)
         generation = int(current["metadata"].get("generation", 1))
         meta["generation"] = generation + 1 if _spec_of(obj) != _spec_of(current) else generation
         if _without_rv(obj) == _without_rv(current):
@@ -485,6 +533,11 @@ class Store:
                 raise errors.conflict(rt.plural, name, rt.group)
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
                 raise errors.conflict(rt.plural, name, rt.group)
+            if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key and self._objects.get(crds.resource_key(current)):
+                # Its objects go first; the CRD waits for them behind this finalizer.
+                finalizers = meta.setdefault("finalizers", [])
+                if crds.CLEANUP_FINALIZER not in finalizers:
+                    finalizers.append(crds.CLEANUP_FINALIZER)
             grace = self._grace_period(rt, current, grace_period)
             now = self.clock()
             deadline = rfc3339(now + grace)
@@ -557,8 +610,23 @@ class Store:
         for other in self.registry.types:
             for child in self._sorted(other):
                 refs = child["metadata"].get("ownerReferences") or []
-                if any(r.get("uid") == uid for r in refs):
+                if not any(r.get("uid") == uid for r in refs):
+                    continue
+                if child["metadata"].get("finalizers"):
+                    self._mark_deleted(other, child)  # as the garbage collector does: its finalizers hold it
+                else:
                     self._remove(other, child, propagation)
+
+    def _mark_deleted(self, rt: ResourceType, obj: JsonObject) -> None:
+        """Give an object that finalizers hold a ``deletionTimestamp``; it goes once they are removed."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        old = copy.deepcopy(obj)
+        meta["deletionTimestamp"] = rfc3339(self.clock())
+        meta["deletionGracePeriodSeconds"] = 0
+        meta["resourceVersion"] = self._next_rv()
+        self._emit("MODIFIED", rt, obj, old)
 
     def stop(self) -> None:
         """Cancel pending timed deletions."""
@@ -579,10 +647,17 @@ def _without_rv(obj: JsonObject) -> JsonObject:
     return clone
 
 
-def _validate(rt: ResourceType, obj: JsonObject) -> None:
-    """The few validations clients are likely to trip over; 422 like a real server."""
+def _validate(rt: ResourceType, obj: JsonObject, current: JsonObject | None) -> None:
+    """The few validations clients are likely to trip over; 422 like a real server. CRDs get their
+    defaults and checks, custom objects are pruned, defaulted and checked against their schema
+    (``fleetwright.local.apiserver.crds``); ``current`` is the stored object on updates."""
     name = obj["metadata"].get("name", "")
-    if rt.key == PODS.key:
+    if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key:
+        crds.default_definition(obj)
+        crds.validate_definition(obj, current)
+    elif rt.custom:
+        crds.admit_object(rt, obj)
+    elif rt.key == PODS.key:
         containers = obj.get("spec", {}).get("containers")
         if not containers:
             raise errors.invalid(rt.kind, name, "spec.containers: Required value")
@@ -604,6 +679,8 @@ def _validate(rt: ResourceType, obj: JsonObject) -> None:
 
 
 def _apply_defaults(rt: ResourceType, obj: JsonObject) -> None:
+    if rt.custom or rt.key == CUSTOM_RESOURCE_DEFINITIONS.key:
+        return
     spec = obj.setdefault("spec", {}) if rt.kind not in ("Event", "StorageClass") else {}
     if rt.key == PODS.key:
         spec.setdefault("terminationGracePeriodSeconds", 30)

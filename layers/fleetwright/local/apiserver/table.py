@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
+from fleetwright.local.apiserver.jsonpath import JsonPathError, evaluate
 from fleetwright.local.apiserver.store import parse_rfc3339
 
 JsonObject = dict[str, Any]
@@ -159,7 +161,46 @@ COLUMNS: dict[str, list[Column]] = {
         _AGE,
     ],
     "Namespace": [_NAME, ("Status", "string", 0, _get("status.phase", "")), _AGE],
+    "CustomResourceDefinition": [_NAME, ("Created At", "date", 0, _get("metadata.creationTimestamp"))],
 }
+
+
+def _printer_cell(column: JsonObject) -> Callable[[JsonObject, float], Any]:
+    """A cell computed from a CRD printer column's ``jsonPath``: the first value it selects, ``date``
+    columns as an age like the server prints them, nothing (kubectl shows ``<none>``) when absent."""
+    path, kind = str(column.get("jsonPath", "")), column.get("type")
+
+    def cell(obj: JsonObject, now: float) -> Any:
+        try:
+            found = evaluate(path, obj)
+        except JsonPathError:
+            return None
+        if not found or found[0] is None:
+            return None
+        value = found[0]
+        if kind == "date" and isinstance(value, str):
+            try:
+                return age({"metadata": {"creationTimestamp": value}}, now)
+            except ValueError:
+                return value
+        if isinstance(value, dict | list):
+            return json.dumps(value, separators=(",", ":"))
+        return value
+
+    return cell
+
+
+def custom_columns(printer_columns: tuple[JsonObject, ...]) -> list[Column]:
+    """The columns of a custom resource: Name, then its printer columns (Name and Age when it has none)."""
+    if not printer_columns:
+        return [_NAME, _AGE]
+    return [
+        _NAME,
+        *(
+            (str(c["name"]), str(c.get("type", "string")), int(c.get("priority", 0)), _printer_cell(c))
+            for c in printer_columns
+        ),
+    ]
 
 
 def _partial_metadata(obj: JsonObject) -> JsonObject:
@@ -167,10 +208,19 @@ def _partial_metadata(obj: JsonObject) -> JsonObject:
 
 
 def to_table(
-    kind: str, items: list[JsonObject], resource_version: str, now: float, include: str
+    kind: str,
+    items: list[JsonObject],
+    resource_version: str,
+    now: float,
+    include: str,
+    printer_columns: tuple[JsonObject, ...] | None = None,
 ) -> JsonObject:
-    """A Table of ``items`` (all of ``kind``); ``include`` is the ``includeObject`` parameter."""
-    columns = COLUMNS.get(kind, [_NAME, _AGE])
+    """A Table of ``items`` (all of ``kind``); ``include`` is the ``includeObject`` parameter;
+    ``printer_columns`` (a CRD version's, for custom resources) replace the built-in columns."""
+    if printer_columns is not None:
+        columns = custom_columns(printer_columns)
+    else:
+        columns = COLUMNS.get(kind, [_NAME, _AGE])
     rows: list[JsonObject] = []
     for obj in items:
         row: JsonObject = {"cells": [cell(obj, now) for _, _, _, cell in columns]}

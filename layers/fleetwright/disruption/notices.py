@@ -1,0 +1,94 @@
+"""What a disruption pass tells users on their Nodes and NodeClaims: why a node may not be disrupted
+(``DisruptionBlocked``) and why consolidation leaves it as it is (``Unconsolidatable``), from the planner's
+input and plan alone (pure: the controller publishes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from fleetwright.disruption.candidates import Cluster, node_is_empty
+from fleetwright.disruption.consolidation import WHEN_EMPTY_OR_UNDERUTILIZED
+from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
+
+DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
+UNCONSOLIDATABLE: Final = "Unconsolidatable"
+
+# Skip reasons that name a budget or PodDisruptionBudget refusal (the node itself could go).
+_REFUSALS: Final = ("budget:", "PodDisruptionBudget")
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One event to publish on a node (and on its NodeClaim, ``claim``, when it has one)."""
+
+    node: str
+    claim: str
+    reason: str
+    message: str
+
+
+def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
+    """``DisruptionBlocked`` for nodes a do-not-disrupt annotation, a PodDisruptionBudget, a NodePool budget
+    or initialization holds back; ``Unconsolidatable`` for nodes consolidation may not or did not take."""
+    cluster = Cluster(inp)
+    notices: list[Notice] = []
+    decided = {s.name for command in plan.expirations for s in command.candidates}
+    if plan.command is not None:
+        decided.update(plan.command.node_names)
+    for state in cluster.ours:
+        if state.terminating or state.name in decided:
+            continue
+        blocked = _blocked(cluster, state, plan)
+        if blocked:
+            notices.append(Notice(state.name, state.claim_id, DISRUPTION_BLOCKED, blocked))
+            continue
+        why = _unconsolidatable(cluster, state, plan)
+        if why:
+            notices.append(Notice(state.name, state.claim_id, UNCONSOLIDATABLE, why))
+    return notices
+
+
+def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
+    """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
+    message of a condition that holds, None for one that does not."""
+    from fleetwright.disruption.consolidation import consolidatable
+    from fleetwright.disruption.drift import drift_reason
+    from fleetwright.disruption.planner import empty_for
+
+    cluster = Cluster(inp)
+    found: dict[str, dict[str, str | None]] = {}
+    for state in cluster.ours:
+        if not state.claim_id or state.terminating:
+            continue
+        drifted = drift_reason(cluster, state)
+        ready = consolidatable(cluster, state) or empty_for(cluster, state) is not None
+        found[state.claim_id] = {
+            "Drifted": drifted[:1].upper() + drifted[1:] if drifted else None,
+            "Consolidatable": "ConsolidateAfter has passed" if ready else None,
+        }
+    return found
+
+
+def _blocked(cluster: Cluster, state: NodeState, plan: Plan) -> str:
+    block = cluster.graceful_block(state)
+    if block:
+        return block
+    skipped = plan.skipped.get(state.name, "")
+    if any(marker in skipped for marker in _REFUSALS):
+        return skipped
+    return ""
+
+
+def _unconsolidatable(cluster: Cluster, state: NodeState, plan: Plan) -> str:
+    pool = cluster.pool_of(state)
+    if pool is None:
+        return ""
+    if cluster.consolidate_after.get(pool.name) is None:
+        return f'NodePool "{pool.name}" has consolidation disabled'
+    if pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+        if not node_is_empty(state):
+            return f'NodePool "{pool.name}" has consolidation policy WhenEmpty, but node is not empty'
+        return ""
+    return plan.unconsolidatable.get(state.name, "")

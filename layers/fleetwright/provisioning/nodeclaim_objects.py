@@ -1,0 +1,446 @@
+"""NodeClaim objects (``karpenter.sh/v1``): the claims of the state table, mirrored into the cluster so
+``kubectl get nodeclaims`` shows them as Karpenter users expect.
+
+The state table stays authoritative (its writes are fenced by the launch lease, docs/state.md); an object is
+written after the table and reconciled on every pass: created when missing, its status set from the record
+(providerID, imageID, nodeName, capacity, allocatable, conditions ``Launched``, ``Registered``,
+``Initialized``, ``Ready``), deleted once its claim has ended (failed, terminated, gone). Nothing happens
+when the NodeClaim CRD is not installed (checked once a minute). Every failure is logged and counted
+(``NodeClaimSyncErrors``), never raised: the table is right whatever the mirror says.
+
+Objects carry the ``karpenter.sh/termination`` finalizer, so ``kubectl delete nodeclaim`` leaves the
+object Terminating until its claim has ended; the mirror lifts it when it deletes the object.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from fleetwright.kube.client import JsonObject, KubeClient
+from fleetwright.kube.errors import KubeApiError
+from fleetwright.kube.events import Metrics
+from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODE_POOLS
+from fleetwright.model import labels as wk
+from fleetwright.model.quantity import format_resource
+from fleetwright.state.nodeclaims import ACTIVE, ClaimStatus, NodeClaimRecord
+
+API_VERSION: Final = "karpenter.sh/v1"
+CRD_NAME: Final = "nodeclaims.karpenter.sh"
+FINALIZER: Final = "karpenter.sh/termination"
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGER: Final = "fleetwright"
+NODECLASS_LABEL: Final = "karpenter.k8s.aws/ec2nodeclass"
+CHECK_SECONDS: Final = 60.0
+# Metric: a NodeClaim object that could not be written (dimension Operation).
+SYNC_ERRORS: Final = "NodeClaimSyncErrors"
+
+log = logging.getLogger("fleetwright.nodeclaims")
+
+
+def _stamp(seconds: float | None) -> str:
+    return datetime.fromtimestamp(seconds or 0.0, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantities(resources: Mapping[str, int]) -> dict[str, str]:
+    return {name: format_resource(name, amount) for name, amount in sorted(resources.items())}
+
+
+def _taint(text: str) -> JsonObject:
+    head, _, effect = text.rpartition(":")
+    key, _, value = head.partition("=")
+    return {"key": key, "effect": effect, **({"value": value} if value else {})}
+
+
+def labels_of(record: NodeClaimRecord) -> dict[str, str]:
+    """The object's labels: the claim's, its NodePool and EC2NodeClass, and once launched the instance
+    type, zone and capacity type (kubectl's Type, Zone and Capacity columns)."""
+    found = dict(record.labels)
+    found[wk.NODEPOOL] = record.nodepool
+    if record.node_class:
+        found[NODECLASS_LABEL] = record.node_class
+    if record.instance_type:
+        found[wk.INSTANCE_TYPE] = record.instance_type
+        found[wk.ZONE] = record.zone
+        found[wk.CAPACITY_TYPE] = record.capacity_type
+    found[MANAGED_BY] = MANAGER
+    return found
+
+
+def spec_of(record: NodeClaimRecord, requests: Mapping[str, int] | None = None) -> JsonObject:
+    """Requirements (instance types, zones, capacity types, NodePool, single-valued labels), taints,
+    startup taints, the EC2NodeClass and, when known, the pods' resource requests."""
+    requirements: dict[str, list[str]] = {}
+    for key, values in (
+        (wk.INSTANCE_TYPE, record.instance_types),
+        (wk.ZONE, record.zones),
+        (wk.CAPACITY_TYPE, record.capacity_types),
+        (wk.NODEPOOL, [record.nodepool]),
+    ):
+        if values:
+            requirements[key] = list(values)
+    for key, value in sorted(record.labels.items()):
+        requirements.setdefault(key, [value])
+    spec: JsonObject = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": record.node_class},
+        "requirements": [{"key": k, "operator": "In", "values": v} for k, v in requirements.items()],
+    }
+    if record.taints:
+        spec["taints"] = [_taint(t) for t in record.taints]
+    if record.startup_taints:
+        spec["startupTaints"] = [_taint(t) for t in record.startup_taints]
+    if requests:
+        spec["resources"] = {"requests": _quantities(requests)}
+    return spec
+
+
+def _condition(kind: str, done: bool, since: float | None, waiting: str, message: str = "") -> JsonObject:
+    return {
+        "type": kind,
+        "status": "True" if done else "Unknown",
+        "reason": kind if done else waiting,
+        "message": "" if done else message,
+        "lastTransitionTime": _stamp(since),
+    }
+
+
+def conditions_of(record: NodeClaimRecord) -> list[JsonObject]:
+    """Karpenter's lifecycle conditions: Launched, Registered, Initialized, and Ready once all three are."""
+    launched = bool(record.instance_id)
+    registered = record.status in (ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED)
+    initialized = record.status == ClaimStatus.INITIALIZED
+    created = record.created_at
+    return [
+        _condition("Launched", launched, record.launched_at or created, "Launching", "Instance is launching"),
+        _condition(
+            "Registered",
+            registered,
+            record.registered_at or record.launched_at or created,
+            "AwaitingRegistration",
+            "Node not registered with cluster",
+        ),
+        _condition(
+            "Initialized",
+            initialized,
+            record.initialized_at or record.registered_at or created,
+            "AwaitingInitialization",
+            "Node not initialized",
+        ),
+        _condition(
+            "Ready",
+            initialized,
+            record.initialized_at or created,
+            "NotReady",
+            "Launched, Registered and Initialized are not all True",
+        ),
+    ]
+
+
+def status_of(record: NodeClaimRecord, image_id: str = "") -> JsonObject:
+    """The object's status from the record (``image_id`` from the launch, when known)."""
+    status: JsonObject = {"conditions": conditions_of(record)}
+    if record.provider_id:
+        status["providerID"] = record.provider_id
+    if image_id:
+        status["imageID"] = image_id
+    if record.node_name:
+        status["nodeName"] = record.node_name
+    if record.capacity:
+        status["capacity"] = _quantities(record.capacity)
+    if record.allocatable:
+        status["allocatable"] = _quantities(record.allocatable)
+    return status
+
+
+def _same_conditions(current: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]) -> bool:
+    have = {str(c.get("type")): (c.get("status"), c.get("reason")) for c in current}
+    return all(have.get(str(c["type"])) == (c["status"], c["reason"]) for c in wanted)
+
+
+def _keep_transitions(current: Sequence[Mapping[str, Any]], wanted: list[JsonObject]) -> list[JsonObject]:
+    """Conditions whose status did not change keep their lastTransitionTime; others (Drifted, ...) stay."""
+    before = {str(c.get("type")): c for c in current}
+    merged = []
+    for condition in wanted:
+        old = before.pop(str(condition["type"]), None)
+        if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+            condition = {**condition, "lastTransitionTime": old["lastTransitionTime"]}
+        merged.append(condition)
+    merged.extend(dict(c) for c in before.values())
+    return merged
+
+
+def _with_conditions(
+    current: Sequence[Mapping[str, Any]], wanted: Mapping[str, str | None], now: float
+) -> list[JsonObject]:
+    """``current`` with each condition of ``wanted`` set True (its message) or removed (None); a condition
+    already True keeps its lastTransitionTime."""
+    kept = [dict(c) for c in current if str(c.get("type")) not in wanted]
+    before = {str(c.get("type")): c for c in current}
+    for kind, message in wanted.items():
+        if message is None:
+            continue
+        old = before.get(kind) or {}
+        since = old.get("lastTransitionTime") if old.get("status") == "True" else None
+        kept.append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": kind,
+                "message": message,
+                "lastTransitionTime": since or _stamp(now),
+            }
+        )
+    order = {str(c.get("type")): i for i, c in enumerate(current)}
+    return sorted(kept, key=lambda c: order.get(str(c["type"]), len(order)))
+
+
+class NodeClaimObjects:
+    """Writes and reconciles the NodeClaim objects of one cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
+        logger: logging.Logger | Any = None,
+        check_seconds: float = CHECK_SECONDS,
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.metrics = metrics
+        self.log = logger or log
+        self.check_seconds = check_seconds
+        self._installed: bool | None = None
+        self._checked_at = 0.0
+        self._uids: dict[str, str] = {}
+        self._images: dict[str, str] = {}
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def installed(self) -> bool:
+        """Whether the NodeClaim CRD is installed (checked at most once per ``check_seconds``)."""
+        now = self.clock()
+        if self._installed is None or now - self._checked_at >= self.check_seconds:
+            self._checked_at = now
+            try:
+                self.client.get(CUSTOM_RESOURCE_DEFINITIONS, CRD_NAME)
+                self._installed = True
+            except KubeApiError as error:
+                if not error.not_found:
+                    raise
+                self._installed = False
+        return bool(self._installed)
+
+    def uid(self, name: str) -> str:
+        """The uid of the object written for claim ``name`` ("" when none is known)."""
+        return self._uids.get(name, "")
+
+    def remember_image(self, name: str, image_id: str) -> None:
+        """The AMI claim ``name`` launched with (status.imageID; the record does not keep it)."""
+        if image_id:
+            self._images[name] = image_id
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def write(
+        self,
+        record: NodeClaimRecord,
+        *,
+        requests: Mapping[str, int] | None = None,
+        image_id: str = "",
+    ) -> None:
+        """Create the object of a claim just recorded, or update its status after a launch."""
+        if image_id:
+            self._images[record.id] = image_id
+        try:
+            if not self.installed():
+                return
+            current = self._get(record.id)
+            if current is None:
+                self._create(record, requests, self._owners())
+            else:
+                self._update(current, record)
+        except Exception as error:
+            self._failed("Write", record.id, error)
+
+    def sync(self, records: Sequence[NodeClaimRecord]) -> None:
+        """Reconcile every object with the records: create missing ones, fix their status, delete those
+        whose claim has ended (one LIST, writes only for what differs)."""
+        try:
+            if not self.installed():
+                return
+            listed = {str(o["metadata"]["name"]): o for o in self.client.list(NODE_CLAIMS).items}
+        except Exception as error:
+            self._failed("List", "", error)
+            return
+        active = {r.id: r for r in records if r.status in ACTIVE}
+        owners: dict[str, JsonObject] | None = None
+        for record in active.values():
+            try:
+                current = listed.get(record.id)
+                if current is None:
+                    if owners is None:
+                        owners = self._owners()
+                    self._create(record, None, owners)
+                elif not (current.get("metadata") or {}).get("deletionTimestamp"):
+                    self._update(current, record)
+            except Exception as error:
+                self._failed("Write", record.id, error)
+        for name, obj in listed.items():
+            if name in active or (obj.get("metadata") or {}).get("labels", {}).get(MANAGED_BY) != MANAGER:
+                continue
+            try:
+                self._delete(name, obj)
+            except Exception as error:
+                self._failed("Delete", name, error)
+
+    def remove(self, claim_id: str) -> None:
+        """Delete the object of a claim that ended (its finalizer lifted first)."""
+        try:
+            if not self.installed():
+                return
+            current = self._get(claim_id)
+            if current is not None:
+                self._delete(claim_id, current)
+        except Exception as error:
+            self._failed("Delete", claim_id, error)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _get(self, name: str) -> JsonObject | None:
+        try:
+            return self.client.get(NODE_CLAIMS, name)
+        except KubeApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+    def _owners(self) -> dict[str, JsonObject]:
+        """Owner references to the NodePool objects in the cluster, by name (none when not served)."""
+        try:
+            pools = self.client.list(NODE_POOLS).items
+        except KubeApiError as error:
+            if error.status in (404, 405):
+                return {}
+            raise
+        return {
+            str(p["metadata"]["name"]): {
+                "apiVersion": API_VERSION,
+                "kind": "NodePool",
+                "name": str(p["metadata"]["name"]),
+                "uid": str(p["metadata"]["uid"]),
+                "blockOwnerDeletion": True,
+            }
+            for p in pools
+        }
+
+    def _create(
+        self, record: NodeClaimRecord, requests: Mapping[str, int] | None, owners: Mapping[str, JsonObject]
+    ) -> None:
+        meta: JsonObject = {"name": record.id, "labels": labels_of(record), "finalizers": [FINALIZER]}
+        owner = owners.get(record.nodepool)
+        if owner is not None:
+            meta["ownerReferences"] = [dict(owner)]
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "NodeClaim",
+            "metadata": meta,
+            "spec": spec_of(record, requests),
+        }
+        try:
+            created = self.client.create(NODE_CLAIMS, body)
+        except KubeApiError as error:
+            if not error.conflict:  # 409: it exists already (another writer); update it instead
+                raise
+            existing = self._get(record.id)
+            if existing is not None:
+                self._update(existing, record)
+            return
+        self._uids[record.id] = str(created["metadata"].get("uid") or "")
+        self._patch_status(record.id, status_of(record, self._images.get(record.id, "")))
+
+    def _update(self, current: Mapping[str, Any], record: NodeClaimRecord) -> None:
+        meta = current.get("metadata") or {}
+        self._uids[record.id] = str(meta.get("uid") or "")
+        labels = labels_of(record)
+        have = meta.get("labels") or {}
+        missing = {k: v for k, v in labels.items() if have.get(k) != v}
+        if missing:
+            self.client.patch(NODE_CLAIMS, record.id, {"metadata": {"labels": missing}})
+        status = dict(current.get("status") or {})
+        wanted = status_of(record, self._images.get(record.id, "") or str(status.get("imageID") or ""))
+        old_conditions = list(status.get("conditions") or [])
+        changed = {
+            k: v for k, v in wanted.items() if k != "conditions" and status.get(k) != v
+        } or not _same_conditions(old_conditions, wanted["conditions"])
+        if changed:
+            wanted["conditions"] = _keep_transitions(old_conditions, wanted["conditions"])
+            self._patch_status(record.id, wanted, meta.get("resourceVersion"))
+
+    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> None:
+        """Merge-patch the status (conditions replaced as a whole: conditional on ``resource_version`` so a
+        concurrent writer's conditions are not lost; a 409 waits for the next pass)."""
+        body: JsonObject = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            self.client.patch(NODE_CLAIMS, name, body, subresource="status")
+        except KubeApiError as error:
+            if not error.conflict:
+                raise
+
+    def set_conditions(self, wanted: Mapping[str, Mapping[str, str | None]], now: float) -> None:
+        """Set (message) or clear (None) conditions the disruption controller decides (``Drifted``,
+        ``Consolidatable``) on the objects of the claims in ``wanted``; others are left alone."""
+        try:
+            if not wanted or not self.installed():
+                return
+            listed = {str(o["metadata"]["name"]): o for o in self.client.list(NODE_CLAIMS).items}
+        except Exception as error:
+            self._failed("List", "", error)
+            return
+        for name, conditions in wanted.items():
+            current = listed.get(name)
+            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            before = list((current.get("status") or {}).get("conditions") or [])
+            after = _with_conditions(before, conditions, now)
+            if after == before:
+                continue
+            try:
+                self._patch_status(name, {"conditions": after}, current["metadata"].get("resourceVersion"))
+            except Exception as error:
+                self._failed("Write", name, error)
+
+    def _delete(self, name: str, current: Mapping[str, Any]) -> None:
+        finalizers = list((current.get("metadata") or {}).get("finalizers") or [])
+        if FINALIZER in finalizers:
+            rv = (current.get("metadata") or {}).get("resourceVersion")
+            kept = [f for f in finalizers if f != FINALIZER]
+            self.client.patch(
+                NODE_CLAIMS, name, {"metadata": {"finalizers": kept or None, "resourceVersion": rv}}
+            )
+        try:
+            self.client.delete(NODE_CLAIMS, name)
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+        self._uids.pop(name, None)
+        self._images.pop(name, None)
+
+    def _failed(self, operation: str, name: str, error: Exception) -> None:
+        if self.metrics is not None:
+            self.metrics.add(SYNC_ERRORS, 1, "Count", {"Operation": operation})
+        self.log.warning(
+            "NodeClaim object not written; the next pass reconciles it",
+            extra={
+                "operation": operation,
+                "nodeclaim": name,
+                "error": f"{type(error).__name__}: {error}"[:500],
+            },
+        )

@@ -1,0 +1,321 @@
+"""The ``status`` of NodePools and EC2NodeClasses read from the cluster, as ``kubectl get`` shows it.
+
+NodePool: ``resources`` (the summed capacity of its nodes, plus ``nodes``, their number) and the
+conditions ``ValidationSucceeded``, ``NodeClassReady`` and ``Ready``. EC2NodeClass: the ``subnets``,
+``securityGroups``, ``amis`` and ``instanceProfile`` its terms resolve to and the conditions
+``ValidationSucceeded``, ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
+``InstanceProfileReady`` and ``Ready``. Written through the status subresource, and only when it differs
+from what the object holds; a condition keeps its ``lastTransitionTime`` while its status stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from fleetwright.kube.client import MERGE_PATCH, JsonObject
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, Resource
+from fleetwright.model import labels as wk
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.resources import add, parse_resources
+from fleetwright.provisioning.nodepool_source import SOURCE_CLUSTER, VALIDATION_FAILED, KarpenterObjects
+from fleetwright.provisioning.observability import MetricsSink, NullMetrics
+
+if TYPE_CHECKING:
+    from fleetwright.aws.nodeclass import NodeClassResolver
+
+# Metric: a status that could not be written (dimension Kind).
+STATUS_WRITE_ERRORS: Final = "StatusWriteErrors"
+
+TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
+NODEPOOL_CONDITIONS = ("ValidationSucceeded", "NodeClassReady")
+NODECLASS_CONDITIONS = (
+    "ValidationSucceeded",
+    "SubnetsReady",
+    "SecurityGroupsReady",
+    "AMIsReady",
+    "InstanceProfileReady",
+)
+
+log = logging.getLogger("fleetwright.nodepools")
+
+Condition = tuple[str, str, str]  # status, reason, message
+
+
+def timestamp(epoch: float) -> str:
+    """RFC 3339, second precision, as conditions carry it."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def quantity(name: str, amount: int) -> str:
+    """An exact Kubernetes quantity: cpu ``4``/``3500m``; bytes in the largest binary unit that divides
+    them (``16Gi``, ``7805Mi``); other resources as integers."""
+    if name == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if amount:
+        for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+def nodepool_resources(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """NodePool name → its nodes' capacity summed, and ``nodes``: how many (nodes labelled
+    ``karpenter.sh/nodepool``)."""
+    totals: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    for node in nodes:
+        pool = ((node.get("metadata") or {}).get("labels") or {}).get(wk.NODEPOOL)
+        if not pool:
+            continue
+        try:
+            capacity = parse_resources((node.get("status") or {}).get("capacity"))
+        except ValueError:
+            capacity = {}
+        totals[pool] = add(totals.get(pool, {}), capacity)
+        counts[pool] = counts.get(pool, 0) + 1
+    return {
+        pool: {**{k: quantity(k, v) for k, v in sorted(total.items())}, "nodes": str(counts[pool])}
+        for pool, total in totals.items()
+    }
+
+
+def conditions(
+    wanted: Mapping[str, Condition], before: Sequence[Mapping[str, Any]], generation: int, now: str
+) -> list[JsonObject]:
+    """``wanted`` plus ``Ready`` (True when all of them are), as condition objects; times carried over
+    from ``before`` for conditions whose status did not change."""
+    unhealthy = [f"{kind}={status}" for kind, (status, _, _) in wanted.items() if status != TRUE]
+    ready: Condition = (
+        (TRUE, "Ready", "") if not unhealthy else (FALSE, "UnhealthyDependents", ", ".join(unhealthy))
+    )
+    old = {str(c.get("type")): c for c in before if isinstance(c, Mapping)}
+    result: list[JsonObject] = []
+    for kind, (status, reason, message) in sorted({**wanted, "Ready": ready}.items()):
+        previous = old.get(kind)
+        since = (
+            str(previous["lastTransitionTime"])
+            if previous and previous.get("status") == status and previous.get("lastTransitionTime")
+            else now
+        )
+        result.append(
+            {
+                "type": kind,
+                "status": status,
+                "observedGeneration": generation,
+                "lastTransitionTime": since,
+                "reason": reason,
+                "message": message,
+            }
+        )
+    return result
+
+
+def _failed(reason: str, message: str) -> Condition:
+    return (FALSE, reason, message)
+
+
+def _validation(problem: str | None) -> Condition:
+    return _failed(VALIDATION_FAILED, problem) if problem else (TRUE, "ValidationSucceeded", "")
+
+
+class NodePoolStatus:
+    """Computes and writes the status of the objects a :class:`NodePoolSource` read from the cluster.
+
+    ``resolver`` (the AWS provider's ``NodeClassResolver``) resolves EC2NodeClass terms; without one
+    (tests, a cloud without AWS) the EC2NodeClass status holds validation and readiness only. ``clock``
+    gives epoch seconds.
+    """
+
+    def __init__(
+        self,
+        kube: KubeCluster,
+        *,
+        resolver: NodeClassResolver | None = None,
+        metrics: MetricsSink | None = None,
+        logger: logging.Logger | Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.resolver = resolver
+        self.metrics = metrics or NullMetrics()
+        self.log = logger or log
+        self.clock = clock
+
+    def publish(self, read: KarpenterObjects) -> int:
+        """Write every status that changed; how many were written. Never raises."""
+        if read.source != SOURCE_CLUSTER:
+            return 0
+        try:
+            nodes = self.kube.list_nodes(label_selector=wk.NODEPOOL)
+        except Exception as error:
+            self._failed("NodePool", "*", error)
+            return 0
+        now = timestamp(self.clock())
+        resources = nodepool_resources(nodes)
+        classes = {nc.name: nc for nc in read.nodeclasses}
+        class_ready: dict[str, Condition] = {}
+        written = 0
+        for obj in read.nodeclass_objects:
+            name = _name(obj)
+            status, ready = self._nodeclass_status(obj, read, classes.get(name), now)
+            class_ready[name] = ready
+            written += self._write(EC2_NODE_CLASSES, obj, status)
+        for obj in read.nodepool_objects:
+            written += self._write(
+                NODE_POOLS, obj, self._nodepool_status(obj, read, class_ready, resources, now)
+            )
+        return written
+
+    def _nodepool_status(
+        self,
+        obj: JsonObject,
+        read: KarpenterObjects,
+        class_ready: Mapping[str, Condition],
+        resources: Mapping[str, dict[str, str]],
+        now: str,
+    ) -> JsonObject:
+        name = _name(obj)
+        ref = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeClassRef") or {}
+        target = str(ref.get("name") or "") if isinstance(ref, Mapping) else ""
+        if not target:
+            node_class: Condition = (UNKNOWN, "NodeClassNotFound", "no nodeClassRef")
+        elif target in class_ready:
+            status, _, message = class_ready[target]
+            node_class = (
+                (TRUE, "NodeClassReady", "")
+                if status == TRUE
+                else _failed("NodeClassNotReady", f"EC2NodeClass {target}: {message}")
+            )
+        else:
+            node_class = _failed("NodeClassNotFound", f"EC2NodeClass {target} not found")
+        wanted = {
+            "ValidationSucceeded": _validation(read.invalid.get(("NodePool", name))),
+            "NodeClassReady": node_class,
+        }
+        before = (obj.get("status") or {}).get("conditions") or []
+        return {
+            "resources": resources.get(name, {"nodes": "0"}),
+            "conditions": conditions(wanted, before, _generation(obj), now),
+        }
+
+    def _nodeclass_status(
+        self, obj: JsonObject, read: KarpenterObjects, node_class: EC2NodeClass | None, now: str
+    ) -> tuple[JsonObject, Condition]:
+        problem = read.invalid.get(("EC2NodeClass", _name(obj)))
+        wanted: dict[str, Condition] = {"ValidationSucceeded": _validation(problem)}
+        status: JsonObject = {}
+        if node_class is not None and self.resolver is not None:
+            resolved, parts = self._resolve(node_class)
+            status.update(resolved)
+            wanted.update(parts)
+        before = (obj.get("status") or {}).get("conditions") or []
+        status["conditions"] = conditions(wanted, before, _generation(obj), now)
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        return status, (str(ready["status"]), str(ready["reason"]), str(ready["message"]))
+
+    def _resolve(self, node_class: EC2NodeClass) -> tuple[JsonObject, dict[str, Condition]]:
+        """The resolved fields and a condition for each, from the AWS provider's (cached) lookups."""
+        from fleetwright.aws.amis import resolve_amis
+        from fleetwright.aws.instanceprofiles import ensure_instance_profile
+        from fleetwright.aws.securitygroups import resolve_security_groups
+        from fleetwright.aws.subnets import resolve_subnets
+
+        assert self.resolver is not None
+        clients, cluster, spec = self.resolver.clients, self.resolver.cluster, node_class.spec
+        fields: JsonObject = {}
+        parts: dict[str, Condition] = {}
+
+        def attempt(kind: str, lookup: Callable[[], Any], empty: str) -> Any:
+            try:
+                value = lookup()
+            except Exception as error:
+                parts[kind] = _failed(kind.replace("Ready", "NotReady"), f"{type(error).__name__}: {error}")
+                return None
+            parts[kind] = (TRUE, kind, "") if value else _failed(kind.replace("Ready", "NotFound"), empty)
+            return value
+
+        subnets = attempt(
+            "SubnetsReady",
+            lambda: resolve_subnets(clients, spec.subnet_selector_terms),
+            "no subnet matches subnetSelectorTerms",
+        )
+        if subnets:
+            fields["subnets"] = [
+                {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})}
+                for s in sorted(subnets, key=lambda s: (s.zone, s.id))
+            ]
+        groups = attempt(
+            "SecurityGroupsReady",
+            lambda: resolve_security_groups(clients, spec.security_group_selector_terms),
+            "no security group matches securityGroupSelectorTerms",
+        )
+        if groups:
+            fields["securityGroups"] = [{"id": group} for group in groups]
+        amis = attempt(
+            "AMIsReady",
+            lambda: resolve_amis(clients, spec.ami_selector_terms, cluster.version),
+            "no AMI matches amiSelectorTerms",
+        )
+        if amis:
+            fields["amis"] = [_ami(ami) for ami in sorted(amis, key=lambda a: (a.id, a.arch))]
+        profile = attempt(
+            "InstanceProfileReady",
+            lambda: spec.instance_profile or ensure_instance_profile(clients, cluster.name, spec.role or ""),
+            "neither role nor instanceProfile is set",
+        )
+        if profile:
+            fields["instanceProfile"] = str(profile)
+        return fields, parts
+
+    def _write(self, resource: Resource, obj: JsonObject, status: JsonObject) -> int:
+        current = obj.get("status") or {}
+        if current == status:
+            return 0
+        patch = {**status, **{key: None for key in current if key not in status}}
+        try:
+            self.kube.client.patch(
+                resource, _name(obj), {"status": patch}, patch_type=MERGE_PATCH, subresource="status"
+            )
+        except Exception as error:
+            self._failed(resource.kind, _name(obj), error)
+            return 0
+        obj["status"] = status
+        return 1
+
+    def _failed(self, kind: str, name: str, error: BaseException) -> None:
+        self.metrics.add(STATUS_WRITE_ERRORS, 1, dimensions={"Kind": kind})
+        self.log.warning(
+            "cannot write the status of %s %s",
+            kind,
+            name,
+            extra={"kind": kind, "object": name, "error": f"{type(error).__name__}: {error}"},
+        )
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _generation(obj: Mapping[str, Any]) -> int:
+    return int((obj.get("metadata") or {}).get("generation") or 0)
+
+
+def _ami(ami: Any) -> JsonObject:
+    """An AMI as Karpenter lists it: id, name and the requirements of the instance types it boots."""
+    requirements: list[JsonObject] = [{"key": wk.ARCH, "operator": "In", "values": [ami.arch]}]
+    gpu, accelerator = "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-accelerator-count"
+    if ami.variant == "standard":
+        requirements += [
+            {"key": gpu, "operator": "DoesNotExist"},
+            {"key": accelerator, "operator": "DoesNotExist"},
+        ]
+    elif ami.variant == "nvidia":
+        requirements.append({"key": gpu, "operator": "Exists"})
+    elif ami.variant == "neuron":
+        requirements.append({"key": accelerator, "operator": "Exists"})
+    return {"id": ami.id, **({"name": ami.name} if ami.name else {}), "requirements": requirements}

@@ -1,0 +1,118 @@
+"""The events a disruption pass leaves on Nodes and NodeClaims, as ``kubectl describe`` would list them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
+from tests.disruption.conftest import Rig, RigFactory, nodepool
+
+JsonObject = dict[str, Any]
+
+
+def events(rig: Rig, name: str, kind: str) -> list[tuple[str, str]]:
+    """(reason, message) of the events about the object ``kind``/``name``."""
+    listed = rig.world.client.list(EVENTS, field_selector=f"involvedObject.name={name}").items
+    return sorted((e["reason"], e["message"]) for e in listed if e["involvedObject"]["kind"] == kind)
+
+
+def conditions(rig: Rig, claim: str) -> dict[str, str]:
+    """The object's Drifted / Consolidatable conditions that are True, with their messages."""
+    obj = rig.world.client.get(NODE_CLAIMS, claim)
+    return {
+        c["type"]: c["message"]
+        for c in obj["status"]["conditions"]
+        if c["type"] in ("Drifted", "Consolidatable") and c["status"] == "True"
+    }
+
+
+def claim_of(rig: Rig, node: str) -> str:
+    return next(r.id for r in rig.world.state.nodeclaims.list() if r.node_name == node)
+
+
+def test_a_do_not_disrupt_pod_blocks_its_node_and_says_so(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s"))
+    guarded = rig.node("m5.xlarge")
+    rig.pod("batch-0", guarded, cpu="100m", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+
+    rig.controller().run_once()
+
+    expected = ("DisruptionBlocked", f"Pod default/batch-0 is annotated {DO_NOT_DISRUPT_ANNOTATION}")
+    assert events(rig, guarded, "Node") == [expected]
+    assert events(rig, claim_of(rig, guarded), "NodeClaim") == [expected]
+
+
+def test_a_zero_budget_blocks_and_says_which_budget(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "0%"}]))
+    node = rig.node("m5.large")
+
+    rig.controller().run_once()
+
+    [(reason, message)] = events(rig, node, "Node")
+    assert reason == "DisruptionBlocked"
+    assert "NodePool default allows 0 more Empty disruption(s)" in message
+
+
+def test_a_busy_node_of_a_when_empty_pool_is_unconsolidatable(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", policy="WhenEmpty"))
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="1500m")
+
+    rig.controller().run_once()
+
+    assert events(rig, busy, "Node") == [
+        ("Unconsolidatable", 'NodePool "default" has consolidation policy WhenEmpty, but node is not empty')
+    ]
+
+
+def test_a_node_no_cheaper_node_can_replace_is_unconsolidatable(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", instance_types=["m5.large"]))
+    node = rig.node("m5.large")
+    rig.pod("big-0", node, cpu="1500m")
+
+    report = rig.controller().run_once()
+
+    assert report.commands == []
+    [(reason, message)] = events(rig, node, "Node")
+    assert reason == "Unconsolidatable" and message.startswith("No replacement type is cheaper than $")
+
+
+def test_a_replacement_launched_for_consolidation_says_so(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "100%"}]))
+    a = rig.node("m5.2xlarge")
+    b = rig.node("m5.2xlarge", zone="us-east-1b")
+    rig.pod("web-a", a, cpu="500m")
+    rig.pod("web-b", b, cpu="500m")
+    before = rig.claim_ids()
+
+    rig.controller().run_once()
+
+    [replacement] = rig.replacements(before)
+    assert events(rig, replacement.id, "NodeClaim") == [
+        ("DisruptionLaunching", "Launching NodeClaim: Underutilized")
+    ]
+    # The nodes being replaced are decided, not blocked: no DisruptionBlocked or Unconsolidatable on them.
+    assert events(rig, a, "Node") == [] and events(rig, b, "Node") == []
+
+
+def test_claim_objects_say_drifted_and_consolidatable(make_rig: RigFactory, apiserver: ApiServer) -> None:
+    install_karpenter_crds(apiserver.store)
+    rig = make_rig(nodepool(consolidate_after="0s", labels={"team": "a"}, instance_types=["m5.large"]))
+    node = rig.node("m5.large")
+    rig.pod("big-0", node, cpu="1500m")
+    claim = claim_of(rig, node)
+    NodeClaimObjects(rig.world.client).sync(rig.world.state.nodeclaims.list())
+
+    rig.controller().run_once()
+    assert conditions(rig, claim) == {"Consolidatable": "ConsolidateAfter has passed"}
+
+    # The NodePool's template changes: the node has drifted from it.
+    rig.config.nodepools = [
+        nodepool(consolidate_after="0s", labels={"team": "b"}, instance_types=["m5.large"])
+    ]
+    rig.controller().run_once()
+    assert conditions(rig, claim)["Drifted"] == "NodePool default changed"

@@ -1,0 +1,102 @@
+"""What a pending pod's events say after a provisioning pass, read with kubectl as a user would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetwright.kube.events import EVENTS_NOT_RECORDED, EventCorrelator, EventRecorder
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.provisioning.observability import RecordingMetrics
+from tests.local.conftest import KUBECTL, Kubectl
+from tests.provisioning.conftest import World
+
+JsonObject = dict[str, Any]
+
+
+@pytest.fixture
+def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
+    return Kubectl(KUBECTL, apiserver.write_kubeconfig(tmp_path / "config"))
+
+
+def pod_events(kubectl: Kubectl, pod: str) -> list[JsonObject]:
+    """``kubectl get events --field-selector involvedObject.name=POD -o json``."""
+    out = kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={pod}", "-o", "json"
+    )
+    items: list[JsonObject] = json.loads(out)["items"]
+    return items
+
+
+def test_pending_pods_are_nominated_to_the_nodeclaim_launched_for_them(
+    world: World, kubectl: Kubectl
+) -> None:
+    world.pending(2)
+    [claim] = world.provisioner().run_once().launched
+    for pod in ("app-0", "app-1"):
+        [event] = pod_events(kubectl, pod)
+        assert (event["type"], event["reason"]) == ("Normal", "Nominated")
+        assert event["message"] == f"Pod should schedule on: nodeclaim/{claim.id}"
+        assert event["involvedObject"]["kind"] == "Pod"
+
+
+def test_a_pod_for_a_registered_node_is_nominated_to_node_and_claim(world: World, kubectl: Kubectl) -> None:
+    world.pending(1, prefix="first")
+    provisioner = world.provisioner()
+    [claim] = provisioner.run_once().launched
+    world.register_node(claim.provider_id, "node-a", ready=True)
+    provisioner.reconcile()
+    world.pending(1, cpu="100m", prefix="second")
+    provisioner.run_once()
+    [event] = pod_events(kubectl, "second-0")
+    assert event["message"] == f"Pod should schedule on: nodeclaim/{claim.id}, node/node-a"
+
+
+def test_a_pod_no_nodepool_can_run_gets_failed_scheduling_with_the_reason(
+    world: World, kubectl: Kubectl
+) -> None:
+    world.pending(1, cpu="64")  # larger than every allowed instance type
+    report = world.provisioner().run_once()
+    assert report.launched == []
+    [event] = pod_events(kubectl, "app-0")
+    assert (event["type"], event["reason"]) == ("Warning", "FailedScheduling")
+    assert event["message"].startswith("Failed to schedule pod, ")
+    assert "cpu" in event["message"]  # the scheduler's precise reason, not a generic one
+
+
+def test_a_pod_that_stays_unschedulable_gets_one_event_with_a_count(world: World, kubectl: Kubectl) -> None:
+    events = EventRecorder(world.client, correlator=EventCorrelator(clock=world.wall))
+    provisioner = world.provisioner(events=events)
+    world.pending(1, cpu="64")
+    for _ in range(3):
+        provisioner.run_once()
+        world.wall.advance(301)  # past FailedScheduling's five-minute dedupe
+    [event] = pod_events(kubectl, "app-0")
+    assert event["reason"] == "FailedScheduling" and event["count"] == 3
+
+
+def test_an_events_api_failure_does_not_stop_provisioning(world: World, apiserver: ApiServer) -> None:
+    apiserver.faults.inject(500, verb="POST", resource="events", times=1000)
+    metrics = RecordingMetrics()
+    world.pending(3)
+    report = world.provisioner(metrics=metrics).run_once()
+    [claim] = report.launched
+    assert claim.pod_count == 3 and len(world.instances()) == 1
+    assert report.passes[0].error == ""
+    assert metrics.total(EVENTS_NOT_RECORDED, Reason="Nominated") == 3
+
+
+def test_kubectl_describe_pod_shows_why_no_nodepool_fits_and_where_a_pod_goes(
+    world: World, kubectl: Kubectl
+) -> None:
+    world.pending(1, cpu="64", prefix="huge")
+    world.pending(1, prefix="small")
+    [claim] = world.provisioner().run_once().launched
+    huge = kubectl("describe", "pod", "-n", "default", "huge-0")
+    events = huge.split("Events:", 1)[1]
+    assert "FailedScheduling" in events and "Failed to schedule pod" in events
+    small = kubectl("describe", "pod", "-n", "default", "small-0").split("Events:", 1)[1]
+    assert "Nominated" in small and f"nodeclaim/{claim.id}" in small
