@@ -326,7 +326,7 @@ def main() -> None:
     print("\nfragmented cluster (5-25% used), plan() applied until no command")
     print(
         f"{'nodes':>6} {'pods':>6} {'before $/h':>10} {'after $/h':>9} {'nodes':>6} {'passes':>6} "
-        f"{'plan s':>7} {'max s':>6} {'LP $/h':>8} {'after/LP':>8} {'LP kind':>9}"
+        f"{'plan s':>7} {'max s':>6} {'LP $/h':>8} {'LP nodes':>8} {'after/LP':>8} {'LP kind':>9}"
     )
     lp_sizes = {int(s) for s in args.lp.split(",") if s}
     for size in (int(s) for s in args.fragmented.split(",") if s):
@@ -354,7 +354,7 @@ def main() -> None:
             templates = nodepool_templates([nodepool()], [])
             problem = packing_problem(replay.workload(), catalog, daemonsets(), templates)
             bound = lp_bound(problem, args.time_limit)
-            line += f" {bound.value:>8.2f} {after / bound.value:>8.3f} {bound.kind:>9}"
+            line += f" {bound.value:>8.2f} {bound.nodes:>8.1f} {after / bound.value:>8.3f} {bound.kind:>9}"
         print(line)
         print("        commands: " + ", ".join(f"{n} {m}" for m, n in sorted(methods.items())))
         types = Counter(s.instance_type for s in replay.nodes.values())

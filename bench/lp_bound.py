@@ -119,6 +119,11 @@ class LPBound:
     options: list[NodeOption]
     patterns: list[Pattern] = field(default_factory=list)
 
+    @property
+    def nodes(self) -> float:
+        """Nodes the LP solution launches (fractional)."""
+        return sum(p.x for p in self.patterns)
+
     def rounded(self) -> tuple[int, float]:
         """Nodes and $/h of the integer packing that launches ceil(x) nodes of every LP pattern.
 
@@ -492,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scheduler: {len(plan.results.new_claims)} nodes, ${scheduler:.4f}/h")
     print(
         f"lower bound: ${bound.value:.4f}/h ({bound.kind}, {bound.iterations} rounds, "
-        f"{bound.columns} columns, {bound.seconds:.2f} s)"
+        f"{bound.columns} columns, {bound.seconds:.2f} s); LP solution: {bound.nodes:.1f} nodes"
     )
     if bound.value > 0:
         print(f"scheduler / bound: {scheduler / bound.value:.3f}")

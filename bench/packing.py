@@ -5,10 +5,11 @@ Usage: python bench/packing.py [--sizes 500,1000,5000] [--time-limit 300] [--nod
 The pods and the 400 instance types are those of bench/scheduling.py (plain mix, seed 42); every node
 also runs the DaemonSets below (205m CPU, 300Mi memory and 4 pod slots per node, close to an EKS
 cluster with the VPC CNI, kube-proxy, the EBS CSI driver and a log agent). For each N it prints, for
-each packing strategy of the NodePool (``FewerNodes``, the default, and ``LowestCost``), the
+each packing strategy of the NodePool (``LowestCost``, the default, and ``FewerNodes``), the
 scheduler's $/h, nodes, ratio scheduler / bound and seconds; then the LP bound and which kind it is
-(exact LP optimum, or a Farley bound when the time limit stopped column generation), the LP's solve
-time, the packing obtained by rounding every LP pattern up (nodes, $/h), and for contrast the simple
+(exact LP optimum, or a Farley bound when the time limit stopped column generation), the nodes of the
+LP solution (fractional), the LP's solve time, the packing obtained by rounding every LP pattern up
+(nodes, $/h), and for contrast the simple
 bound max(total CPU × cheapest $/CPU, total memory × cheapest $/GiB).
 """
 
@@ -80,11 +81,12 @@ def main() -> None:
     daemons = daemonsets()
     print(f"machine: {machine()}")
     print(f"instance types: {len(types)} (built-in us-east-1 catalog, seed {SEED}); DaemonSets: 205m, 300Mi")
-    strategies = ("FewerNodes", "LowestCost")
+    strategies = ("LowestCost", "FewerNodes")
     header = f"{'pods':>6} " + " ".join(
         f"{s[:6] + ' $/h':>11} {'nodes':>5} {'ratio':>6} {'s':>5}" for s in strategies
     )
-    header += f" {'LP $/h':>9} {'kind':>9} {'LP s':>6} {'rounded':>8} {'round $/h':>10} {'simple $/h':>10}"
+    header += f" {'LP $/h':>9} {'LP nodes':>8} {'kind':>9} {'LP s':>6}"
+    header += f" {'rounded':>8} {'round $/h':>10} {'simple $/h':>10}"
     print(header)
     details: list[str] = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -109,7 +111,7 @@ def main() -> None:
             line += f"{cost:>11.3f} {len(result.new_claims):>5} {ratio:>6.3f} {elapsed:>5.2f}{unplaced} "
             mixes.append(f"        {strategy + ':':<11} {mix(scheduler_mix(result))}")
         print(
-            f"{line}{bound.value:>9.3f} {bound.kind:>9} {seconds:>6.1f} {nodes:>8} "
+            f"{line}{bound.value:>9.3f} {bound.nodes:>8.1f} {bound.kind:>9} {seconds:>6.1f} {nodes:>8} "
             f"{rounded_cost:>10.3f} {simple_bound(problem):>10.3f}"
         )
         details.append(

@@ -260,6 +260,7 @@ def render_table(plan: Plan) -> str:
         f"Pods: {len(plan.input.pods)} pending, {results.scheduled} scheduled "
         f"({on_new} on {_plural(len(results.new_claims), 'new node')}, {on_existing} on existing nodes), "
         f"{len(results.errors)} unschedulable",
-        f"Cost of new nodes: ${cost:.4f}/hour (${cost * HOURS_PER_MONTH:.2f}/month)",
+        f"Cost of new nodes: ${cost:.4f}/hour (${cost * HOURS_PER_MONTH:.2f}/month) "
+        f"for {_plural(len(results.new_claims), 'node')}",
     ]
     return "\n".join(lines) + "\n"

@@ -41,6 +41,7 @@ def test_identical_pods_on_one_type_cost_their_fractional_share() -> None:
     bound = lp_bound(problem([(1000, 1)], [10], [option("m", 4000, 16, 1.0)]))
     assert bound.kind == EXACT
     assert bound.value == pytest.approx(2.5, rel=1e-6)
+    assert bound.nodes == pytest.approx(2.5, rel=1e-6)
     assert bound.rounded() == (3, pytest.approx(3.0))
 
 

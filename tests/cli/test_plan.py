@@ -104,6 +104,24 @@ def test_inflate_spot_example_plans_one_eight_vcpu_spot_node(run: Run) -> None:
     assert offering is not None and claim["price"] == pytest.approx(offering.price)
 
 
+def test_inflate_spot_without_fewer_nodes_plans_cheaper_spot_nodes(run: Run, tmp_path: Path) -> None:
+    for name in ("deployment.yaml", "ec2nodeclass.yaml", "nodepool.yaml"):
+        shutil.copy(INFLATE_SPOT / name, tmp_path / name)
+    pool = tmp_path / "nodepool.yaml"
+    text = pool.read_text()
+    start, end = text.index("  annotations:"), text.index("FewerNodes\n") + len("FewerNodes\n")
+    pool.write_text(text[:start] + text[end:])  # the default packing
+    doc = plan_json(run, tmp_path)
+    claims = doc["nodeClaims"]
+    assert sum(len(claim["pods"]) for claim in claims) == 5
+    for claim in claims:
+        assert claim["capacityTypes"] == ["spot"]
+        cheapest = catalog_type(claim["instanceTypes"][0])
+        offering = cheapest.cheapest(frozenset(claim["zones"]), frozenset({"spot"}))
+        assert offering is not None and claim["price"] == pytest.approx(offering.price)
+    assert doc["summary"]["hourlyCost"] < plan_json(run, INFLATE_SPOT)["summary"]["hourlyCost"]
+
+
 def test_table_output_for_people(run: Run) -> None:
     doc = plan_json(run, INFLATE)
     code, out, err = run("plan", "-f", str(INFLATE))
@@ -114,6 +132,7 @@ def test_table_output_for_people(run: Run) -> None:
     assert "default" in out and "on-demand" in out
     assert f"{claim['price']:.4f}" in out
     assert "5 pending, 5 scheduled" in out
+    assert f"${claim['price']:.4f}/hour (${claim['price'] * 730:.2f}/month) for 1 node" in out
     assert all(len(line) <= 100 for line in out.splitlines())
 
 

@@ -301,9 +301,9 @@ spec:
 
 
 def test_packing_annotation_chooses_the_strategy() -> None:
-    assert minimal().packing() == "FewerNodes"
-    pool = parse_text(PACKING_POOL.format(value="LowestCost")).nodepools[0]
-    assert pool.packing() == "LowestCost"
+    assert minimal().packing() == "LowestCost"
+    pool = parse_text(PACKING_POOL.format(value="FewerNodes")).nodepools[0]
+    assert pool.packing() == "FewerNodes"
 
 
 def test_unknown_packing_strategy_is_rejected_with_the_choices() -> None:

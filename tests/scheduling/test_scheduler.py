@@ -288,10 +288,10 @@ def test_packing_strategy_trades_node_count_for_cost() -> None:
     types = [itype("s.large", "2", "8Gi", price=0.10), itype("m.2xlarge", "8", "32Gi", price=0.50)]
     pods = [pod(f"p{i}", cpu="1") for i in range(6)]
     on_demand = req(CAPACITY_TYPE, "In", "on-demand")
-    fewer = run(pods, [nodepool(requirements=on_demand)], types)
+    fewer_pool = nodepool(requirements=on_demand)
+    fewer_pool.packing = "FewerNodes"
+    fewer = run(pods, [fewer_pool], types)
     assert types_of(fewer) == ["m.2xlarge"]
-    cheapest = nodepool(requirements=on_demand)
-    cheapest.packing = "LowestCost"
-    lowest = run(pods, [cheapest], types)
+    lowest = run(pods, [nodepool(requirements=on_demand)], types)  # LowestCost, the default
     assert types_of(lowest) == ["s.large"] * 3
     assert lowest.hourly_cost < fewer.hourly_cost

@@ -386,7 +386,7 @@ class NodePool(KarpenterDocument):
 
     def packing(self) -> str:
         """How claims trade node count against cost (annotation ``fleetwright.io/packing``)."""
-        return self.metadata.annotations.get(PACKING_ANNOTATION, FEWER_NODES)
+        return self.metadata.annotations.get(PACKING_ANNOTATION, LOWEST_COST)
 
     def weight_value(self) -> int:
         """``spec.weight``, 0 when unset."""

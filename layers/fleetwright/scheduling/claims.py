@@ -44,6 +44,9 @@ class ClaimInProgress:
     growth: list[int] = field(default_factory=list)  # the candidates the claim may grow into
     open: bool = True  # still listed among the simulation's open claims
     settled: bool = False  # re-packed after the simulation (fleetwright.scheduling.repack): never grows
+    # Holds pods that must share its node (required hostname pod affinity): it grows into every growth
+    # type, as under FewerNodes, so the pods following its first one still fit whatever the packing.
+    shared: bool = False
 
     def __post_init__(self) -> None:
         if not self.settled:
@@ -56,8 +59,14 @@ class ClaimInProgress:
 
     def _summarise(self) -> None:
         self.growth, self.skyline, self.max_capacity = _summary(
-            self.pool, self.requirements, self.type_indices, self.total, self.mix
+            self.pool, self.requirements, self.type_indices, self.total, self.mix, self.shared
         )
+
+    def share(self) -> None:
+        """The claim now holds a pod others must join: it may grow into every growth type."""
+        if not self.shared:
+            self.shared = True
+            self._summarise()
 
     def reserve_limits(self) -> None:
         """Count this claim against its NodePool's limits at its largest candidate (as Karpenter does)."""
@@ -99,7 +108,7 @@ class ClaimInProgress:
         else:
             new_total = vec.add(self.total, need)
             indices = narrowed
-            if not growth_types(self.pool, requirements, indices, new_total, self.mix):
+            if not growth_types(self.pool, requirements, indices, new_total, self.mix, self.shared):
                 return False
         if self.pool.has_min_values and not min_values_hold(self.pool, requirements, indices, new_total):
             return False
@@ -119,16 +128,21 @@ class ClaimInProgress:
 
 
 def _summary(
-    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector, mix: vec.Vector
+    pool: PreparedPool,
+    requirements: Requirements,
+    indices: list[int],
+    total: vec.Vector,
+    mix: vec.Vector,
+    shared: bool,
 ) -> Summary:
     """Growth types and skyline for a claim, shared by claims opened alike (same requirements and
     candidate list objects, total and mix): at scale most new claims hold one pod of a few shapes."""
     cache = pool.summaries
-    key = (id(requirements), id(indices), total, mix)
+    key = (id(requirements), id(indices), total, mix, shared)
     cached = cache.get(key)
     if cached is not None and cached[0] is requirements and cached[1] is indices:
         return cached[2]
-    growth = growth_types(pool, requirements, indices, total, mix)
+    growth = growth_types(pool, requirements, indices, total, mix, shared)
     skyline = vec.skyline(pool.capacity[i] for i in growth)
     summary = (growth, skyline, vec.elementwise_max(skyline, len(total)))
     cache[key] = (requirements, indices, summary)
@@ -136,13 +150,19 @@ def _summary(
 
 
 def growth_types(
-    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector, mix: vec.Vector
+    pool: PreparedPool,
+    requirements: Requirements,
+    indices: list[int],
+    total: vec.Vector,
+    mix: vec.Vector,
+    shared: bool = False,
 ) -> list[int]:
     """The candidates that hold ``total`` and are not price outliers for ``mix``.
 
-    When only outliers hold ``total`` (a pod that needs an unusual type), those are used.
+    When only outliers hold ``total`` (a pod that needs an unusual type), those are used. Under
+    LowestCost only the efficient ones, unless the claim's pods must share one node (``shared``).
     """
-    if pool.template.packing == LOWEST_COST:
+    if pool.template.packing == LOWEST_COST and not shared:
         return efficient_types(pool, requirements, indices, total, mix)
     capacity = pool.capacity
     holding = [i for i in indices if vec.fits(total, capacity[i])]

@@ -97,13 +97,17 @@ class PreparedPool:
     ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
     by_unit_cost: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
+    # within_limits per candidate list (by identity: match results are cached) and remaining limits
+    limited: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], list[int], str]] = field(
+        default_factory=dict
+    )
     # Per-list caches (keyed by id, holding the list so the id stays its own): thousands of claims
     # share a handful of candidate lists, so per-type scans are done once per list, not per claim.
     largest: dict[int, tuple[list[int], res.ResourceList]] = field(default_factory=dict)
     priced: dict[tuple[int, int], tuple[Requirements, list[int], PricedTypes]] = field(default_factory=dict)
-    summaries: dict[tuple[int, int, vec.Vector, vec.Vector], tuple[Requirements, list[int], Summary]] = field(
-        default_factory=dict
-    )
+    summaries: dict[
+        tuple[int, int, vec.Vector, vec.Vector, bool], tuple[Requirements, list[int], Summary]
+    ] = field(default_factory=dict)
 
     @property
     def has_min_values(self) -> bool:
@@ -225,11 +229,17 @@ class PreparedPool:
         largest = self.largest_capacity(indices)
         if all(largest.get(name, 0) <= left for name, left in remaining.items()):
             return indices
-        return [
+        key = (id(indices), tuple(sorted(remaining.items())))
+        cached = self.limited.get(key)
+        if cached is not None and cached[0] is indices:
+            return cached[1]
+        within = [
             i
             for i in indices
             if all(self.raw_capacity[i].get(name, 0) <= left for name, left in remaining.items())
         ]
+        self.limited[key] = (indices, within, "" if within else self._limit_reason(indices, remaining))
+        return within
 
     def priced_types(self, requirements: Requirements, indices: list[int]) -> PricedTypes:
         """The types of ``indices`` the requirements' offerings price, cheapest (then by name) first.
@@ -259,6 +269,12 @@ class PreparedPool:
     def limit_reason(self, indices: list[int]) -> str:
         """Why no type of ``indices`` fits within the limits (``limit cpu=100 reached``)."""
         remaining = self.remaining_limits() or {}
+        cached = self.limited.get((id(indices), tuple(sorted(remaining.items()))))
+        if cached is not None and cached[0] is indices and cached[2]:
+            return cached[2]
+        return self._limit_reason(indices, remaining)
+
+    def _limit_reason(self, indices: list[int], remaining: res.ResourceList) -> str:
         limits = self.template.limits or {}
         blocked = sorted(
             name

@@ -155,6 +155,7 @@ class Simulation:
             pending, key=lambda p: (-sum(a / t for a, t in zip(needs[p.key], totals, strict=True)), p.key)
         )
         self.needs = needs
+        self.shared = _sharing_a_node(pending)
         self.pod_groups: dict[str, PodGroup] = {}
         self.preferred_taints = {
             taint
@@ -256,8 +257,22 @@ class Simulation:
             queue.append(pod)
             requeued_at[pod.key] = len(queue)
         self.errors.extend(PodError(p, failures[p.key]) for p in self.pending if p.key in failures)
-        self.claims = repack(self.claims, self.needs, self._movable)
+        unplaced = [e.pod for e in self.errors]
+        self.claims = repack(self.claims, self.needs, self._movable, unplaced, self._joins)
+        if unplaced:
+            placed = {p.key for claim in self.claims if claim.settled for p in claim.pods}
+            self.errors = [e for e in self.errors if e.pod.key not in placed]
         return self.results()
+
+    def _joins(self, pod: Pod, claim: ClaimInProgress) -> bool:
+        """True when the unplaced pod could have opened a claim with ``claim``'s requirements."""
+        group = self.pod_groups[pod.key]
+        if group.error or not self._claim_tolerated(claim, group):
+            return False
+        wanted = claim.requirements.describe()
+        return any(
+            claim.pool.match(a.option_key, a.option).requirements.describe() == wanted for a in group.attempts
+        )
 
     def _movable(self, pod: Pod) -> bool:
         """True when the pod's placement touches no topology count or host port (it can move freely)."""
@@ -443,6 +458,8 @@ class Simulation:
         before = claim.requirements
         if not claim.try_add(pod, need, option):
             return False
+        if pod.key in self.shared:
+            claim.share()
         if self.topology_keys and claim.requirements is not before:
             # The claim just settled on one value of some key: count its earlier pods there now.
             newly = [
@@ -537,6 +554,7 @@ class Simulation:
                 pods=[pod],
                 host_ports=list(pod.host_ports),
                 mix=group.mix,
+                shared=pod.key in self.shared,
             )
             claim.reserve_limits()
             self.claims.append(claim)
@@ -654,6 +672,27 @@ def _fitting(
         found = Fitting(chosen, [pool.types[i] for i in chosen], frozenset(zones), frozenset(capacity_types))
         table.fitting[position] = found
     return found
+
+
+def _sharing_a_node(pending: Sequence[Pod]) -> frozenset[str]:
+    """Pods that must share a node with others of the batch: those with a required hostname pod
+    affinity term and the pending pods such a term selects (namespaces are not narrowed: including
+    too many only lets a claim grow larger)."""
+    selectors = [
+        term.label_selector
+        for pod in pending
+        for term in pod.pod_affinity
+        if term.topology_key == HOSTNAME and term.label_selector is not None
+    ]
+    if not selectors:
+        return frozenset()
+    unique = list({repr(selector): selector for selector in selectors}.values())
+    return frozenset(
+        pod.key
+        for pod in pending
+        if any(t.topology_key == HOSTNAME for t in pod.pod_affinity)
+        or any(selector.matches(pod.labels) for selector in unique)
+    )
 
 
 def _capacity_type_order(capacity_type: str) -> tuple[int, str]:

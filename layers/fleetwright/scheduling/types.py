@@ -31,7 +31,7 @@ class NodePoolTemplate:
     kubelet: KubeletOverrides | None = None
     node_class: str = ""
     usage: ResourceList = field(default_factory=dict)
-    packing: str = "FewerNodes"  # or "LowestCost" (NodePool annotation fleetwright.io/packing)
+    packing: str = "LowestCost"  # or "FewerNodes" (NodePool annotation fleetwright.io/packing)
 
 
 @dataclass(slots=True, eq=False)
