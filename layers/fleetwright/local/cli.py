@@ -35,7 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from fleetwright.local.sandbox import SandboxOptions, sandbox
+    from fleetwright.local.sandbox import SandboxOptions, sandbox, shown_path
 
     kubeconfig_dir = Path(args.kubeconfig or tempfile.mkdtemp(prefix="fleetwright-"))
     options = SandboxOptions(
@@ -49,7 +49,7 @@ def _up(args: argparse.Namespace) -> int:
     with sandbox(options) as box:
         box.start_provisioner()
         box.start_disruption(args.disruption_interval)
-        files = " ".join(f"-f {_shown(path)}" for path in box.nodepool_files()) or "-f nodepool.yaml"
+        files = " ".join(f"-f {shown_path(path)}" for path in box.nodepool_files()) or "-f nodepool.yaml"
         print(
             f"""Fleetwright sandbox running (cluster {box.options.cluster_name}), with Karpenter's CRDs and no
 NodePool yet: the provisioner and the disruption loop read NodePools from the cluster. In another shell:
@@ -73,14 +73,6 @@ Ctrl-C stops everything.""",
         except KeyboardInterrupt:
             pass
     return 0
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory when it is under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def add_cli(subparsers: Subparsers) -> None:

@@ -22,11 +22,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS, PODS
-from fleetwright.local.sandbox import DEPLOYMENTS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
+from fleetwright.local.sandbox import DEPLOYMENTS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox, shown_path
 
 DEFAULT_STEPS = (5, 30)
 
@@ -270,7 +269,7 @@ def _apply_nodepools(box: Sandbox, timeline: Timeline) -> bool:
     if not files:
         timeline.say("FAILED: the manifests hold no NodePool or EC2NodeClass to apply")
         return False
-    args = [arg for path in files for arg in ("-f", _shown(path))]
+    args = [arg for path in files for arg in ("-f", shown_path(path))]
     if _kubectl(box, timeline, "apply", *args) is None:
         return False
     read = box.nodepools.refresh()
@@ -282,14 +281,6 @@ def _apply_nodepools(box: Sandbox, timeline: Timeline) -> bool:
         f"provisioner: NodePools from the {read.source}: {', '.join(np.name for np in read.nodepools)}"
     )
     return True
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory when it is under it (shorter command lines)."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _capacity_types(box: Sandbox, name: str) -> set[str]:

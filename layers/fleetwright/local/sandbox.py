@@ -55,6 +55,14 @@ K8S_VERSION = "1.31"
 KUBECTL_HINT = "kubectl not found: put it on the PATH (or run .ci/install-kubectl)"
 
 
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (shorter command lines)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def find_kubectl() -> str | None:
     """The kubectl to run: the project's pinned one (``.tools/bin/kubectl``), else the PATH's."""
     for base in (Path.cwd(), *Path(__file__).resolve().parents):
