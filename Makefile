@@ -16,6 +16,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
+	.ci/install-kubectl
 	$(BIN)/fleetwright demo
 
 lint: $(STAMP)

@@ -8,7 +8,7 @@ dimension values: a NodePool or instance type that appears later is graphed with
 
 The metric names come from the layer (``fleetwright.provisioning.observability``,
 ``fleetwright.interruption.controller``, ``fleetwright.termination.steps``,
-``fleetwright.disruption.metrics``), so a renamed metric cannot
+``fleetwright.disruption.metrics``, and the modules that define their own), so a renamed metric cannot
 leave an empty graph behind.
 """
 
@@ -18,8 +18,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from fleetwright.aws.failures import UNAVAILABLE_OFFERING_CODES
+from fleetwright.disruption import deletion
 from fleetwright.disruption import metrics as disruption
 from fleetwright.interruption import controller as interruption
+from fleetwright.kube import events
+from fleetwright.provisioning import nodeclaim_objects, nodepool_source, registration
 from fleetwright.provisioning import observability as provisioning
 from fleetwright.termination import steps as termination
 
@@ -44,6 +47,12 @@ REGISTRATION_TIMEOUTS = provisioning.REGISTRATION_TIMEOUTS
 PROVISIONING_ERRORS = provisioning.PASS_ERRORS
 LEASE_LOST = provisioning.LEASE_LOST
 SCHEDULING_DURATION = provisioning.SCHEDULING_DURATION
+NO_NODEPOOLS = nodepool_source.NO_NODEPOOLS
+INVALID_KARPENTER_OBJECTS = nodepool_source.INVALID_KARPENTER_OBJECTS
+NODEPOOL_READ_ERRORS = nodepool_source.NODEPOOL_READ_ERRORS
+NODECLAIM_SYNC_ERRORS = nodeclaim_objects.SYNC_ERRORS
+NODE_SYNC_ERRORS = registration.NODE_SYNC_ERRORS
+EVENTS_NOT_RECORDED = events.EVENTS_NOT_RECORDED
 INTERRUPTION_EVENTS = interruption.EVENTS_RECEIVED
 INTERRUPTION_EVENTS_IGNORED = interruption.EVENTS_IGNORED
 DUPLICATE_EVENTS = interruption.DUPLICATE_EVENTS
@@ -76,6 +85,9 @@ DISRUPTION_ERRORS = disruption.DISRUPTION_ERRORS
 GARBAGE_COLLECTED = disruption.GARBAGE_COLLECTED
 NODES_UNCORDONED_BY_SWEEP = disruption.NODES_UNCORDONED_BY_SWEEP
 INTERRUPTIONS_REDRIVEN = disruption.INTERRUPTIONS_REDRIVEN
+NODES_RETIRED = deletion.NODES_RETIRED
+DELETION_RETRIES = deletion.DELETION_RETRIES
+DELETION_ERRORS = deletion.DELETION_ERRORS
 NODE_COUNT = disruption.NODE_COUNT
 CLUSTER_HOURLY_COST = disruption.CLUSTER_HOURLY_COST
 

@@ -197,6 +197,18 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
+                title="NodePools and Kubernetes objects: problems",
+                left=[
+                    cm.metric(cm.NO_NODEPOOLS, service, period=EVENT_PERIOD),
+                    cm.insights(cm.INVALID_KARPENTER_OBJECTS, service, group_by="Kind", period=EVENT_PERIOD),
+                    cm.metric(cm.NODEPOOL_READ_ERRORS, service, period=EVENT_PERIOD),
+                    cm.insights(cm.NODECLAIM_SYNC_ERRORS, service, period=EVENT_PERIOD),
+                    cm.metric(cm.NODE_SYNC_ERRORS, service, period=EVENT_PERIOD),
+                    cm.insights(cm.EVENTS_NOT_RECORDED, service, period=EVENT_PERIOD),
+                ],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.GraphWidget(
                 title="Hourly cost launched ($/h) by NodePool",
                 left=[
                     cm.insights(cm.HOURLY_COST_LAUNCHED, service, group_by="NodePool", period=EVENT_PERIOD)
@@ -383,11 +395,14 @@ class FleetwrightDashboard(Construct):
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Garbage collected by kind",
+                title="Garbage collected by kind; nodes retired after deletion",
                 left=[
                     cm.insights(cm.GARBAGE_COLLECTED, service, group_by="Kind"),
                     cm.insights(cm.NODES_UNCORDONED_BY_SWEEP, service, label="Nodes given back by the sweep"),
                     cm.insights(cm.INTERRUPTIONS_REDRIVEN, service, label="Interruptions re-driven"),
+                    cm.insights(cm.NODES_RETIRED, service, group_by="Reason"),
+                    cm.metric(cm.DELETION_RETRIES, service, period=EVENT_PERIOD),
+                    cm.metric(cm.DELETION_ERRORS, service, period=EVENT_PERIOD),
                 ],
                 stacked=True,
                 width=third,
