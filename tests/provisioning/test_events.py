@@ -100,3 +100,13 @@ def test_kubectl_describe_pod_shows_why_no_nodepool_fits_and_where_a_pod_goes(
     assert "FailedScheduling" in events and "Failed to schedule pod" in events
     small = kubectl("describe", "pod", "-n", "default", "small-0").split("Events:", 1)[1]
     assert "Nominated" in small and f"nodeclaim/{claim.id}" in small
+
+
+def test_kubectl_get_events_lists_them_as_the_api_server_prints_them(world: World, kubectl: Kubectl) -> None:
+    world.pending(1)
+    [claim] = world.provisioner().run_once().launched
+    lines = kubectl("get", "events", "-n", "default").splitlines()
+    assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    row = next(line for line in lines[1:] if "pod/app-0" in line)
+    assert row.split()[1:4] == ["Normal", "Nominated", "pod/app-0"]
+    assert row.endswith(f"Pod should schedule on: nodeclaim/{claim.id}")

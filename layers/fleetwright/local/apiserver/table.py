@@ -104,6 +104,31 @@ def _containers(field: str) -> Callable[[JsonObject, float], str]:
     return cell
 
 
+def _since(*fields: str) -> Callable[[JsonObject, float], str]:
+    """The age of the first timestamp set among ``fields`` (an Event's last or first sighting)."""
+
+    def cell(obj: JsonObject, now: float) -> str:
+        for name in fields:
+            stamp = obj.get(name)
+            if isinstance(stamp, str) and stamp:
+                return age({"metadata": {"creationTimestamp": stamp}}, now)
+        return age(obj, now)
+
+    return cell
+
+
+def _event_object(obj: JsonObject, _: float) -> str:
+    involved = obj.get("involvedObject") or {}
+    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+
+
+def _event_source(obj: JsonObject, _: float) -> str:
+    source = obj.get("source") or {}
+    return ", ".join(str(source[k]) for k in ("component", "host") if source.get(k)) or str(
+        obj.get("reportingComponent") or ""
+    )
+
+
 _AGE: Column = ("Age", "string", 0, age)
 _NAME: Column = ("Name", "string", 0, _name)
 
@@ -161,6 +186,19 @@ COLUMNS: dict[str, list[Column]] = {
         _AGE,
     ],
     "Namespace": [_NAME, ("Status", "string", 0, _get("status.phase", "")), _AGE],
+    # As the API server prints Events (kubectl get events).
+    "Event": [
+        ("Last Seen", "string", 0, _since("lastTimestamp", "eventTime", "firstTimestamp")),
+        ("Type", "string", 0, _get("type", "")),
+        ("Reason", "string", 0, _get("reason", "")),
+        ("Object", "string", 0, _event_object),
+        ("Subobject", "string", 1, _get("involvedObject.fieldPath", "")),
+        ("Source", "string", 1, _event_source),
+        ("Message", "string", 0, _get("message", "")),
+        ("First Seen", "string", 1, _since("firstTimestamp", "eventTime")),
+        ("Count", "integer", 1, _get("count", 1)),
+        ("Name", "string", 1, _name),
+    ],
     "CustomResourceDefinition": [_NAME, ("Created At", "date", 0, _get("metadata.creationTimestamp"))],
 }
 
