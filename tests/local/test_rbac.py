@@ -182,13 +182,14 @@ def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
     world.pending(1, cpu="1500m")
     pending_with_volume(world, "app-1")
     world.pending(1, cpu="64", prefix="huge")  # fits no NodePool: FailedScheduling
-    report = provisioner.run_until(time.monotonic() + 1.0)
-    claims = sorted(report.launched, key=lambda c: c.id)
+    claims = sorted(provisioner.run_once().launched, key=lambda c: c.id)
     assert [(c.nodepool, c.instance_type) for c in claims] == [("default", "c5.large")] * 2
     # A pass minutes later, the nodes still booting: the pod that fits nowhere is reported again, and
     # counted on its Event.
     wall.advance(360)
     assert provisioner.run_once().launched == []
+    # An invocation as the schedule runs it: the pending pods watched until its deadline.
+    assert provisioner.run_until(time.monotonic() + 2.0).error == ""
 
     # Registration: the kubelets create their Nodes; Fleetwright labels them and adds its finalizer.
     for i, claim in enumerate(claims):
