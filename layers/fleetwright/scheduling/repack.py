@@ -283,42 +283,76 @@ class _Packer:
         return (best[1], best[2]) if best is not None else None
 
     def _fill(self, capacity: vec.Vector) -> list[int]:
-        """Pods per class for one node: most remaining volume first, CPU and memory kept in balance."""
-        classes = self.classes
-        room = capacity
-        counts = [0] * len(classes)
+        """Pods per class for one node: most remaining volume first, CPU and memory kept in balance.
+
+        Works on CPU, memory and pod slots as plain integers (the hot loop of a packing); a class
+        asking for more dimensions is checked against the rest of the room too.
+        """
+        remaining = self.remaining
+        counts = [0] * len(self.classes)
+        room_cpu, room_memory, room_pods = capacity[0], capacity[1], capacity[2]
+        rest = capacity[3:]
         scale_cpu = 1 / capacity[0] if capacity[0] > 0 else 0.0
         scale_memory = 1 / capacity[1] if capacity[1] > 0 else 0.0
-        shares = [(c[0] * scale_cpu, c[1] * scale_memory) for c in classes]
+        # Per class still to place and fitting: index, needs, shares, volume, which share leads.
+        live: list[tuple[int, int, int, int, vec.Vector, float, float, float, bool, bool]] = []
+        for k, need in enumerate(self.classes):
+            if remaining[k] > 0 and vec.fits(need, capacity):
+                cpu_share, memory_share = need[0] * scale_cpu, need[1] * scale_memory
+                live.append(
+                    (k, need[0], need[1], need[2], need[3:], cpu_share, memory_share,
+                     cpu_share + memory_share, cpu_share >= memory_share, memory_share >= cpu_share)
+                )  # fmt: skip
+        balance = self.balance
         used_cpu = used_memory = 0.0
         relaxed = False
-        while True:
+        while live:
             drift = used_cpu - used_memory
-            best = -1
+            cpu_ahead = not relaxed and drift > balance
+            memory_ahead = not relaxed and drift < -balance
+            chosen = None
             best_weight = -1.0
-            for k, need in enumerate(classes):
-                left = self.remaining[k] - counts[k]
-                if left <= 0 or not vec.fits(need, room):
+            stale = False
+            for entry in live:
+                k, cpu, memory, pods, more, _, _, volume, cpu_heavy, memory_heavy = entry
+                left = remaining[k] - counts[k]
+                if left <= 0 or cpu > room_cpu or memory > room_memory or pods > room_pods:
+                    stale = True  # rooms only shrink and counts only grow: it never fits again
                     continue
-                cpu_share, memory_share = shares[k]
-                if not relaxed and (
-                    (drift > self.balance and cpu_share >= memory_share)
-                    or (drift < -self.balance and memory_share >= cpu_share)
-                ):
+                if more and not vec.fits(more, rest):
+                    stale = True
                     continue
-                weight = left * (cpu_share + memory_share)
+                if (cpu_ahead and cpu_heavy) or (memory_ahead and memory_heavy):
+                    continue
+                weight = left * volume
                 if weight > best_weight:
-                    best, best_weight = k, weight
-            if best < 0:
-                if relaxed:
+                    chosen, best_weight = entry, weight
+            if stale:
+                live = [
+                    e
+                    for e in live
+                    if remaining[e[0]] > counts[e[0]]
+                    and e[1] <= room_cpu
+                    and e[2] <= room_memory
+                    and e[3] <= room_pods
+                    and (not e[4] or vec.fits(e[4], rest))
+                ]
+            if chosen is None:
+                if relaxed or not live:
                     return counts
                 relaxed = True  # nothing keeps the balance: take whatever still fits
                 continue
             relaxed = False
-            counts[best] += 1
-            room = vec.sub(room, classes[best])
-            used_cpu += shares[best][0]
-            used_memory += shares[best][1]
+            k = chosen[0]
+            counts[k] += 1
+            room_cpu -= chosen[1]
+            room_memory -= chosen[2]
+            room_pods -= chosen[3]
+            if chosen[4]:
+                rest = vec.sub(rest, chosen[4])
+            used_cpu += chosen[5]
+            used_memory += chosen[6]
+        return counts
 
 
 def _turn(o: _HullPoint, a: _HullPoint, b: _HullPoint) -> float:
@@ -430,7 +464,13 @@ def _repack_bucket(
     if nodes is None:
         return None
     placed = sum(sum(counts) for _, counts, _ in nodes)
-    cost = sum(cheapest_price(total, launched) for _, _, total in nodes)
+    node_prices: dict[vec.Vector, float] = {}  # nodes repeat: price each total once
+    cost = 0.0
+    for _, _, total in nodes:
+        price = node_prices.get(total)
+        if price is None:
+            price = node_prices[total] = cheapest_price(total, launched)
+        cost += price
     if placed == sum(required.values()) and cost >= current - 1e-9:
         return None
     taken = dict.fromkeys(classes, 0)
@@ -511,9 +551,15 @@ def _plan(
     """Nodes for ``demand[k]`` pods of each class, or None when a node cannot keep ``minValues`` or
     the nodes would count more than the NodePool's limits leave."""
     nodes: list[_Node] = []
+    # Nodes repeat: alike totals share one candidate list, which also lets finalizing the claims
+    # look their instance types up once per list.
+    lists: dict[vec.Vector, list[int] | None] = {}
     for _, counts in pack(classes, demand, options, balances):
         total = node_total(counts, classes)
-        indices = _candidates(pool, requirements, priced, total, prices)
+        if total in lists:
+            indices = lists[total]
+        else:
+            indices = lists[total] = _candidates(pool, requirements, priced, total, prices)
         if indices is None:
             return None
         nodes.append((indices, counts, total))
