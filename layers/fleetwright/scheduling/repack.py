@@ -59,6 +59,10 @@ REPEAT_DIVISOR = 2
 TAIL_NODES = 3.0
 # Pods left out by limits are added to a re-packing in steps of 1/BISECTION_STEPS of them (or 1).
 BISECTION_STEPS = 32
+# A type's last filling, worth w per dollar, stands for at most w * STALE_SLACK of its next one
+# (while the shadow prices hold): fillings only change as the pods left change, so most types
+# are not filled again every node (see _Packer._best_node).
+STALE_SLACK = 1.03
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +173,9 @@ class _Packer:
         self.usable = usable
         self.balance = balance
         self.chain = self._hull()
+        # Each option's last filling and what it was worth per dollar, under the shadow prices ``seen``.
+        self.seen: tuple[float, float] | None = None
+        self.worth: dict[int, tuple[float, list[int]]] = {}
 
     def run(self) -> Nodes:
         nodes: Nodes = []
@@ -176,6 +183,8 @@ class _Packer:
             demand = (self._remaining_total(0), self._remaining_total(1))
             fluid, duals = self._fluid(demand)
             tail = sum(x for _, x in fluid) <= TAIL_NODES
+            if tail or duals != self.seen:  # last fillings stand for the next ones only away from the tail
+                self.seen, self.worth = duals, {}
             chosen = self._best_node(self.usable, duals)
             assert chosen is not None and any(chosen[1]), "every class fits some option"
             option, counts = chosen
@@ -188,6 +197,8 @@ class _Packer:
                     copies = min(copies, self.remaining[k] // n)
             for k, n in enumerate(counts):
                 self.remaining[k] -= n * copies
+                if n and not self.remaining[k]:  # fillings that held a class now gone are void
+                    self.worth = {i: w for i, w in self.worth.items() if not w[1][k]}
             nodes.extend((option, counts) for _ in range(copies))
         return nodes
 
@@ -257,18 +268,23 @@ class _Packer:
         """The candidate whose filling is worth most per dollar, with that filling.
 
         Candidates are tried by the most they could be worth per dollar (their room, capped by what
-        is left to place and by their pod slots times the most valuable pod); the search stops once
-        that cannot beat the best filling found.
+        is left to place and by their pod slots times the most valuable pod, and by STALE_SLACK times
+        what their last filling under the same shadow prices was worth); the search stops once that
+        cannot beat the best filling found. The last fillings are not a true bound, but they move
+        little from one node to the next; without them every round filled dozens of types.
         """
         pi_cpu, pi_memory = duals
         values = [pi_cpu * c[0] + pi_memory * c[1] for c in self.classes]
         left = sum(v * n for v, n in zip(values, self.remaining, strict=True))
         most = max((v for v, n in zip(values, self.remaining, strict=True) if n), default=0.0)
+        known = self.worth
         worth = []
         for i in candidates:
             capacity = self.options[i].capacity
             upper = min(pi_cpu * capacity[0] + pi_memory * capacity[1], left, capacity[2] * most)
-            worth.append((upper / self.options[i].price, i))
+            worth.append(
+                (min(upper / self.options[i].price, known[i][0] * STALE_SLACK if i in known else math.inf), i)
+            )
         worth.sort(key=lambda w: (-w[0], w[1]))
         best: tuple[tuple[float, float], int, list[int]] | None = None
         for upper, i in worth:
@@ -278,6 +294,7 @@ class _Packer:
             value = sum(v * n for v, n in zip(values, counts, strict=True))
             price = self.options[i].price
             key = (value / price, sum(counts) / price)
+            known[i] = (key[0], counts)
             if best is None or key > best[0]:
                 best = (key, i, counts)
         return (best[1], best[2]) if best is not None else None
