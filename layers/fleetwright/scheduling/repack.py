@@ -447,7 +447,7 @@ def _repack_bucket(
     prices = pool.prices(requirements)
     priced = sorted({i for c in bucket for i in c.type_indices if prices[i] is not None})
     launched = [Option(pool.capacity[i], (prices[i] or 0.0) + NODE_FIXED_COST_PER_HOUR, i) for i in priced]
-    options = undominated(launched)
+    options = cheapest = undominated(launched)  # the cheapest type holding any pods is among these
     if pool.has_min_values:
         fronts = _value_fronts(pool, requirements, priced)
         shrunk = [Option(_min_values_room(pool, fronts, o.index), o.price, o.index) for o in options]
@@ -470,7 +470,7 @@ def _repack_bucket(
             by_class.setdefault(need, []).append(p)
             extra_classes.append(need)
     classes = sorted(by_class, reverse=True)
-    current = sum(cheapest_price(claim.total, launched) for claim in bucket)
+    current = sum(cheapest_price(claim.total, cheapest) for claim in bucket)
     limits = pool.template.limits
     released = res.add(*(c.reserved for c in bucket))
     pool.reserved = res.subtract(pool.reserved, released)  # the bucket's claims make way while planning
@@ -486,7 +486,7 @@ def _repack_bucket(
     for _, _, total in nodes:
         price = node_prices.get(total)
         if price is None:
-            price = node_prices[total] = cheapest_price(total, launched)
+            price = node_prices[total] = cheapest_price(total, cheapest)
         cost += price
     if placed == sum(required.values()) and cost >= current - 1e-9:
         return None
