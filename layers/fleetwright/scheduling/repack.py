@@ -12,8 +12,9 @@ memory bought as if divisible):
   node's room is worth exactly its price for both types, less for every other type).
 - The next node is the type whose greedy filling is worth most per dollar (``pi`` · what it holds /
   price). Types are tried by the most they could be worth per dollar (their room, capped by their
-  pod slots and by what is left), stopping once that cannot beat the best filling found, so usually
-  only the fluid solution's types are filled. A filling takes pods of the classes with the most
+  pod slots and by what is left, and while the shadow prices hold by a little more than the type's
+  last filling was worth), stopping once that cannot beat the best filling found, so usually only
+  one or two types are filled per node. A filling takes pods of the classes with the most
   remaining volume, while keeping the node's CPU and memory shares within ``balance`` of each other,
   so the node ends full in both; then anything that still fits.
 - A node built for a type the fluid solution wants ``x`` of is repeated up to ``x / 2`` times (while
