@@ -73,6 +73,19 @@ def test_lowest_cost_mixes_cpu_heavy_and_memory_heavy_pods_to_the_optimum() -> N
     )
 
 
+def test_a_large_batch_of_two_shapes_is_packed_at_the_optimum() -> None:
+    # Optimal: c.4xlarge holding 5 CPU pods and 1 memory pod, r.2xlarge holding 4 memory pods
+    # (pricing each CPU pod 3/20 of a node and each memory pod 1/4 proves no packing needs fewer
+    # than 2N/5 nodes). Patterns are repeated across hundreds of nodes while the shapes run out
+    # at different times; each must still be filled the cheapest way.
+    count = 700
+    result = run(cpu_and_memory_pods(count), lowest_cost_pool())
+    assert not result.errors
+    assert len(result.new_claims) == 2 * count // 5
+    assert round(result.hourly_cost, 6) == round(0.16 * 2 * count / 5, 6)
+    assert sum(len(c.pods) for c in result.new_claims) == 2 * count
+
+
 def test_fewer_nodes_keeps_first_fit_with_fewer_larger_nodes() -> None:
     lowest = run(cpu_and_memory_pods(16), lowest_cost_pool())
     fewer_pool = lowest_cost_pool()
@@ -109,7 +122,8 @@ def packing_problems(draw: st.DrawFn) -> tuple[list[vec.Vector], list[int], list
         need = (draw(st.integers(0, host[0])), draw(st.integers(0, host[1] // 2**20)) * 2**20, 1)
         if need not in classes:
             classes.append(need)
-    demand = [draw(st.integers(1, 60)) for _ in classes]
+    most = draw(st.sampled_from((60, 3000)))  # large demands repeat patterns over many nodes
+    demand = [draw(st.integers(1, most)) for _ in classes]
     return classes, demand, undominated(options)
 
 

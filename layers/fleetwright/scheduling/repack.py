@@ -12,8 +12,9 @@ memory bought as if divisible):
   node's room is worth exactly its price for both types, less for every other type).
 - The next node is the type whose greedy filling is worth most per dollar (``pi`` · what it holds /
   price). Types are tried by the most they could be worth per dollar (their room, capped by their
-  pod slots and by what is left), stopping once that cannot beat the best filling found, so usually
-  only the fluid solution's types are filled. A filling takes pods of the classes with the most
+  pod slots and by what is left, and while the shadow prices hold by a little more than the type's
+  last filling was worth), stopping once that cannot beat the best filling found, so usually only
+  one or two types are filled per node. A filling takes pods of the classes with the most
   remaining volume, while keeping the node's CPU and memory shares within ``balance`` of each other,
   so the node ends full in both; then anything that still fits.
 - A node built for a type the fluid solution wants ``x`` of is repeated up to ``x / 2`` times (while
@@ -59,6 +60,10 @@ REPEAT_DIVISOR = 2
 TAIL_NODES = 3.0
 # Pods left out by limits are added to a re-packing in steps of 1/BISECTION_STEPS of them (or 1).
 BISECTION_STEPS = 32
+# A type's last filling, worth w per dollar, stands for at most w * STALE_SLACK of its next one
+# (while the shadow prices hold): fillings only change as the pods left change, so most types
+# are not filled again every node (see _Packer._best_node).
+STALE_SLACK = 1.03
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,9 @@ class _Packer:
         self.usable = usable
         self.balance = balance
         self.chain = self._hull()
+        # Each option's last filling and what it was worth per dollar, under the shadow prices ``seen``.
+        self.seen: tuple[float, float] | None = None
+        self.worth: dict[int, tuple[float, list[int]]] = {}
 
     def run(self) -> Nodes:
         nodes: Nodes = []
@@ -176,6 +184,8 @@ class _Packer:
             demand = (self._remaining_total(0), self._remaining_total(1))
             fluid, duals = self._fluid(demand)
             tail = sum(x for _, x in fluid) <= TAIL_NODES
+            if tail or duals != self.seen:  # last fillings stand for the next ones only away from the tail
+                self.seen, self.worth = duals, {}
             chosen = self._best_node(self.usable, duals)
             assert chosen is not None and any(chosen[1]), "every class fits some option"
             option, counts = chosen
@@ -188,6 +198,8 @@ class _Packer:
                     copies = min(copies, self.remaining[k] // n)
             for k, n in enumerate(counts):
                 self.remaining[k] -= n * copies
+                if n and not self.remaining[k]:  # fillings that held a class now gone are void
+                    self.worth = {i: w for i, w in self.worth.items() if not w[1][k]}
             nodes.extend((option, counts) for _ in range(copies))
         return nodes
 
@@ -257,18 +269,23 @@ class _Packer:
         """The candidate whose filling is worth most per dollar, with that filling.
 
         Candidates are tried by the most they could be worth per dollar (their room, capped by what
-        is left to place and by their pod slots times the most valuable pod); the search stops once
-        that cannot beat the best filling found.
+        is left to place and by their pod slots times the most valuable pod, and by STALE_SLACK times
+        what their last filling under the same shadow prices was worth); the search stops once that
+        cannot beat the best filling found. The last fillings are not a true bound, but they move
+        little from one node to the next; without them every round filled dozens of types.
         """
         pi_cpu, pi_memory = duals
         values = [pi_cpu * c[0] + pi_memory * c[1] for c in self.classes]
         left = sum(v * n for v, n in zip(values, self.remaining, strict=True))
         most = max((v for v, n in zip(values, self.remaining, strict=True) if n), default=0.0)
+        known = self.worth
         worth = []
         for i in candidates:
             capacity = self.options[i].capacity
             upper = min(pi_cpu * capacity[0] + pi_memory * capacity[1], left, capacity[2] * most)
-            worth.append((upper / self.options[i].price, i))
+            worth.append(
+                (min(upper / self.options[i].price, known[i][0] * STALE_SLACK if i in known else math.inf), i)
+            )
         worth.sort(key=lambda w: (-w[0], w[1]))
         best: tuple[tuple[float, float], int, list[int]] | None = None
         for upper, i in worth:
@@ -278,47 +295,82 @@ class _Packer:
             value = sum(v * n for v, n in zip(values, counts, strict=True))
             price = self.options[i].price
             key = (value / price, sum(counts) / price)
+            known[i] = (key[0], counts)
             if best is None or key > best[0]:
                 best = (key, i, counts)
         return (best[1], best[2]) if best is not None else None
 
     def _fill(self, capacity: vec.Vector) -> list[int]:
-        """Pods per class for one node: most remaining volume first, CPU and memory kept in balance."""
-        classes = self.classes
-        room = capacity
-        counts = [0] * len(classes)
+        """Pods per class for one node: most remaining volume first, CPU and memory kept in balance.
+
+        Works on CPU, memory and pod slots as plain integers (the hot loop of a packing); a class
+        asking for more dimensions is checked against the rest of the room too.
+        """
+        remaining = self.remaining
+        counts = [0] * len(self.classes)
+        room_cpu, room_memory, room_pods = capacity[0], capacity[1], capacity[2]
+        rest = capacity[3:]
         scale_cpu = 1 / capacity[0] if capacity[0] > 0 else 0.0
         scale_memory = 1 / capacity[1] if capacity[1] > 0 else 0.0
-        shares = [(c[0] * scale_cpu, c[1] * scale_memory) for c in classes]
+        # Per class still to place and fitting: index, needs, shares, volume, which share leads.
+        live: list[tuple[int, int, int, int, vec.Vector, float, float, float, bool, bool]] = []
+        for k, need in enumerate(self.classes):
+            if remaining[k] > 0 and vec.fits(need, capacity):
+                cpu_share, memory_share = need[0] * scale_cpu, need[1] * scale_memory
+                live.append(
+                    (k, need[0], need[1], need[2], need[3:], cpu_share, memory_share,
+                     cpu_share + memory_share, cpu_share >= memory_share, memory_share >= cpu_share)
+                )  # fmt: skip
+        balance = self.balance
         used_cpu = used_memory = 0.0
         relaxed = False
-        while True:
+        while live:
             drift = used_cpu - used_memory
-            best = -1
+            cpu_ahead = not relaxed and drift > balance
+            memory_ahead = not relaxed and drift < -balance
+            chosen = None
             best_weight = -1.0
-            for k, need in enumerate(classes):
-                left = self.remaining[k] - counts[k]
-                if left <= 0 or not vec.fits(need, room):
+            stale = False
+            for entry in live:
+                k, cpu, memory, pods, more, _, _, volume, cpu_heavy, memory_heavy = entry
+                left = remaining[k] - counts[k]
+                if left <= 0 or cpu > room_cpu or memory > room_memory or pods > room_pods:
+                    stale = True  # rooms only shrink and counts only grow: it never fits again
                     continue
-                cpu_share, memory_share = shares[k]
-                if not relaxed and (
-                    (drift > self.balance and cpu_share >= memory_share)
-                    or (drift < -self.balance and memory_share >= cpu_share)
-                ):
+                if more and not vec.fits(more, rest):
+                    stale = True
                     continue
-                weight = left * (cpu_share + memory_share)
+                if (cpu_ahead and cpu_heavy) or (memory_ahead and memory_heavy):
+                    continue
+                weight = left * volume
                 if weight > best_weight:
-                    best, best_weight = k, weight
-            if best < 0:
-                if relaxed:
+                    chosen, best_weight = entry, weight
+            if stale:
+                live = [
+                    e
+                    for e in live
+                    if remaining[e[0]] > counts[e[0]]
+                    and e[1] <= room_cpu
+                    and e[2] <= room_memory
+                    and e[3] <= room_pods
+                    and (not e[4] or vec.fits(e[4], rest))
+                ]
+            if chosen is None:
+                if relaxed or not live:
                     return counts
                 relaxed = True  # nothing keeps the balance: take whatever still fits
                 continue
             relaxed = False
-            counts[best] += 1
-            room = vec.sub(room, classes[best])
-            used_cpu += shares[best][0]
-            used_memory += shares[best][1]
+            k = chosen[0]
+            counts[k] += 1
+            room_cpu -= chosen[1]
+            room_memory -= chosen[2]
+            room_pods -= chosen[3]
+            if chosen[4]:
+                rest = vec.sub(rest, chosen[4])
+            used_cpu += chosen[5]
+            used_memory += chosen[6]
+        return counts
 
 
 def _turn(o: _HullPoint, a: _HullPoint, b: _HullPoint) -> float:
@@ -396,7 +448,7 @@ def _repack_bucket(
     prices = pool.prices(requirements)
     priced = sorted({i for c in bucket for i in c.type_indices if prices[i] is not None})
     launched = [Option(pool.capacity[i], (prices[i] or 0.0) + NODE_FIXED_COST_PER_HOUR, i) for i in priced]
-    options = undominated(launched)
+    options = cheapest = undominated(launched)  # the cheapest type holding any pods is among these
     if pool.has_min_values:
         fronts = _value_fronts(pool, requirements, priced)
         shrunk = [Option(_min_values_room(pool, fronts, o.index), o.price, o.index) for o in options]
@@ -419,7 +471,7 @@ def _repack_bucket(
             by_class.setdefault(need, []).append(p)
             extra_classes.append(need)
     classes = sorted(by_class, reverse=True)
-    current = sum(cheapest_price(claim.total, launched) for claim in bucket)
+    current = sum(cheapest_price(claim.total, cheapest) for claim in bucket)
     limits = pool.template.limits
     released = res.add(*(c.reserved for c in bucket))
     pool.reserved = res.subtract(pool.reserved, released)  # the bucket's claims make way while planning
@@ -430,7 +482,13 @@ def _repack_bucket(
     if nodes is None:
         return None
     placed = sum(sum(counts) for _, counts, _ in nodes)
-    cost = sum(cheapest_price(total, launched) for _, _, total in nodes)
+    node_prices: dict[vec.Vector, float] = {}  # nodes repeat: price each total once
+    cost = 0.0
+    for _, _, total in nodes:
+        price = node_prices.get(total)
+        if price is None:
+            price = node_prices[total] = cheapest_price(total, cheapest)
+        cost += price
     if placed == sum(required.values()) and cost >= current - 1e-9:
         return None
     taken = dict.fromkeys(classes, 0)
@@ -511,9 +569,15 @@ def _plan(
     """Nodes for ``demand[k]`` pods of each class, or None when a node cannot keep ``minValues`` or
     the nodes would count more than the NodePool's limits leave."""
     nodes: list[_Node] = []
+    # Nodes repeat: alike totals share one candidate list, which also lets finalizing the claims
+    # look their instance types up once per list.
+    lists: dict[vec.Vector, list[int] | None] = {}
     for _, counts in pack(classes, demand, options, balances):
         total = node_total(counts, classes)
-        indices = _candidates(pool, requirements, priced, total, prices)
+        if total in lists:
+            indices = lists[total]
+        else:
+            indices = lists[total] = _candidates(pool, requirements, priced, total, prices)
         if indices is None:
             return None
         nodes.append((indices, counts, total))
