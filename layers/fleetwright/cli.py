@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from typing import TypeAlias
@@ -27,6 +28,7 @@ OPTIONAL_COMMANDS = ("fleetwright.local.apiserver.server", "fleetwright.local.cl
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad input: unreadable or invalid manifests, catalogs or arguments
+EXIT_BROKEN_PIPE = 141  # stdout closed by its reader: 128 + SIGPIPE, as shells report it
 
 
 def _err(message: str) -> None:
@@ -216,7 +218,24 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits on --help and on usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Handler = args.handler
-    return handler(args)
+    try:
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        return _closed_pipe()
+    return code
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``| head``): stop quietly, as a process killed by SIGPIPE would.
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again; the exit
+    status is 141 (128 + SIGPIPE), what shells report for ``cat``, ``yes`` and others in that case.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
