@@ -118,16 +118,16 @@ def problems_of(spec: dict[str, Any]) -> dict[str, str]:
         ({"amiSelectorTerms": [{"owner": "self"}]}, "spec.amiSelectorTerms[0]", "needs one of alias, id"),
         (
             {"amiSelectorTerms": [{"id": "ami-1", "name": "x"}]},
-            "spec.amiSelectorTerms[0]",
-            "id cannot be combined",
+            "spec.amiSelectorTerms",
+            "id and other fields cannot be combined in every term",
         ),
         ({"amiSelectorTerms": [{"id": "i-123"}]}, "spec.amiSelectorTerms[0].id", "invalid AMI id"),
         ({"amiSelectorTerms": []}, "spec.amiSelectorTerms", "at least 1 item"),
         ({"subnetSelectorTerms": [{}]}, "spec.subnetSelectorTerms[0]", "needs tags or id"),
         (
             {"subnetSelectorTerms": [{"id": "subnet-1", "tags": {"a": "b"}}]},
-            "spec.subnetSelectorTerms[0]",
-            "id cannot",
+            "spec.subnetSelectorTerms",
+            "id and tags cannot be combined in every term",
         ),
         (
             {"subnetSelectorTerms": [{"tags": {"a": ""}}]},
@@ -136,8 +136,8 @@ def problems_of(spec: dict[str, Any]) -> dict[str, str]:
         ),
         (
             {"securityGroupSelectorTerms": [{"id": "sg-1", "name": "web"}]},
-            "spec.securityGroupSelectorTerms[0]",
-            "id and name cannot be combined",
+            "spec.securityGroupSelectorTerms",
+            "id or name and other fields cannot be combined in every term",
         ),
         ({"tags": {"kubernetes.io/cluster/demo": "owned"}}, "spec.tags", "restricted"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, "spec.tags", "restricted"),

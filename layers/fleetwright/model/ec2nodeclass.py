@@ -184,9 +184,10 @@ ALIAS_FAMILIES = {
     "bottlerocket": "Bottlerocket",
     "windows2019": "Windows2019",
     "windows2022": "Windows2022",
+    "windows2025": "Windows2025",
 }
-AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Custom")
-AmiFamily = Literal["AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Custom"]
+AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom")
+AmiFamily = Literal["AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom"]
 
 
 class AMISelectorTerm(KarpenterModel):
@@ -220,9 +221,13 @@ class AMISelectorTerm(KarpenterModel):
             raise ValueError("a term needs one of alias, id, name, tags or ssmParameter")
         if "alias" in fields and len(fields) > 1:
             raise ValueError("alias cannot be combined with other fields in an amiSelectorTerm")
-        if "id" in fields and fields & {"name", "owner", "tags", "ssm_parameter"}:
-            raise ValueError("id cannot be combined with other fields in an amiSelectorTerm")
         return self
+
+    def id_combined(self) -> bool:
+        """True when ``id`` is given with other fields (refused only when every term does so)."""
+        return self.id is not None and any(
+            value is not None for value in (self.name, self.owner, self.tags, self.ssm_parameter)
+        )
 
     def alias_family(self) -> str | None:
         """The AMI family an alias names (``al2023@latest`` → ``AL2023``)."""
@@ -239,9 +244,11 @@ class SubnetSelectorTerm(KarpenterModel):
     def _exclusive(self) -> SubnetSelectorTerm:
         if self.id is None and self.tags is None:
             raise ValueError("a subnet term needs tags or id")
-        if self.id is not None and self.tags is not None:
-            raise ValueError("id cannot be combined with tags in a subnetSelectorTerm")
         return self
+
+    def id_combined(self) -> bool:
+        """True when ``id`` is given with ``tags`` (refused only when every term does so)."""
+        return self.id is not None and self.tags is not None
 
 
 class SecurityGroupSelectorTerm(KarpenterModel):
@@ -253,12 +260,89 @@ class SecurityGroupSelectorTerm(KarpenterModel):
 
     @model_validator(mode="after")
     def _exclusive(self) -> SecurityGroupSelectorTerm:
-        given = [name for name in ("tags", "id", "name") if getattr(self, name) is not None]
-        if not given:
+        if not self.given():
             raise ValueError("a security group term needs tags, id or name")
-        if len(given) > 1 and ("id" in given or "name" in given):
-            raise ValueError(f"{' and '.join(given)} cannot be combined in a securityGroupSelectorTerm")
         return self
+
+    def given(self) -> list[str]:
+        """The fields this term sets, in schema order."""
+        return [name for name in ("tags", "id", "name") if getattr(self, name) is not None]
+
+    def id_combined(self) -> bool:
+        """True when ``id`` or ``name`` is given with another field (refused only when every term does)."""
+        given = self.given()
+        return len(given) > 1 and ("id" in given or "name" in given)
+
+
+class CapacityReservationSelectorTerm(KarpenterModel):
+    """On-Demand Capacity Reservations (or Capacity Blocks) by tags or id, optionally of one owner."""
+
+    tags: SelectorTags | None = None
+    id: Annotated[str, _pattern(r"cr-[0-9a-z]+", "capacity reservation id")] | None = None
+    owner_id: Annotated[str, _pattern(r"[0-9]{12}", "owner account id")] | None = Field(
+        default=None, alias="ownerID"
+    )
+    instance_match_criteria: Literal["open", "targeted"] | None = None
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> CapacityReservationSelectorTerm:
+        if self.id is None and self.tags is None:
+            raise ValueError("a capacity reservation term needs tags or id")
+        if self.id is not None and self.owner_id is not None:
+            raise ValueError("ownerID cannot be combined with id in a capacityReservationSelectorTerm")
+        return self
+
+    def id_combined(self) -> bool:
+        """True when ``id`` is given with ``tags`` (refused only when every term does so)."""
+        return self.id is not None and self.tags is not None
+
+
+class PlacementGroupSelector(KarpenterModel):
+    """The placement group instances launch into, by name or id."""
+
+    name: NonEmptyStr | None = None
+    id: Annotated[str, _pattern(r"pg-[0-9a-z]+", "placement group id")] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> PlacementGroupSelector:
+        if (self.name is None) == (self.id is None):
+            raise ValueError("placementGroupSelector needs exactly one of name or id")
+        return self
+
+
+class NetworkInterface(KarpenterModel):
+    """One network interface of the launch template (e.g. EFA-only interfaces on extra cards)."""
+
+    network_card_index: int = Field(ge=0)
+    device_index: int = Field(ge=0)
+    interface_type: Literal["interface", "efa-only"] = "interface"
+
+
+class ConnectionTracking(KarpenterModel):
+    """Idle timeouts (seconds) of tracked connections on the primary interface."""
+
+    tcp_established_timeout: int | None = Field(default=None, ge=60, le=432000)
+    udp_stream_timeout: int | None = Field(default=None, ge=60, le=180)
+    udp_timeout: int | None = Field(default=None, ge=30, le=60)
+
+
+class CPUOptions(KarpenterModel):
+    """CPU cores and threads per core of the instances."""
+
+    core_count: int | None = Field(default=None, ge=1)
+    threads_per_core: Literal[1, 2] | None = None
+    amd_sev_snp: Literal["enabled", "disabled"] | None = Field(default=None, alias="amdSevSnp")
+
+
+def _terms_not_all_combined(what: str, detail: str) -> Any:
+    """Karpenter's rule: refuse ``id`` combined with other fields only when *every* term does so."""
+
+    def check(terms: list[Any]) -> list[Any]:
+        if terms and all(term.id_combined() for term in terms):
+            raise ValueError(f"{detail} cannot be combined in every term of {what}s")
+        return terms
+
+    return AfterValidator(check)
 
 
 # --- block devices, metadata options ---------------------------------------------------------------
@@ -284,6 +368,7 @@ class BlockDevice(KarpenterModel):
     kms_key_id: str | None = Field(default=None, alias="kmsKeyID")
     delete_on_termination: bool | None = None
     snapshot_id: str | None = Field(default=None, alias="snapshotID")
+    volume_initialization_rate: int | None = Field(default=None, ge=100, le=300)
 
     @model_validator(mode="after")
     def _size_or_snapshot(self) -> BlockDevice:
@@ -432,7 +517,6 @@ _RESTRICTED_TAGS = frozenset(
     {
         "karpenter.sh/nodepool",
         "karpenter.sh/nodeclaim",
-        "karpenter.sh/managed-by",
         "karpenter.k8s.aws/ec2nodeclass",
         "eks:eks-cluster-name",
     }
@@ -453,10 +537,29 @@ class EC2NodeClassSpec(KarpenterModel):
 
     # Declared before amiFamily (and role before instanceProfile) so the validators of the later field
     # can check the pair while every other field's problems are still collected.
-    ami_selector_terms: list[AMISelectorTerm] = Field(min_length=1, max_length=30)
+    ami_selector_terms: Annotated[
+        list[AMISelectorTerm], _terms_not_all_combined("amiSelectorTerm", "id and other fields")
+    ] = Field(min_length=1, max_length=30)
     ami_family: AmiFamily | None = Field(default=None, validate_default=True)
-    subnet_selector_terms: list[SubnetSelectorTerm] = Field(min_length=1, max_length=30)
-    security_group_selector_terms: list[SecurityGroupSelectorTerm] = Field(min_length=1, max_length=30)
+    subnet_selector_terms: Annotated[
+        list[SubnetSelectorTerm], _terms_not_all_combined("subnetSelectorTerm", "id and tags")
+    ] = Field(min_length=1, max_length=30)
+    security_group_selector_terms: Annotated[
+        list[SecurityGroupSelectorTerm],
+        _terms_not_all_combined("securityGroupSelectorTerm", "id or name and other fields"),
+    ] = Field(min_length=1, max_length=30)
+    capacity_reservation_selector_terms: (
+        Annotated[
+            list[CapacityReservationSelectorTerm],
+            _terms_not_all_combined("capacityReservationSelectorTerm", "id and tags"),
+        ]
+        | None
+    ) = Field(default=None, max_length=30)
+    placement_group_selector: PlacementGroupSelector | None = None
+    network_interfaces: list[NetworkInterface] | None = Field(default=None, max_length=50)
+    ip_prefix_count: int | None = Field(default=None, ge=0)
+    connection_tracking: ConnectionTracking | None = None
+    cpu_options: CPUOptions | None = None
     role: NonEmptyStr | None = None
     instance_profile: NonEmptyStr | None = Field(default=None, validate_default=True)
     user_data: str | None = None
@@ -509,6 +612,22 @@ class EC2NodeClassSpec(KarpenterModel):
             raise ValueError(f"specify exactly one of role or instanceProfile ({both})")
         return profile
 
+    def unhonoured_fields(self) -> list[str]:
+        """Fields that are set and valid but that Fleetwright does not act on yet."""
+        names = {
+            "capacity_reservation_selector_terms": "spec.capacityReservationSelectorTerms",
+            "placement_group_selector": "spec.placementGroupSelector",
+            "network_interfaces": "spec.networkInterfaces",
+            "ip_prefix_count": "spec.ipPrefixCount",
+            "connection_tracking": "spec.connectionTracking",
+            "cpu_options": "spec.cpuOptions",
+        }
+        fields = [label for name, label in names.items() if getattr(self, name) is not None]
+        for index, mapping in enumerate(self.block_device_mappings or []):
+            if mapping.ebs is not None and mapping.ebs.volume_initialization_rate is not None:
+                fields.append(f"spec.blockDeviceMappings[{index}].ebs.volumeInitializationRate")
+        return fields
+
     def resolved_ami_family(self) -> str:
         """``amiFamily``, or the family the alias names when it is left out."""
         if self.ami_family is not None:
@@ -528,6 +647,10 @@ class EC2NodeClass(KarpenterDocument):
     def name(self) -> str:
         """``metadata.name``."""
         return self.metadata.name
+
+    def unhonoured_fields(self) -> list[str]:
+        """Fields that are set and valid but that Fleetwright does not act on yet."""
+        return self.spec.unhonoured_fields()
 
     def kubelet_overrides(self) -> KubeletOverrides:
         """The kubelet settings that change allocatable resources (EKS defaults when unset)."""

@@ -70,6 +70,28 @@ WELL_KNOWN_LABELS = frozenset(
     }
 )
 
+INSTANCE_TENANCY = AWS_PREFIX + "instance-tenancy"
+INSTANCE_CAPABILITY_FLEX = AWS_PREFIX + "instance-capability-flex"
+CAPACITY_RESERVATION_TYPE = AWS_PREFIX + "capacity-reservation-type"
+CAPACITY_RESERVATION_ID = AWS_PREFIX + "capacity-reservation-id"
+CAPACITY_RESERVATION_INTERRUPTIBLE = AWS_PREFIX + "capacity-reservation-interruptible"
+PLACEMENT_GROUP_ID = AWS_PREFIX + "placement-group-id"
+PLACEMENT_GROUP_PARTITION = AWS_PREFIX + "placement-group-partition"
+
+# AWS labels a NodePool may constrain (Karpenter v1.14 allows them) whose values Fleetwright does not
+# derive yet: they are accepted, not used to pick instance types or offerings.
+AWS_REQUIREMENT_ONLY_LABELS = frozenset(
+    {
+        INSTANCE_TENANCY,
+        INSTANCE_CAPABILITY_FLEX,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
+        PLACEMENT_GROUP_ID,
+        PLACEMENT_GROUP_PARTITION,
+    }
+)
+
 # Well-known labels an instance type itself decides (a type without one of these lacks that label).
 INSTANCE_TYPE_LABELS = WELL_KNOWN_LABELS - {ZONE, CAPACITY_TYPE, REGION, NODEPOOL}
 

@@ -252,6 +252,10 @@ def _nodepool_v1beta1(doc: Mapping[str, Any], conversion: Conversion) -> None:
         if disruption.get("consolidationPolicy") == "WhenUnderutilized":
             disruption["consolidationPolicy"] = "WhenEmptyOrUnderutilized"
             conversion.changes.append("consolidationPolicy WhenUnderutilized became WhenEmptyOrUnderutilized")
+        if "consolidateAfter" not in disruption:
+            # v1beta1 forbade consolidateAfter with WhenUnderutilized; v1 requires it (0s: at once).
+            disruption["consolidateAfter"] = "0s"
+            conversion.changes.append("consolidateAfter 0s was added (required in karpenter.sh/v1)")
 
 
 # --- karpenter.k8s.aws/v1beta1 EC2NodeClass ----------------------------------------------------------

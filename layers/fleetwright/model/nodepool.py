@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -67,6 +66,7 @@ _AWS_ALLOWED = frozenset(
         wk.AWS_PREFIX + "instance-encryption-in-transit-supported",
         wk.AWS_PREFIX + "instance-cpu-sustained-clock-speed-mhz",
     }
+    | wk.AWS_REQUIREMENT_ONLY_LABELS
 )
 
 
@@ -93,6 +93,25 @@ def restricted_label(key: str) -> str | None:
             "instance labels may be used"
         )
     return None
+
+
+def restricted_template_label(key: str) -> str | None:
+    """Why a NodePool may not set ``key`` in ``spec.template.metadata.labels``, or None when it may.
+
+    Since v1.9 Karpenter leaves the kubernetes.io and k8s.io domains (``node-role.kubernetes.io/...``)
+    to the user in template labels; requirements still keep them for the kubelet and cloud provider.
+    """
+    domain = key.partition("/")[0] if "/" in key else ""
+    if domain.endswith(("kubernetes.io", "k8s.io")) and key != wk.HOSTNAME:
+        return None
+    return restricted_label(key)
+
+
+def _template_label_key(key: str) -> str:
+    problem = check_label_key(key) or restricted_template_label(key)
+    if problem:
+        raise ValueError(problem)
+    return key
 
 
 def _requirement_key(key: str) -> str:
@@ -124,6 +143,7 @@ def _taint_key(key: str) -> str:
 
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 NodeLabelKey = Annotated[str, AfterValidator(_requirement_key)]
+TemplateLabelKey = Annotated[str, AfterValidator(_template_label_key)]
 
 # --- template ----------------------------------------------------------------------------------------
 
@@ -142,11 +162,11 @@ class NodeSelectorRequirement(KarpenterModel):
     @field_validator("values")
     @classmethod
     def _values_fit_operator(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        # Karpenter's CEL asks for values only with In; NotIn [] and Exists/DoesNotExist with values
+        # are admitted (the values are then ignored).
         operator = info.data.get("operator")
-        if operator in ("In", "NotIn") and not values:
+        if operator == "In" and not values:
             raise ValueError(f"operator {operator} needs at least one value")
-        if operator in ("Exists", "DoesNotExist") and values:
-            raise ValueError(f"operator {operator} takes no values, got {values}")
         if operator in _BOUND_OPERATORS and (
             len(values) != 1 or not values[0].isdigit() or not values[0].isascii()
         ):
@@ -205,7 +225,7 @@ class NodeClassReference(KarpenterModel):
 class NodeClaimTemplateMetadata(KarpenterModel):
     """Labels and annotations every node of the pool carries."""
 
-    labels: Annotated[dict[NodeLabelKey, LabelValue], AfterValidator(_at_most_100)] = Field(
+    labels: Annotated[dict[TemplateLabelKey, LabelValue], AfterValidator(_at_most_100)] = Field(
         default_factory=dict
     )
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -242,10 +262,6 @@ _CRON_MACRO = re.compile(r"^@(annually|yearly|monthly|weekly|daily|midnight|hour
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,\-]+$")
 
 
-def _int_as_text(value: Any) -> Any:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
 def _budget_nodes(value: str) -> str:
     if not _BUDGET_NODES.match(value):
         raise ValueError(f"invalid nodes {value!r}: expected a count (5) or a percentage from 0% to 100%")
@@ -275,7 +291,8 @@ def _cron(value: str) -> str:
 class Budget(KarpenterModel):
     """How many nodes may be disrupted at once, optionally only during a cron window."""
 
-    nodes: Annotated[str, BeforeValidator(_int_as_text), AfterValidator(_budget_nodes)] = DEFAULT_BUDGET_NODES
+    # A string, as in Karpenter's schema: `nodes: 5` (a YAML integer) is refused there too.
+    nodes: Annotated[str, AfterValidator(_budget_nodes)] = DEFAULT_BUDGET_NODES
     schedule: Annotated[str, AfterValidator(_cron)] | None = None
     duration: Annotated[str, AfterValidator(_budget_duration)] | None = None
     reasons: list[Literal["Empty", "Drifted", "Underutilized"]] | None = None
@@ -292,8 +309,11 @@ class Disruption(KarpenterModel):
 
     moved_fields = {"expireAfter": "expireAfter moved to spec.template.spec.expireAfter in karpenter.sh/v1"}
 
-    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = "WhenEmptyOrUnderutilized"
-    consolidate_after: DurationOrNever = "0s"
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"] = (
+        "WhenEmptyOrUnderutilized"
+    )
+    # Required once a disruption block is written (Karpenter's schema); the default block has 0s.
+    consolidate_after: DurationOrNever
     budgets: list[Budget] = Field(default_factory=lambda: [Budget()], max_length=50)
 
     def consolidate_after_seconds(self) -> int | None:
@@ -314,9 +334,11 @@ class NodePoolSpec(KarpenterModel):
     }
 
     template: NodeClaimTemplate
-    disruption: Disruption = Field(default_factory=Disruption)
+    disruption: Disruption = Field(default_factory=lambda: Disruption(consolidate_after="0s"))
     limits: dict[str, Quantity] | None = None
     weight: int | None = Field(default=None, ge=1, le=100)
+    # Static capacity: keep exactly this many nodes instead of provisioning for pending pods.
+    replicas: int | None = Field(default=None, ge=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +426,20 @@ class NodePool(KarpenterDocument):
         """How long draining may take before pods are deleted anyway; None when unbounded."""
         period = self.spec.template.spec.termination_grace_period
         return parse_duration(period) if period else None
+
+    def unhonoured_fields(self) -> list[str]:
+        """Fields that are set and valid but that Fleetwright does not act on yet."""
+        fields: list[str] = []
+        if self.spec.replicas is not None:
+            fields.append("spec.replicas (static capacity)")
+        if self.spec.disruption.consolidation_policy == "Balanced":
+            fields.append("spec.disruption.consolidationPolicy: Balanced")
+        for index, item in enumerate(self.spec.template.spec.requirements):
+            if item.key in wk.AWS_REQUIREMENT_ONLY_LABELS:
+                fields.append(f"spec.template.spec.requirements[{index}].key {item.key}")
+            if item.key == wk.CAPACITY_TYPE and wk.RESERVED in item.values and item.operator == "In":
+                fields.append(f"spec.template.spec.requirements[{index}] capacity type {wk.RESERVED}")
+        return fields
 
     def legacy_kubelet(self) -> LegacyKubelet | None:
         """Kubelet settings carried over from an older API version (see :class:`LegacyKubelet`)."""
