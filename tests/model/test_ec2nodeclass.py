@@ -118,8 +118,8 @@ def problems_of(spec: dict[str, Any]) -> dict[str, str]:
         ({"amiSelectorTerms": [{"owner": "self"}]}, "spec.amiSelectorTerms[0]", "needs one of alias, id"),
         (
             {"amiSelectorTerms": [{"id": "ami-1", "name": "x"}]},
-            "spec.amiSelectorTerms",
-            "id and other fields cannot be combined in every term",
+            "spec.amiSelectorTerms[0]",
+            "id cannot be combined",
         ),
         ({"amiSelectorTerms": [{"id": "i-123"}]}, "spec.amiSelectorTerms[0].id", "invalid AMI id"),
         ({"amiSelectorTerms": []}, "spec.amiSelectorTerms", "at least 1 item"),
@@ -137,7 +137,7 @@ def problems_of(spec: dict[str, Any]) -> dict[str, str]:
         (
             {"securityGroupSelectorTerms": [{"id": "sg-1", "name": "web"}]},
             "spec.securityGroupSelectorTerms",
-            "id or name and other fields cannot be combined in every term",
+            "id and other fields cannot be combined in every term",
         ),
         ({"tags": {"kubernetes.io/cluster/demo": "owned"}}, "spec.tags", "restricted"),
         ({"tags": {"karpenter.sh/nodepool": "x"}}, "spec.tags", "restricted"),

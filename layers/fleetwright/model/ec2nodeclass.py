@@ -221,13 +221,9 @@ class AMISelectorTerm(KarpenterModel):
             raise ValueError("a term needs one of alias, id, name, tags or ssmParameter")
         if "alias" in fields and len(fields) > 1:
             raise ValueError("alias cannot be combined with other fields in an amiSelectorTerm")
+        if "id" in fields and fields & {"name", "owner", "tags"}:
+            raise ValueError("id cannot be combined with other fields in an amiSelectorTerm")
         return self
-
-    def id_combined(self) -> bool:
-        """True when ``id`` is given with other fields (refused only when every term does so)."""
-        return self.id is not None and any(
-            value is not None for value in (self.name, self.owner, self.tags, self.ssm_parameter)
-        )
 
     def alias_family(self) -> str | None:
         """The AMI family an alias names (``al2023@latest`` → ``AL2023``)."""
@@ -269,9 +265,12 @@ class SecurityGroupSelectorTerm(KarpenterModel):
         return [name for name in ("tags", "id", "name") if getattr(self, name) is not None]
 
     def id_combined(self) -> bool:
-        """True when ``id`` or ``name`` is given with another field (refused only when every term does)."""
-        given = self.given()
-        return len(given) > 1 and ("id" in given or "name" in given)
+        """True when ``id`` is given with another field (refused only when every term does so)."""
+        return self.id is not None and len(self.given()) > 1
+
+    def name_combined(self) -> bool:
+        """True when ``name`` is given with another field (refused only when every term does so)."""
+        return self.name is not None and len(self.given()) > 1
 
 
 class CapacityReservationSelectorTerm(KarpenterModel):
@@ -285,16 +284,16 @@ class CapacityReservationSelectorTerm(KarpenterModel):
     instance_match_criteria: Literal["open", "targeted"] | None = None
 
     @model_validator(mode="after")
-    def _exclusive(self) -> CapacityReservationSelectorTerm:
-        if self.id is None and self.tags is None:
-            raise ValueError("a capacity reservation term needs tags or id")
-        if self.id is not None and self.owner_id is not None:
-            raise ValueError("ownerID cannot be combined with id in a capacityReservationSelectorTerm")
+    def _something(self) -> CapacityReservationSelectorTerm:
+        if self.id is None and self.tags is None and self.instance_match_criteria is None:
+            raise ValueError("a capacity reservation term needs tags, id or instanceMatchCriteria")
         return self
 
     def id_combined(self) -> bool:
-        """True when ``id`` is given with ``tags`` (refused only when every term does so)."""
-        return self.id is not None and self.tags is not None
+        """True when ``id`` is given with another field (refused only when every term does so)."""
+        return self.id is not None and any(
+            value is not None for value in (self.tags, self.owner_id, self.instance_match_criteria)
+        )
 
 
 class PlacementGroupSelector(KarpenterModel):
@@ -315,7 +314,25 @@ class NetworkInterface(KarpenterModel):
 
     network_card_index: int = Field(ge=0)
     device_index: int = Field(ge=0)
-    interface_type: Literal["interface", "efa-only"] = "interface"
+    interface_type: Literal["interface", "efa-only"]
+
+
+def _network_interfaces(interfaces: list[NetworkInterface]) -> list[NetworkInterface]:
+    if interfaces and not any(
+        i.device_index == 0 and i.network_card_index == 0 and i.interface_type == "interface"
+        for i in interfaces
+    ):
+        raise ValueError(
+            "networkInterfaces must include the primary interface "
+            "(networkCardIndex 0, deviceIndex 0, interfaceType interface)"
+        )
+    slots = [(i.network_card_index, i.device_index) for i in interfaces]
+    if len(set(slots)) != len(slots):
+        raise ValueError("networkInterfaces repeat a networkCardIndex/deviceIndex pair")
+    efa_cards = [i.network_card_index for i in interfaces if i.interface_type == "efa-only"]
+    if len(set(efa_cards)) != len(efa_cards):
+        raise ValueError("networkInterfaces may have at most one efa-only interface per network card")
+    return interfaces
 
 
 class ConnectionTracking(KarpenterModel):
@@ -325,20 +342,28 @@ class ConnectionTracking(KarpenterModel):
     udp_stream_timeout: int | None = Field(default=None, ge=60, le=180)
     udp_timeout: int | None = Field(default=None, ge=30, le=60)
 
+    @model_validator(mode="after")
+    def _something(self) -> ConnectionTracking:
+        if (
+            self.tcp_established_timeout is None
+            and self.udp_stream_timeout is None
+            and self.udp_timeout is None
+        ):
+            raise ValueError("connectionTracking needs tcpEstablishedTimeout, udpStreamTimeout or udpTimeout")
+        return self
+
 
 class CPUOptions(KarpenterModel):
-    """CPU cores and threads per core of the instances."""
+    """CPU features of the instances (nested virtualization narrows the instance types)."""
 
-    core_count: int | None = Field(default=None, ge=1)
-    threads_per_core: Literal[1, 2] | None = None
-    amd_sev_snp: Literal["enabled", "disabled"] | None = Field(default=None, alias="amdSevSnp")
+    nested_virtualization: Literal["enabled", "disabled"] | None = None
 
 
-def _terms_not_all_combined(what: str, detail: str) -> Any:
+def _terms_not_all_combined(what: str, detail: str, method: str = "id_combined") -> Any:
     """Karpenter's rule: refuse ``id`` combined with other fields only when *every* term does so."""
 
     def check(terms: list[Any]) -> list[Any]:
-        if terms and all(term.id_combined() for term in terms):
+        if terms and all(getattr(term, method)() for term in terms):
             raise ValueError(f"{detail} cannot be combined in every term of {what}s")
         return terms
 
@@ -374,6 +399,10 @@ class BlockDevice(KarpenterModel):
     def _size_or_snapshot(self) -> BlockDevice:
         if self.volume_size is None and self.snapshot_id is None:
             raise ValueError("ebs needs volumeSize or snapshotID")
+        if self.volume_initialization_rate is not None and not self.snapshot_id:
+            raise ValueError(
+                "volumeInitializationRate needs snapshotID (it is the rate the snapshot is read at)"
+            )
         return self
 
     def volume_size_bytes(self) -> int | None:
@@ -537,26 +566,27 @@ class EC2NodeClassSpec(KarpenterModel):
 
     # Declared before amiFamily (and role before instanceProfile) so the validators of the later field
     # can check the pair while every other field's problems are still collected.
-    ami_selector_terms: Annotated[
-        list[AMISelectorTerm], _terms_not_all_combined("amiSelectorTerm", "id and other fields")
-    ] = Field(min_length=1, max_length=30)
+    ami_selector_terms: list[AMISelectorTerm] = Field(min_length=1, max_length=30)
     ami_family: AmiFamily | None = Field(default=None, validate_default=True)
     subnet_selector_terms: Annotated[
         list[SubnetSelectorTerm], _terms_not_all_combined("subnetSelectorTerm", "id and tags")
     ] = Field(min_length=1, max_length=30)
     security_group_selector_terms: Annotated[
         list[SecurityGroupSelectorTerm],
-        _terms_not_all_combined("securityGroupSelectorTerm", "id or name and other fields"),
+        _terms_not_all_combined("securityGroupSelectorTerm", "id and other fields"),
+        _terms_not_all_combined("securityGroupSelectorTerm", "name and other fields", "name_combined"),
     ] = Field(min_length=1, max_length=30)
     capacity_reservation_selector_terms: (
         Annotated[
             list[CapacityReservationSelectorTerm],
-            _terms_not_all_combined("capacityReservationSelectorTerm", "id and tags"),
+            _terms_not_all_combined("capacityReservationSelectorTerm", "id and other fields"),
         ]
         | None
     ) = Field(default=None, max_length=30)
     placement_group_selector: PlacementGroupSelector | None = None
-    network_interfaces: list[NetworkInterface] | None = Field(default=None, max_length=50)
+    network_interfaces: Annotated[list[NetworkInterface], AfterValidator(_network_interfaces)] | None = Field(
+        default=None, max_length=150
+    )
     ip_prefix_count: int | None = Field(default=None, ge=0)
     connection_tracking: ConnectionTracking | None = None
     cpu_options: CPUOptions | None = None

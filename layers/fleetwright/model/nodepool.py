@@ -42,22 +42,6 @@ DEFAULT_BUDGET_NODES = "10%"
 
 # --- restricted label domains ------------------------------------------------------------------------
 
-# Keys inside kubernetes.io that a NodePool may constrain or set (the rest belong to the kubelet/cloud).
-_KUBERNETES_IO_ALLOWED = frozenset(
-    {
-        "beta.kubernetes.io/instance-type",
-        "beta.kubernetes.io/os",
-        "beta.kubernetes.io/arch",
-        "failure-domain.beta.kubernetes.io/region",
-        "failure-domain.beta.kubernetes.io/zone",
-        wk.ZONE,
-        wk.REGION,
-        wk.INSTANCE_TYPE,
-        wk.ARCH,
-        wk.OS,
-        wk.WINDOWS_BUILD,
-    }
-)
 # Keys inside karpenter.k8s.aws that describe an instance type (and so may be constrained).
 _AWS_ALLOWED = frozenset(
     {label for label in wk.WELL_KNOWN_LABELS if label.startswith(wk.AWS_PREFIX)}
@@ -76,15 +60,9 @@ def restricted_label(key: str) -> str | None:
         return f"label {key!r} is restricted: every node gets its own hostname"
     if key == wk.NODEPOOL:
         return f"label {key!r} is restricted: Fleetwright sets it to the NodePool's name"
+    # Since v1.9 Karpenter leaves the kubernetes.io and k8s.io domains (node-role.kubernetes.io/...)
+    # to the user; only its own domains stay restricted.
     domain = key.partition("/")[0] if "/" in key else ""
-    if (
-        domain.endswith("kubernetes.io")
-        and key not in _KUBERNETES_IO_ALLOWED
-        and not domain.endswith(("node.kubernetes.io", "node-restriction.kubernetes.io"))
-    ):
-        return f"label {key!r} is restricted: domain kubernetes.io is reserved for Kubernetes"
-    if domain.endswith("k8s.io") and not domain.endswith("kops.k8s.io"):
-        return f"label {key!r} is restricted: domain k8s.io is reserved for Kubernetes"
     if domain.endswith("karpenter.sh") and key != wk.CAPACITY_TYPE:
         return f"label {key!r} is restricted: in domain karpenter.sh only {wk.CAPACITY_TYPE} may be used"
     if domain.endswith("karpenter.k8s.aws") and key not in _AWS_ALLOWED:
@@ -93,25 +71,6 @@ def restricted_label(key: str) -> str | None:
             "instance labels may be used"
         )
     return None
-
-
-def restricted_template_label(key: str) -> str | None:
-    """Why a NodePool may not set ``key`` in ``spec.template.metadata.labels``, or None when it may.
-
-    Since v1.9 Karpenter leaves the kubernetes.io and k8s.io domains (``node-role.kubernetes.io/...``)
-    to the user in template labels; requirements still keep them for the kubelet and cloud provider.
-    """
-    domain = key.partition("/")[0] if "/" in key else ""
-    if domain.endswith(("kubernetes.io", "k8s.io")) and key != wk.HOSTNAME:
-        return None
-    return restricted_label(key)
-
-
-def _template_label_key(key: str) -> str:
-    problem = check_label_key(key) or restricted_template_label(key)
-    if problem:
-        raise ValueError(problem)
-    return key
 
 
 def _requirement_key(key: str) -> str:
@@ -141,9 +100,16 @@ def _taint_key(key: str) -> str:
     return key
 
 
+def _taint_value(value: str) -> str:
+    """Karpenter checks a taint value like a key (``example.com/x`` is fine); empty is allowed."""
+    problem = check_label_key(value) if value else None
+    if problem:
+        raise ValueError(problem.replace("invalid key", "invalid value", 1))
+    return value
+
+
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 NodeLabelKey = Annotated[str, AfterValidator(_requirement_key)]
-TemplateLabelKey = Annotated[str, AfterValidator(_template_label_key)]
 
 # --- template ----------------------------------------------------------------------------------------
 
@@ -189,7 +155,7 @@ class NodeTaint(KarpenterModel):
     """A taint every node of the pool carries (or carries at startup)."""
 
     key: Annotated[str, AfterValidator(_taint_key)]
-    value: LabelValue | None = None
+    value: Annotated[str, AfterValidator(_taint_value)] | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
     time_added: str | None = None
 
@@ -225,7 +191,7 @@ class NodeClassReference(KarpenterModel):
 class NodeClaimTemplateMetadata(KarpenterModel):
     """Labels and annotations every node of the pool carries."""
 
-    labels: Annotated[dict[TemplateLabelKey, LabelValue], AfterValidator(_at_most_100)] = Field(
+    labels: Annotated[dict[NodeLabelKey, LabelValue], AfterValidator(_at_most_100)] = Field(
         default_factory=dict
     )
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -245,6 +211,15 @@ class NodeClaimTemplateSpec(KarpenterModel):
     node_class_ref: NodeClassReference
     expire_after: DurationOrNever = DEFAULT_EXPIRE_AFTER
     termination_grace_period: Duration | None = None
+
+    @model_validator(mode="after")
+    def _no_duplicate_taints(self) -> NodeClaimTemplateSpec:
+        seen: set[tuple[str, str]] = set()
+        for taint in [*self.taints, *self.startup_taints]:
+            if (taint.key, taint.effect) in seen:
+                raise ValueError(f"duplicate taint {taint.key}:{taint.effect} in taints/startupTaints")
+            seen.add((taint.key, taint.effect))
+        return self
 
 
 class NodeClaimTemplate(KarpenterModel):
@@ -339,6 +314,16 @@ class NodePoolSpec(KarpenterModel):
     weight: int | None = Field(default=None, ge=1, le=100)
     # Static capacity: keep exactly this many nodes instead of provisioning for pending pods.
     replicas: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _static_pool(self) -> NodePoolSpec:
+        if self.replicas is None:
+            return self
+        if self.weight is not None:
+            raise ValueError("weight is not supported on static NodePools (replicas set)")
+        if self.limits and set(self.limits) != {"nodes"}:
+            raise ValueError("only limits.nodes is supported on static NodePools (replicas set)")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
