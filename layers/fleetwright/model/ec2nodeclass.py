@@ -651,6 +651,8 @@ class EC2NodeClassSpec(KarpenterModel):
             "ip_prefix_count": "spec.ipPrefixCount",
             "connection_tracking": "spec.connectionTracking",
             "cpu_options": "spec.cpuOptions",
+            "instance_store_policy": "spec.instanceStorePolicy",
+            "context": "spec.context",
         }
         fields = [label for name, label in names.items() if getattr(self, name) is not None]
         for index, mapping in enumerate(self.block_device_mappings or []):

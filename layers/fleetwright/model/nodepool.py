@@ -415,6 +415,8 @@ class NodePool(KarpenterDocument):
     def unhonoured_fields(self) -> list[str]:
         """Fields that are set and valid but that Fleetwright does not act on yet."""
         fields: list[str] = []
+        if self.spec.template.metadata.annotations:
+            fields.append("spec.template.metadata.annotations (not copied onto nodes)")
         if self.spec.replicas is not None:
             fields.append("spec.replicas (static capacity)")
         if self.spec.disruption.consolidation_policy == "Balanced":
