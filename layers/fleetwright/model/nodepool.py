@@ -266,8 +266,8 @@ def _cron(value: str) -> str:
 class Budget(KarpenterModel):
     """How many nodes may be disrupted at once, optionally only during a cron window."""
 
-    # A string, as in Karpenter's schema: `nodes: 5` (a YAML integer) is refused there too.
-    nodes: Annotated[str, AfterValidator(_budget_nodes)] = DEFAULT_BUDGET_NODES
+    # Required and a string, as in Karpenter's schema: `nodes: 5` (a YAML integer) is refused there too.
+    nodes: Annotated[str, AfterValidator(_budget_nodes)]
     schedule: Annotated[str, AfterValidator(_cron)] | None = None
     duration: Annotated[str, AfterValidator(_budget_duration)] | None = None
     reasons: list[Literal["Empty", "Drifted", "Underutilized"]] | None = None
@@ -289,7 +289,7 @@ class Disruption(KarpenterModel):
     )
     # Required once a disruption block is written (Karpenter's schema); the default block has 0s.
     consolidate_after: DurationOrNever
-    budgets: list[Budget] = Field(default_factory=lambda: [Budget()], max_length=50)
+    budgets: list[Budget] = Field(default_factory=lambda: [Budget(nodes=DEFAULT_BUDGET_NODES)], max_length=50)
 
     def consolidate_after_seconds(self) -> int | None:
         """Seconds a node must stay empty/underutilized before consolidation; None for ``Never``."""
