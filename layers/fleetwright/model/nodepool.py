@@ -150,6 +150,23 @@ class NodeSelectorRequirement(KarpenterModel):
             raise ValueError(f"minValues {min_values} needs at least {min_values} values, got {len(values)}")
         return min_values
 
+    @model_validator(mode="after")
+    def _known_capacity_types(self) -> NodeSelectorRequirement:
+        # Karpenter keeps a NodePool from going ready when In names no capacity type it knows.
+        if self.key == wk.CAPACITY_TYPE and self.operator == "In":
+            known = [value for value in self.values if value in wk.CAPACITY_TYPES]
+            if not known:
+                raise ValueError(
+                    f"no valid values in {self.values} for {wk.CAPACITY_TYPE}: "
+                    f"expected {', '.join(wk.CAPACITY_TYPES)}"
+                )
+            if self.min_values is not None and len(known) < self.min_values:
+                raise ValueError(
+                    f"minValues {self.min_values} needs at least {self.min_values} valid capacity types, "
+                    f"got {len(known)}"
+                )
+        return self
+
 
 class NodeTaint(KarpenterModel):
     """A taint every node of the pool carries (or carries at startup)."""
