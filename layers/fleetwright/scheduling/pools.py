@@ -20,7 +20,7 @@ from fleetwright.scheduling.compat import (
     requirements_compatible,
 )
 from fleetwright.scheduling.costs import OUTLIER_FACTOR, unit_cost
-from fleetwright.scheduling.types import NodePoolTemplate
+from fleetwright.scheduling.types import NODES, NodePoolTemplate
 
 
 @dataclass(slots=True, eq=False)
@@ -87,7 +87,8 @@ class PreparedPool:
     requirements: Requirements
     types: list[InstanceType]
     capacity: list[vec.Vector]  # per type: allocatable minus DaemonSet overhead, over the run's dims
-    raw_capacity: list[res.ResourceList]  # per type: capacity (what NodePool limits count)
+    # per type: capacity plus one ``nodes`` (what NodePool limits count: a node is one whatever its type)
+    raw_capacity: list[res.ResourceList]
     daemon_overhead: list[res.ResourceList]  # per type
     dropped_for_daemons: int = 0
     # per type: (host port, DaemonSet) of the DaemonSets that run there; empty when none binds a port
@@ -338,7 +339,7 @@ def prepare_pool(
             continue
         types.append(it)
         capacity.append(room)
-        raw.append(it.capacity)
+        raw.append({**it.capacity, NODES: 1})
         overheads.append(overhead)
     daemon_ports = _daemon_ports(types, requirements, [ds for ds in daemons if ds.host_ports])
     return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped, daemon_ports)

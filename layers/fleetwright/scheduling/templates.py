@@ -11,7 +11,7 @@ from fleetwright.model.kubelet import KubeletOverrides
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
-from fleetwright.scheduling.types import NodePoolTemplate
+from fleetwright.scheduling.types import NODES, NodePoolTemplate
 
 
 def _kubelet(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverrides | None:
@@ -21,8 +21,10 @@ def _kubelet(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverr
 
 
 def nodepool_usage(name: str, nodes: Sequence[Node]) -> res.ResourceList:
-    """What a NodePool's existing nodes count against its limits (their capacity, as Karpenter counts)."""
-    return res.add(*(n.capacity or n.allocatable for n in nodes if n.labels.get(NODEPOOL) == name))
+    """What a NodePool's existing nodes count against its limits (their capacity, as Karpenter counts, and
+    one ``nodes`` each)."""
+    mine = [n for n in nodes if n.labels.get(NODEPOOL) == name]
+    return res.add(*(n.capacity or n.allocatable for n in mine), {NODES: len(mine)})
 
 
 def nodepool_templates(

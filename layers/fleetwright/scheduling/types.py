@@ -12,6 +12,9 @@ from fleetwright.model.requirements import Requirements
 from fleetwright.model.resources import ResourceList
 from fleetwright.model.taints import Taint
 
+# The pseudo-resource ``spec.limits.nodes`` counts: each node or claim of the NodePool is one.
+NODES = "nodes"
+
 
 @dataclass(slots=True, eq=False)
 class NodePoolTemplate:
