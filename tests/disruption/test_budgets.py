@@ -29,7 +29,7 @@ def pool(budgets: list[dict[str, Any]] | None = None, name: str = "default") -> 
         }
     }
     if budgets is not None:
-        spec["disruption"] = {"budgets": budgets}
+        spec["disruption"] = {"consolidateAfter": "0s", "budgets": budgets}
     return NodePool.model_validate(
         {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
     )
