@@ -9,6 +9,7 @@ from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
+from fleetwright.model.legacy_labels import normalize_labels, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
@@ -294,7 +295,8 @@ def _offering_key(requirements: Requirements) -> tuple[str, str]:
 
 def pool_requirements(template: NodePoolTemplate) -> Requirements:
     """The NodePool's requirements, its template labels and its own name, as one set."""
-    return template.requirements.intersect(Requirements.from_labels(template.labels)).intersect(
+    own = normalize_requirements(template.requirements)
+    return own.intersect(Requirements.from_labels(normalize_labels(template.labels))).intersect(
         Requirements({NODEPOOL: Requirement.single(NODEPOOL, template.name)})
     )
 

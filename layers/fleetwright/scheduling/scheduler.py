@@ -20,6 +20,7 @@ from itertools import islice
 
 from fleetwright.model import resources as res
 from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
+from fleetwright.model.legacy_labels import normalize_pod
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import PREFER_NO_SCHEDULE, Toleration, first_untolerated
@@ -127,7 +128,7 @@ class Simulation:
 
     def __init__(self, inp: SchedulingInput) -> None:
         self.input = inp
-        pending = [p for p in inp.pods if not p.node_name]
+        pending = [normalize_pod(p) for p in inp.pods if not p.node_name]
         self.dims = vec.dimensions([p.requests for p in pending] + [d.requests for d in inp.daemonsets])
         instance_types = sorted(inp.instance_types, key=lambda it: it.name)
         templates = sorted(inp.nodepools, key=lambda t: (-t.weight, t.name))
