@@ -9,7 +9,7 @@ from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
-from fleetwright.model.legacy_labels import normalize_labels, normalize_requirements
+from fleetwright.model.legacy_labels import normalize_labels, normalize_pod, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
@@ -317,7 +317,7 @@ def prepare_pool(
     """Select the NodePool's instance types and compute each one's room for pods."""
     requirements = pool_requirements(template)
     candidates = [it for it in instance_types if instance_type_compatible(it, requirements)]
-    daemons = [ds for ds in daemonsets if daemonset_runs_on(ds, template, requirements)]
+    daemons = [ds for ds in map(normalize_pod, daemonsets) if daemonset_runs_on(ds, template, requirements)]
     types: list[InstanceType] = []
     capacity: list[vec.Vector] = []
     raw: list[res.ResourceList] = []
