@@ -6,12 +6,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetwright.model import resources as res
-from fleetwright.model.labels import CAPACITY_TYPE, INSTANCE_FAMILY
+from fleetwright.model.labels import ARCH, CAPACITY_TYPE, INSTANCE_FAMILY
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
-from tests.scheduling.builders import itype, nodepool, pod
+from tests.scheduling.builders import SMALL_CATALOG, itype, nodepool, pod
 from tests.scheduling.test_repack import TYPES, cpu_and_memory_pods, optimum
 
 # Six families over three shapes (CPU-, balanced, memory-rich), four sizes each, prices like EC2's.
@@ -154,3 +154,14 @@ def test_min_values_keep_enough_families_on_re_packed_claims() -> None:
     six = schedule(SchedulingInput(pods, [nodepool(requirements=on_demand(6))], CATALOG))
     free = schedule(SchedulingInput(pods, [nodepool(requirements=on_demand())], CATALOG))
     assert six.hourly_cost >= free.hourly_cost
+
+
+def test_pods_limits_left_out_join_only_claims_they_could_run_on() -> None:
+    amd64 = Requirements.of([Requirement.create(ARCH, "In", ["amd64"])])
+    pods = [pod(f"a{i}", cpu="100m") for i in range(3)] + [pod("arm", cpu="100m", selector={ARCH: "arm64"})]
+    result = schedule(
+        SchedulingInput(pods, [nodepool(requirements=amd64, limits={"cpu": "4"})], list(SMALL_CATALOG))
+    )
+    assert [e.pod.name for e in result.errors] == ["arm"]
+    assert all(c.instance_types[0].labels[ARCH] == "amd64" for c in result.new_claims)
+    assert "arm" not in {p.name for c in result.new_claims for p in c.pods}

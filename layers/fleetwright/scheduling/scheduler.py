@@ -271,9 +271,12 @@ class Simulation:
         if group.error or not self._claim_tolerated(claim, group):
             return False
         wanted = claim.requirements.describe()
-        return any(
-            claim.pool.match(a.option_key, a.option).requirements.describe() == wanted for a in group.attempts
-        )
+        for attempt in group.attempts:
+            # An incompatible option matches nothing (it reports the NodePool's own requirements).
+            match = claim.pool.match(attempt.option_key, attempt.option)
+            if match.type_indices and match.requirements.describe() == wanted:
+                return True
+        return False
 
     def _movable(self, pod: Pod) -> bool:
         """True when the pod's placement touches no topology count or host port (it can move freely)."""
