@@ -122,10 +122,6 @@ class ClaimInProgress:
             self.reserve_limits()
         return True
 
-    def fitting_indices(self) -> list[int]:
-        """Candidate types that hold everything placed so far."""
-        return [i for i in self.type_indices if vec.fits(self.total, self.pool.capacity[i])]
-
 
 def _summary(
     pool: PreparedPool,
