@@ -443,6 +443,8 @@ class FleetLauncher:
                 continue
             outcome = self._create_fleet(request, overrides, capacity_type, context, attempt)
             targets = {(o.instance_type, o.zone): o.reservation for o in overrides if o.reservation}
+            if capacity_type == RESERVED:
+                outcome = _per_override(outcome, overrides)
             for refused in outcome.refused:
                 assert refused.offering is not None
                 o = refused.offering
@@ -555,6 +557,24 @@ class FleetLauncher:
                 raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
             return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
+
+
+def _per_override(outcome: FleetOutcome, overrides: Sequence[Override]) -> FleetOutcome:
+    """A reserved launch refused as a whole (``ReservationCapacityExceeded`` as the call's error) refused
+    each reservation it offered: the refusal is spread over the overrides so each is remembered."""
+    whole = [
+        f
+        for f in outcome.failures
+        if f.offering is None and f.kind == FailureKind.INSUFFICIENT_CAPACITY and f.code != NO_OFFERING_LEFT
+    ]
+    if outcome.launched or not whole:
+        return outcome
+    spread = [
+        LaunchFailure(f.kind, f.code, f.message, Offering(o.instance_type, o.zone, RESERVED))
+        for f in whole[:1]
+        for o in overrides
+    ]
+    return FleetOutcome([], [f for f in outcome.failures if f not in whole] + spread)
 
 
 def _uncertain() -> bool:
