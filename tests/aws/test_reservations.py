@@ -86,11 +86,6 @@ def _launcher(aws: Aws, counts: ReservationAvailability) -> FleetLauncher:
     )
 
 
-def _template_data(aws: Aws, name: str) -> dict[str, Any]:
-    versions = aws.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
-    return dict(versions["LaunchTemplateVersions"][0]["LaunchTemplateData"])
-
-
 def _template_params(aws: Aws) -> dict[str, dict[str, Any]]:
     """What the code asked CreateLaunchTemplate for, per template name (moto rewrites some fields)."""
     return dict(_CREATED)

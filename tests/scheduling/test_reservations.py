@@ -1,4 +1,4 @@
-"""Capacity reservations in the simulation: preferred, counted, pinned, and left for other capacity when full."""
+"""Capacity reservations in the simulation: preferred, counted, pinned, and left when full."""
 
 from __future__ import annotations
 
