@@ -317,3 +317,25 @@ def template_fields(target: ReservationTarget | None) -> dict[str, Any]:
     elif target.interruptible:
         fields["InstanceMarketOptions"] = {"MarketType": "interruptible-capacity-reservation"}
     return fields
+
+
+def expiring_capacity_blocks(
+    clients: AwsClients,
+    reservation_ids: Iterable[str],
+    *,
+    availability: ReservationAvailability | None = None,
+    now: datetime.datetime | None = None,
+) -> list[CapacityReservation]:
+    """The Capacity Blocks among ``reservation_ids`` that are within their expiry window."""
+    counts = availability if availability is not None else default_availability()
+    moment = now or datetime.datetime.now(datetime.UTC)
+    found = []
+    for rid in sorted(set(reservation_ids)):
+        for entry in _listing(clients, Query(id=rid), counts):
+            try:
+                reservation = reservation_from_ec2(entry, moment)
+            except UnusableReservationError:
+                continue
+            if reservation.reservation_type == CAPACITY_BLOCK and reservation.state == EXPIRING:
+                found.append(reservation)
+    return found
