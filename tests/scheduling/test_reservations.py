@@ -81,10 +81,10 @@ def test_no_more_reserved_claims_than_the_reservation_takes_the_rest_fall_back_t
             instance_types=_catalog(capacity=2),
         )
     )
-    assert len(results.new_claims) == 5
     assert not results.errors
+    assert results.scheduled == 5
     reserved = [c for c in results.new_claims if c.capacity_types == ["reserved"]]
-    assert len(reserved) == 2
+    assert [len(c.pods) for c in reserved] == [1, 1]
     others = [c for c in results.new_claims if c not in reserved]
     assert all(c.capacity_types == ["on-demand"] for c in others)
     assert all(CAPACITY_RESERVATION_ID not in c.labels for c in others)
@@ -158,3 +158,17 @@ def test_a_pod_asking_for_a_reservation_a_pool_cannot_use_is_unschedulable() -> 
     assert not results.new_claims
     [error] = results.errors
     assert error.pod.name == "wants-cr"
+
+
+def test_a_claim_on_a_reservation_does_not_grow_past_it_and_extra_pods_go_on_demand() -> None:
+    # Two pods of 3 cpu: one m5.2xlarge (on-demand) could hold both, but the reserved m5.xlarge is free.
+    results = schedule(
+        SchedulingInput(
+            pods=_big_pods(2),
+            nodepools=[nodepool(requirements=_pool("reserved", "on-demand"))],
+            instance_types=_catalog(capacity=1),
+        )
+    )
+    by_type = sorted((c.capacity_types[0], [t.name for t in c.instance_types][0]) for c in results.new_claims)
+    assert by_type == [("on-demand", "m5.xlarge"), ("reserved", "m5.xlarge")]
+    assert not results.errors

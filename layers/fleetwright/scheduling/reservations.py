@@ -1,10 +1,12 @@
 """Capacity reservations counted over one simulation, so no more reserved nodes are planned than fit.
 
-Reserved offerings are priced near zero, so claims pack onto them first. When the claims are finished,
-each one that could use a reservation takes one instance of every compatible reservation that still has
-room (as Karpenter does: the launch may land in any of them) and is pinned to ``reserved`` and those
-reservation ids. A claim whose reservations are all taken falls back to its other capacity types; with
-none left its pods wait for the next pass.
+Reserved offerings are priced near zero, so claims pack onto them first. A claim opened where a
+reservation could hold its first pod takes one instance of every compatible reservation that still has
+room (as Karpenter does: the launch may land in any of them) and then refuses pods that would push it
+past every reserved type; once the reservations are taken, new claims leave reserved capacity out.
+When the claims are finished the count is made again over the final claims (re-packing may have changed
+them): each is pinned to ``reserved`` and the reservations it took, or falls back to its other capacity
+types; with none left its pods wait for the next pass.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections.abc import Iterable, Sequence
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.labels import CAPACITY_RESERVATION_ID, CAPACITY_TYPE, RESERVED
 from fleetwright.model.requirements import Requirement, Requirements
-from fleetwright.scheduling.compat import offering_allowed
+from fleetwright.scheduling import vectors as vec
+from fleetwright.scheduling.compat import instance_type_compatible, offering_allowed
+from fleetwright.scheduling.pools import PreparedPool
 
 
 class ReservationLedger:
@@ -70,3 +74,47 @@ def pinned(requirements: Requirements, reservation_ids: Sequence[str]) -> Requir
 def without_reserved(requirements: Requirements) -> Requirements:
     """The requirements with reserved capacity ruled out."""
     return requirements.intersect(Requirements.of([Requirement.create(CAPACITY_TYPE, "NotIn", [RESERVED])]))
+
+
+class ReservationPlanner:
+    """The reservations taken by claims as the simulation opens them."""
+
+    def __init__(self, ledger: ReservationLedger) -> None:
+        self.ledger = ledger
+        self.capacity = ledger.capacity
+        self._without: dict[tuple[int, int], tuple[Requirements, Requirements, list[int], list[int]]] = {}
+
+    def choose(
+        self, pool: PreparedPool, requirements: Requirements, indices: list[int], need: vec.Vector
+    ) -> tuple[Requirements, list[int], bool] | str:
+        """The requirements and candidates a new claim opens with, and whether it took reservations;
+        a string says why the pool cannot open it (its reservations are taken and it allows nothing
+        else)."""
+        holding = [pool.types[i] for i in indices if vec.fits(need, pool.capacity[i])]
+        offered = reserved_offerings(holding, requirements)
+        if not offered:
+            return requirements, indices, False
+        ids = sorted({o.reservation_id for _, o in offered})
+        if self.ledger.take(ids):
+            return requirements, indices, True
+        narrowed, kept = self._without_reserved(pool, requirements, indices)
+        if not any(vec.fits(need, pool.capacity[i]) for i in kept):
+            return (
+                f"capacity reservations {', '.join(ids)} are taken by nodes planned before it, "
+                "and the NodePool allows no other capacity type"
+            )
+        return narrowed, kept, False
+
+    def _without_reserved(
+        self, pool: PreparedPool, requirements: Requirements, indices: list[int]
+    ) -> tuple[Requirements, list[int]]:
+        """The requirements without reserved capacity and the candidates left (cached per pair of
+        objects: claims opened alike share them, and the scheduler's caches key on them)."""
+        key = (id(requirements), id(indices))
+        cached = self._without.get(key)
+        if cached is not None and cached[0] is requirements and cached[3] is indices:
+            return cached[1], cached[2]
+        narrowed = without_reserved(requirements)
+        kept = [i for i in indices if instance_type_compatible(pool.types[i], narrowed)]
+        self._without[key] = (requirements, narrowed, kept, indices)
+        return narrowed, kept

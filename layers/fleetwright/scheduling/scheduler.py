@@ -32,6 +32,7 @@ from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.reservations import (
     ReservationLedger,
+    ReservationPlanner,
     pinned,
     reserved_offerings,
     without_reserved,
@@ -150,6 +151,7 @@ class Simulation:
         ]
         self.claims: list[ClaimInProgress] = []
         self.open_claims: list[ClaimInProgress] = []
+        self.reservations = ReservationPlanner(ReservationLedger(inp.instance_types))
         self.groups: dict[tuple[object, ...], PodGroup] = {}
         self.errors: list[PodError] = []
         self.topology = Topology(inp.namespace_labels)
@@ -555,16 +557,25 @@ class Simulation:
                     f"NodePool {pool.name}: {_min_values_reason(pool, match.requirements, indices, need)}"
                 )
                 continue
+            requirements = match.requirements
+            reserving = False
+            if self.reservations.capacity:
+                choice = self.reservations.choose(pool, requirements, indices, need)
+                if isinstance(choice, str):
+                    reasons.append(f"NodePool {pool.name}: {choice}")
+                    continue
+                requirements, indices, reserving = choice
             claim = ClaimInProgress(
                 len(self.claims),
                 pool,
-                match.requirements,
+                requirements,
                 indices,
                 need,
                 pods=[pod],
                 host_ports=list(pod.host_ports),
                 mix=group.mix,
                 shared=pod.key in self.shared,
+                reserving=reserving,
             )
             claim.reserve_limits()
             self.claims.append(claim)
