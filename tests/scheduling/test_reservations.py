@@ -169,6 +169,6 @@ def test_a_claim_on_a_reservation_does_not_grow_past_it_and_extra_pods_go_on_dem
             instance_types=_catalog(capacity=1),
         )
     )
-    by_type = sorted((c.capacity_types[0], [t.name for t in c.instance_types][0]) for c in results.new_claims)
+    by_type = sorted((c.capacity_types[0], c.instance_types[0].name) for c in results.new_claims)
     assert by_type == [("on-demand", "m5.xlarge"), ("reserved", "m5.xlarge")]
     assert not results.errors
