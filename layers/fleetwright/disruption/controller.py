@@ -308,7 +308,7 @@ class DisruptionController:
             return
         from fleetwright.disruption.demotion import demote
 
-        demote(gathered, kube.client, state.nodeclaims, self.log)
+        demote(gathered, kube, state.nodeclaims, self.log)
 
     def _mark_claims(self, gathered: Gathered) -> None:
         """Drifted and Consolidatable conditions on the NodeClaim objects, as this pass sees the nodes."""

@@ -10,6 +10,7 @@ only ``reserved`` then sees the node as drifted.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +41,7 @@ def ended_reservations(gathered: Gathered) -> list[NodeState]:
     ]
 
 
-def demote(gathered: Gathered, client: Any, claims: NodeClaimStore, logger: Any = None) -> list[str]:
+def demote(gathered: Gathered, kube: Any, claims: NodeClaimStore, logger: Any = None) -> list[str]:
     """Relabel the nodes of ended reservations (see the module docstring); the names relabelled.
 
     ``gathered`` is updated in place so this pass plans with the new labels. A node whose writes fail
@@ -68,8 +69,8 @@ def demote(gathered: Gathered, client: Any, claims: NodeClaimStore, logger: Any 
                 record.capacity_type = wk.ON_DEMAND
                 record.labels = labels
                 record.reservation_ids = []
-                _patch(client, NODE_CLAIMS, record.id)
-            _patch(client, NODES, state.name)
+                _relabel(kube, NODE_CLAIMS, record.id)
+            _relabel(kube, NODES, state.name)
         except Exception as error:  # the next pass tries again
             out.warning(
                 "cannot relabel node of an ended capacity reservation",
@@ -87,9 +88,17 @@ def demote(gathered: Gathered, client: Any, claims: NodeClaimStore, logger: Any 
     return done
 
 
-def _patch(client: Any, resource: Any, name: str) -> None:
+def _relabel(kube: Any, resource: Any, name: str) -> None:
+    """Demote the object's labels (read first: a missing object or CRD is left alone)."""
+
+    def change(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if labels.get(wk.CAPACITY_TYPE) != wk.RESERVED and not wk.CAPACITY_RESERVATION_LABELS & set(labels):
+            return None
+        return {"metadata": {"labels": dict(DEMOTED_LABELS)}}
+
     try:
-        client.patch(resource, name, {"metadata": {"labels": dict(DEMOTED_LABELS)}})
+        kube.modify(resource, name, change)
     except KubeApiError as error:
         if not error.not_found:
             raise
