@@ -23,6 +23,7 @@ from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
+from tests.aws.faults import FailCall
 from tests.aws.strict import StrictEc2
 
 TYPE = "m5.xlarge"
@@ -402,3 +403,21 @@ def test_describe_refuses_unknown_ids_and_max_results_with_ids(aws: Aws, crs: Ca
     with pytest.raises(ClientError) as combined:
         aws.clients.ec2.describe_capacity_reservations(CapacityReservationIds=[rid], MaxResults=10)
     assert combined.value.response["Error"]["Code"] == "InvalidParameterCombination"
+
+
+def test_when_ec2_cannot_list_reservations_the_node_class_offers_no_reserved_capacity_this_time(
+    aws: Aws, counts: ReservationAvailability, amis: SeededAmis
+) -> None:
+    failing = FailCall("DescribeCapacityReservations", "UnauthorizedOperation")
+    failing.install(aws.clients.ec2)  # before the fake: it answers first
+    crs = CapacityReservations()
+    crs.install(aws.clients.ec2)
+    rid = crs.add(TYPE, ZONE, 2)
+    nc = _reserved_class({"id": rid})
+    catalog = {t.name: t for t in _provider(aws, counts).instance_types(nc)}
+    assert failing.calls == 1
+    assert all(o.capacity_type != "reserved" for o in catalog[TYPE].offerings)
+    assert any(o.capacity_type == "on-demand" for o in catalog[TYPE].offerings)
+    # The next listing asks again and finds it.
+    catalog = {t.name: t for t in _provider(aws, counts).instance_types(nc)}
+    assert [o.reservation_id for o in catalog[TYPE].offerings if o.capacity_type == "reserved"] == [rid]
