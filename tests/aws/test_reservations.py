@@ -421,3 +421,35 @@ def test_when_ec2_cannot_list_reservations_the_node_class_offers_no_reserved_cap
     # The next listing asks again and finds it.
     catalog = {t.name: t for t in _provider(aws, counts).instance_types(nc)}
     assert [o.reservation_id for o in catalog[TYPE].offerings if o.capacity_type == "reserved"] == [rid]
+
+
+@pytest.mark.parametrize(
+    ("spec", "market", "code"),
+    [
+        ({"CapacityReservationPreference": "reserved"}, None, "InvalidParameterValue"),
+        ({"CapacityReservationPreference": "capacity-reservations-only"}, None, "MissingParameter"),
+        (
+            {
+                "CapacityReservationPreference": "open",
+                "CapacityReservationTarget": {"CapacityReservationId": "cr-00000000000000001"},
+            },
+            None,
+            "InvalidParameterCombination",
+        ),
+        (
+            {"CapacityReservationTarget": {"CapacityReservationId": "reservation-1"}},
+            None,
+            "InvalidCapacityReservationId.Malformed",
+        ),
+        ({"CapacityReservationPreference": "none"}, "capacity-block", "InvalidParameterCombination"),
+    ],
+)
+def test_strict_ec2_refuses_malformed_reservation_templates(
+    aws: Aws, spec: dict[str, Any], market: str | None, code: str
+) -> None:
+    data: dict[str, Any] = {"ImageId": "ami-12345678", "CapacityReservationSpecification": spec}
+    if market:
+        data["InstanceMarketOptions"] = {"MarketType": market}
+    with pytest.raises(ClientError) as refused:
+        aws.clients.ec2.create_launch_template(LaunchTemplateName="bad-reservation", LaunchTemplateData=data)
+    assert refused.value.response["Error"]["Code"] == code
