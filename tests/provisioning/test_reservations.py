@@ -3,15 +3,23 @@ its Node carry the reservation's labels, and pods beyond the reservation get on-
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 
-from fleetwright.kube.resources import NODE_CLAIMS
+from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
+from fleetwright.provisioning.nodepool_source import NodePoolSource
+from fleetwright.provisioning.nodepool_status import NodePoolStatus
+from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state import ClaimStatus
+from tests.local.conftest import KUBECTL
 from tests.provisioning.conftest import World, make_config, node_class, nodepool
+from tests.provisioning.test_nodepools_from_cluster import NODECLASS, Kubectl, conditions, nodepool_doc
 
 
 @pytest.fixture
@@ -80,3 +88,50 @@ def test_the_next_pass_does_not_plan_into_a_reservation_it_just_filled(world: Wo
     launched = provisioner.run_once().launched
     assert [c.capacity_type for c in launched] == ["on-demand"]
     assert len(world.aws.fleet.requests) == 2
+
+
+@pytest.fixture
+def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
+    if not KUBECTL.exists():
+        pytest.fail(f"{KUBECTL} is missing: run .ci/install-kubectl first")
+    install_karpenter_crds(apiserver.store)
+    return Kubectl(apiserver, tmp_path)
+
+
+def test_an_applied_nodeclass_shows_its_capacity_reservations_in_status(
+    world: World, kubectl: Kubectl
+) -> None:
+    crs = CapacityReservations()
+    crs.install(world.aws.clients.ec2)
+    rid = crs.add("m5.large", "us-east-1b", 2, tags={"team": "ml"})
+    nodeclass = copy.deepcopy(NODECLASS)
+    nodeclass["metadata"]["name"] = "reserved"
+    nodeclass["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "ml"}}]
+    pool = nodepool_doc("reserved", "m5.large")
+    pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] = "reserved"
+    pool["spec"]["template"]["spec"]["requirements"][1]["values"] = ["reserved"]
+    kubectl.apply(nodeclass, pool)
+    config = make_config(nodepool("from-file", instance_types=["c5.large"]))
+    writer = NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=world.wall)
+    source = NodePoolSource(world.kube, config, metrics=RecordingMetrics(), status=writer)
+    world.pending(1)
+
+    [claim] = world.provisioner(config, nodepool_source=source).run_once().launched
+
+    assert (claim.nodepool, claim.capacity_type, claim.zone) == ("reserved", "reserved", "us-east-1b")
+    status = world.client.get(EC2_NODE_CLASSES, "reserved")["status"]
+    assert status["capacityReservations"] == [
+        {
+            "availabilityZone": "us-east-1b",
+            "id": rid,
+            "instanceMatchCriteria": "targeted",
+            "instanceType": "m5.large",
+            "ownerID": crs.owner_id,
+            "reservationType": "default",
+            "interruptible": False,
+            "state": "active",
+        }
+    ]
+    assert (
+        conditions(world.client.get(EC2_NODE_CLASSES, "reserved"))["CapacityReservationsReady"][0] == "True"
+    )
