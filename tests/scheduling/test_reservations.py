@@ -13,6 +13,7 @@ from fleetwright.model.labels import (
 )
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.scheduler import schedule
+from fleetwright.scheduling.templates import own_reservations, with_reserved_offerings
 from fleetwright.scheduling.types import SchedulingInput
 from tests.scheduling.builders import itype, nodepool, pod, req
 
@@ -172,3 +173,27 @@ def test_a_claim_on_a_reservation_does_not_grow_past_it_and_extra_pods_go_on_dem
     by_type = sorted((c.capacity_types[0], c.instance_types[0].name) for c in results.new_claims)
     assert by_type == [("on-demand", "m5.xlarge"), ("reserved", "m5.xlarge")]
     assert not results.errors
+
+
+def test_a_nodepool_uses_only_the_reservations_its_node_class_selects() -> None:
+    ours = replace(nodepool("ours", requirements=_pool("reserved", "on-demand")), node_class="with-cr")
+    theirs = replace(nodepool("theirs", requirements=_pool("reserved", "on-demand")), node_class="plain")
+    templates = own_reservations([ours, theirs], {"with-cr": {"cr-0a1b2c3d"}, "plain": set()})
+    for template, expected in ((templates[0], ["reserved"]), (templates[1], ["on-demand"])):
+        results = schedule(
+            SchedulingInput(pods=_big_pods(1), nodepools=[template], instance_types=_catalog())
+        )
+        [claim] = results.new_claims
+        assert claim.capacity_types == expected
+
+
+def test_a_type_listed_by_two_node_classes_keeps_both_classes_reservations() -> None:
+    plain = itype("m5.xlarge", "4", "16Gi", price=0.192)
+    first = _reserved(plain, "cr-0000000000000000a", "test-zone-a", 1)
+    second = _reserved(plain, "cr-0000000000000000b", "test-zone-b", 1)
+    merged = with_reserved_offerings(with_reserved_offerings(None, first), second)
+    assert sorted(o.reservation_id for o in merged.offerings if o.reservation_id) == [
+        "cr-0000000000000000a",
+        "cr-0000000000000000b",
+    ]
+    assert with_reserved_offerings(merged, first) is merged
