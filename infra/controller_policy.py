@@ -29,15 +29,16 @@ CREATED_RESOURCE_TYPES = (
     "launch-template",
     "spot-instances-request",
 )
-# Resources a launch only uses: AMIs and snapshots (ARNs without an account) and subnets and security
-# groups (possibly shared from another account through RAM).
+# Resources a launch only uses: AMIs and snapshots (ARNs without an account) and subnets, security groups
+# and capacity reservations (possibly shared from another account through RAM).
 PUBLIC_RESOURCE_TYPES = ("image", "snapshot")
-SHARED_RESOURCE_TYPES = ("subnet", "security-group")
+SHARED_RESOURCE_TYPES = ("subnet", "security-group", "capacity-reservation")
 LAUNCH_ACTIONS = ("ec2:RunInstances", "ec2:CreateFleet")
 CREATE_ACTIONS = ("RunInstances", "CreateFleet", "CreateLaunchTemplate")
 # Tags the controller adds to its own instances after launch (a batched CreateFleet cannot tag per claim).
 RETAG_KEYS = (NODECLAIM_TAG, NAME_TAG)
 EC2_READ_ACTIONS = (
+    "ec2:DescribeCapacityReservations",
     "ec2:DescribeImages",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",

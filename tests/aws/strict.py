@@ -354,6 +354,62 @@ class LaunchTemplateRules(Rule):
                 refuse(op, "InvalidParameterValue", f"User data is limited to {USER_DATA_MAX_BYTES} bytes")
 
 
+# ------------------------------------------------------------------------------ capacity reservations
+
+
+CAPACITY_RESERVATION_PREFERENCES = ("capacity-reservations-only", "open", "none")
+CAPACITY_RESERVATION_ID = re.compile(r"cr-[0-9a-f]{17}")
+RESERVATION_MARKET_TYPES = ("capacity-block", "interruptible-capacity-reservation")
+
+
+@dataclass
+class ReservationTargets(Rule):
+    """CreateLaunchTemplate: ``CapacityReservationPreference`` is ``capacity-reservations-only``, ``open`` or
+    ``none``; a ``CapacityReservationTarget`` names a reservation id (``cr-`` and 17 hex digits) and goes
+    with no preference other than ``capacity-reservations-only``; ``capacity-reservations-only`` needs a
+    target; the ``capacity-block`` and ``interruptible-capacity-reservation`` market types launch only into
+    a targeted reservation. Which reservations exist, and whether an instance type and zone match one, is
+    EC2's state: the ``CapacityReservations`` fake (``fleetwright.local.aws_fakes``) refuses those.
+
+    LaunchTemplateCapacityReservationSpecificationRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateCapacityReservationSpecificationRequest.html
+    CapacityReservationTarget:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservationTarget.html
+    LaunchTemplateInstanceMarketOptionsRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateInstanceMarketOptionsRequest.html
+    """
+
+    def install(self, client: Any) -> None:
+        self._on(client, "provide-client-params.ec2.CreateLaunchTemplate", self._check)
+
+    def _check(self, params: Mapping[str, Any], **_: Any) -> None:
+        op = "CreateLaunchTemplate"
+        data = params.get("LaunchTemplateData") or {}
+        spec = data.get("CapacityReservationSpecification")
+        market = str((data.get("InstanceMarketOptions") or {}).get("MarketType", ""))
+        target: Mapping[str, Any] = {}
+        if spec is not None:
+            preference = spec.get("CapacityReservationPreference")
+            target = spec.get("CapacityReservationTarget") or {}
+            if preference is not None and preference not in CAPACITY_RESERVATION_PREFERENCES:
+                refuse(op, "InvalidParameterValue", f"Invalid CapacityReservationPreference: {preference}")
+            if target and preference not in (None, "capacity-reservations-only"):
+                refuse(
+                    op,
+                    "InvalidParameterCombination",
+                    f"CapacityReservationTarget goes with no CapacityReservationPreference {preference}",
+                )
+            if preference == "capacity-reservations-only" and not target:
+                refuse(op, "MissingParameter", "capacity-reservations-only needs a CapacityReservationTarget")
+            rid = target.get("CapacityReservationId")
+            if target and not CAPACITY_RESERVATION_ID.fullmatch(str(rid or "")):
+                refuse(op, "InvalidCapacityReservationId.Malformed", f"Invalid id: {rid!r}")
+        if market in RESERVATION_MARKET_TYPES and not target:
+            refuse(
+                op, "InvalidParameterCombination", f"MarketType {market} needs a CapacityReservationTarget"
+            )
+
+
 # ----------------------------------------------------------------------------------- instance id lists
 
 
@@ -548,6 +604,7 @@ RULES: dict[str, Callable[[], Rule]] = {
     "FleetRequestLimits": FleetRequestLimits,
     "ClientTokenIdempotency": ClientTokenIdempotency,
     "LaunchTemplateRules": LaunchTemplateRules,
+    "ReservationTargets": ReservationTargets,
     "InstanceCallLimits": InstanceCallLimits,
     "EventualConsistency": EventualConsistency,
 }
@@ -598,6 +655,7 @@ __all__ = [
     "FleetTagging",
     "InstanceCallLimits",
     "LaunchTemplateRules",
+    "ReservationTargets",
     "Rule",
     "StrictEc2",
     "TagRestrictions",

@@ -59,6 +59,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
                 f"{EC2}::snapshot/*",
                 f"{EC2}:*:subnet/*",
                 f"{EC2}:*:security-group/*",
+                f"{EC2}:*:capacity-reservation/*",
             ],
         },
         "LaunchFromClusterLaunchTemplates": {
@@ -96,6 +97,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
         },
         "ReadEc2": {
             "Action": [
+                "ec2:DescribeCapacityReservations",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeInstanceTypes",

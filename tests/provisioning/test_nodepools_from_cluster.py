@@ -246,6 +246,7 @@ def test_status_shows_resources_and_resolved_nodeclass(world: World, kubectl: Ku
     nodeclass = world.client.get(EC2_NODE_CLASSES, "default")
     assert {k: v[0] for k, v in conditions(nodeclass).items()} == {
         "AMIsReady": "True",
+        "CapacityReservationsReady": "True",
         "InstanceProfileReady": "True",
         "Ready": "True",
         "SecurityGroupsReady": "True",

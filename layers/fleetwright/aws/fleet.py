@@ -20,6 +20,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fleetwright.aws import deadline
+from fleetwright.aws.capacityreservations import (
+    CAPACITY_BLOCK,
+    ReservationAvailability,
+    default_availability,
+    reservation_labels,
+)
 from fleetwright.aws.clients import THROTTLING_CODES, AwsClients, error_code, error_message
 from fleetwright.aws.failures import (
     DEADLINE_EXCEEDED,
@@ -33,12 +39,13 @@ from fleetwright.aws.failures import (
     classify,
 )
 from fleetwright.aws.instances import find_claimed_instances
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest, ReservationTarget
 from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
 from fleetwright.aws.variants import arch_of, variant_of
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import ON_DEMAND, SPOT
+from fleetwright.model.instancetype import Offering as TypeOffering
+from fleetwright.model.labels import ON_DEMAND, RESERVED, SPOT
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +86,12 @@ class LaunchContext:
 
 
 class Preparer(Protocol):
-    """Resolves a request's node class into subnets and launch templates for one capacity type."""
+    """Resolves a request's node class into subnets and launch templates for one capacity type (and,
+    for reserved capacity, the reservation the templates target)."""
 
-    def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext: ...
+    def __call__(
+        self, request: LaunchRequest, capacity_type: str, reservation: ReservationTarget | None = None
+    ) -> LaunchContext: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +103,22 @@ class Override:
     subnet_id: str
     price: float
     template: TemplateChoice
+    reservation: ReservationTarget | None = None
+
+
+def _reservation_usable(request: LaunchRequest, offering: TypeOffering) -> bool:
+    return bool(offering.reservation_id) and (
+        not request.reservation_ids or offering.reservation_id in request.reservation_ids
+    )
 
 
 def choose_capacity_type(
     request: LaunchRequest, unavailable: UnavailableOfferings, excluded: Iterable[str] = ()
 ) -> str | None:
-    """Spot when the claim allows it and some spot offering remains, else on-demand (as Karpenter)."""
+    """Reserved capacity when the claim allows it and a reservation remains, else spot when allowed and
+    some spot offering remains, else on-demand (as Karpenter)."""
     allowed = (set(request.capacity_types) or {SPOT, ON_DEMAND}) - set(excluded)
-    for capacity_type in (SPOT, ON_DEMAND):
+    for capacity_type in (RESERVED, SPOT, ON_DEMAND):
         if capacity_type not in allowed:
             continue
         for instance_type in request.instance_types:
@@ -108,11 +126,60 @@ def choose_capacity_type(
                 if (
                     offering.capacity_type == capacity_type
                     and offering.available
+                    and (capacity_type != RESERVED or _reservation_usable(request, offering))
                     and (not request.zones or offering.zone in request.zones)
                     and not unavailable.is_unavailable(instance_type.name, offering.zone, capacity_type)
                 ):
                     return capacity_type
     return None
+
+
+# Which kind of reservation a launch prefers when prices tie (Karpenter's order).
+_RESERVATION_PRIORITY = {("default", False): 0, (CAPACITY_BLOCK, False): 1, ("default", True): 2}
+
+
+def reserved_choices(
+    request: LaunchRequest, unavailable: UnavailableOfferings
+) -> list[tuple[InstanceType, TypeOffering]]:
+    """The reserved offerings one launch offers EC2.
+
+    One CreateFleet can only ask for one kind of reservation (ordinary, Capacity Block or interruptible):
+    the kind of the cheapest offering is kept, and per instance type and zone the reservation with the
+    most room.
+    """
+    usable = [
+        (instance_type, offering)
+        for instance_type in request.instance_types
+        for offering in instance_type.offerings
+        if offering.capacity_type == RESERVED
+        and offering.available
+        and _reservation_usable(request, offering)
+        and (not request.zones or offering.zone in request.zones)
+        and not unavailable.is_unavailable(instance_type.name, offering.zone, RESERVED)
+    ]
+    if not usable:
+        return []
+
+    def kind(offering: TypeOffering) -> tuple[str, bool]:
+        return (offering.reservation_type, offering.reservation_interruptible)
+
+    best = min(usable, key=lambda pair: (pair[1].price, _RESERVATION_PRIORITY.get(kind(pair[1]), 9)))
+    chosen: dict[tuple[str, str], tuple[InstanceType, TypeOffering]] = {}
+    for instance_type, offering in usable:
+        if kind(offering) != kind(best[1]):
+            continue
+        key = (instance_type.name, offering.zone)
+        current = chosen.get(key)
+        if current is None or offering.reservation_capacity > current[1].reservation_capacity:
+            chosen[key] = (instance_type, offering)
+    return list(chosen.values())
+
+
+def target_of(offering: TypeOffering) -> ReservationTarget:
+    """The launch-template target of a reserved offering."""
+    return ReservationTarget(
+        offering.reservation_id, offering.reservation_type or "default", offering.reservation_interruptible
+    )
 
 
 def plan_overrides(
@@ -221,9 +288,18 @@ def fleet_request(
         # network interfaces and spot requests are tagged by the launch template.
         "TagSpecifications": tag_specifications(("fleet", "instance"), tags),
     }
+    reservation = overrides[0].reservation if overrides and capacity_type == RESERVED else None
     if capacity_type == SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+    elif reservation is not None and reservation.reservation_type == CAPACITY_BLOCK:
+        params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = "capacity-block"
+    elif reservation is not None and reservation.interruptible:
+        params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = "reserved-capacity"
+        params["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
     else:
+        if capacity_type == RESERVED:
+            # An ordinary reservation is on-demand capacity that the launch template targets.
+            params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = ON_DEMAND
         params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
     return params
 
@@ -262,7 +338,7 @@ def parse_fleet_response(
         chosen = spec.get("Overrides") or {}
         name = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
         zone = chosen.get("AvailabilityZone") or zone_of_subnet.get(chosen.get("SubnetId", ""), "")
-        lifecycle = entry.get("Lifecycle") or capacity_type
+        lifecycle = capacity_type if capacity_type == RESERVED else entry.get("Lifecycle") or capacity_type
         instance_type = entry.get("InstanceType") or chosen.get("InstanceType", "")
         for instance_id in entry.get("InstanceIds") or []:
             launched.append((instance_type, zone, lifecycle, instance_id, templates.get(name)))
@@ -274,7 +350,7 @@ def parse_fleet_response(
         message = str(error.get("ErrorMessage", ""))
         instance_type = chosen.get("InstanceType", "")
         zone = chosen.get("AvailabilityZone") or zone_of_subnet.get(chosen.get("SubnetId", ""), "")
-        lifecycle = error.get("Lifecycle") or capacity_type
+        lifecycle = capacity_type if capacity_type == RESERVED else error.get("Lifecycle") or capacity_type
         offering = Offering(instance_type, zone, lifecycle) if instance_type and zone else None
         failures.append(classify(code, message, offering))
     return FleetOutcome(launched, failures)
@@ -297,11 +373,13 @@ class FleetLauncher:
         *,
         unavailable: UnavailableOfferings | None = None,
         max_instance_types: int = MAX_INSTANCE_TYPES,
+        reservations: ReservationAvailability | None = None,
     ) -> None:
         self.clients = clients
         self.cluster = cluster
         self.prepare = prepare
         self.unavailable = unavailable if unavailable is not None else default_cache()
+        self.reservations = reservations if reservations is not None else default_availability()
         self.max_instance_types = max_instance_types
         deadline.install(clients.ec2)
 
@@ -342,10 +420,13 @@ class FleetLauncher:
                     LaunchFailure(FailureKind.INSUFFICIENT_CAPACITY, NO_OFFERING_LEFT, _nothing_left(request))
                 )
                 break
-            context = self.prepare(request, capacity_type)
-            overrides = plan_overrides(
-                request, context, capacity_type, self.unavailable, self.max_instance_types
-            )
+            if capacity_type == RESERVED:
+                context, overrides = self._reserved_overrides(request)
+            else:
+                context = self.prepare(request, capacity_type)
+                overrides = plan_overrides(
+                    request, context, capacity_type, self.unavailable, self.max_instance_types
+                )
             if not overrides:
                 # No remaining offering of this capacity type has a subnet and a bootable AMI.
                 cheaper = " and cheaper than on-demand" if capacity_type == SPOT else ""
@@ -361,15 +442,29 @@ class FleetLauncher:
                 excluded.add(capacity_type)
                 continue
             outcome = self._create_fleet(request, overrides, capacity_type, context, attempt)
+            targets = {(o.instance_type, o.zone): o.reservation for o in overrides if o.reservation}
+            if capacity_type == RESERVED:
+                outcome = _per_override(outcome, overrides)
             for refused in outcome.refused:
                 assert refused.offering is not None
                 o = refused.offering
                 self.unavailable.mark(
                     o.instance_type, o.zone, o.capacity_type, f"{refused.code}: {refused.message}"
                 )
+                target = targets.get((o.instance_type, o.zone))
+                if target is not None:
+                    self.reservations.mark_unavailable(target.id)
+                    log.info(
+                        "capacity reservation %s refused the launch (%s); using other offerings",
+                        target.id,
+                        refused.code,
+                    )
             failures.extend(outcome.failures)
             prices = {(o.instance_type, o.zone): o.price for o in overrides}
             for instance_type, zone, lifecycle, instance_id, template in outcome.launched[:1]:
+                target = targets.get((instance_type, zone))
+                if target is not None:
+                    self.reservations.mark_launched(target.id)
                 return LaunchedInstance(
                     nodeclaim=request.nodeclaim,
                     instance_id=instance_id,
@@ -379,6 +474,7 @@ class FleetLauncher:
                     image_id=template.image_id if template else "",
                     launch_template=template.name if template else "",
                     price=prices.get((instance_type, zone)),
+                    labels=reservation_labels(target) if target is not None else {},
                 )
             missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
             if missing and not templates_renewed:
@@ -402,6 +498,30 @@ class FleetLauncher:
                     )
                 break
         raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
+
+    def _reserved_overrides(self, request: LaunchRequest) -> tuple[LaunchContext, list[Override]]:
+        """The overrides of a reserved launch: each reservation gets its own launch template targeting it,
+        and only its own instance type and zone."""
+        contexts: dict[str, LaunchContext] = {}
+        overrides: list[Override] = []
+        for instance_type, offering in reserved_choices(request, self.unavailable):
+            target = target_of(offering)
+            context = contexts.get(target.id)
+            if context is None:
+                prepare: Any = self.prepare  # a Preparer: reserved launches name their reservation
+                context = prepare(request, RESERVED, target)
+                contexts[target.id] = context
+            template = next((t for t in context.templates if t.accepts(instance_type)), None)
+            subnet = context.subnets.get(offering.zone)
+            if template is None or subnet is None:
+                continue
+            overrides.append(
+                Override(instance_type.name, offering.zone, subnet, offering.price, template, target)
+            )
+        if not contexts:
+            return LaunchContext(subnets={}, templates=(), tags={}), []
+        overrides.sort(key=lambda o: (o.price, o.instance_type, o.zone))
+        return next(iter(contexts.values())), overrides[: self.max_instance_types]
 
     def _create_fleet(
         self,
@@ -437,6 +557,24 @@ class FleetLauncher:
                 raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
             return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
+
+
+def _per_override(outcome: FleetOutcome, overrides: Sequence[Override]) -> FleetOutcome:
+    """A reserved launch refused as a whole (``ReservationCapacityExceeded`` as the call's error) refused
+    each reservation it offered: the refusal is spread over the overrides so each is remembered."""
+    whole = [
+        f
+        for f in outcome.failures
+        if f.offering is None and f.kind == FailureKind.INSUFFICIENT_CAPACITY and f.code != NO_OFFERING_LEFT
+    ]
+    if outcome.launched or not whole:
+        return outcome
+    spread = [
+        LaunchFailure(f.kind, f.code, f.message, Offering(o.instance_type, o.zone, RESERVED))
+        for f in whole[:1]
+        for o in overrides
+    ]
+    return FleetOutcome([], [f for f in outcome.failures if f not in whole] + spread)
 
 
 def _uncertain() -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.request import LaunchedInstance
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, from_aws, is_owned
+from fleetwright.model import labels as wk
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,18 @@ class Instance:
     private_dns_name: str = ""
     launch_time: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
+    capacity_reservation_id: str = ""  # the reservation it runs in ("" when none, or it ended)
+    capacity_block: bool = False
+
+    @property
+    def reservation_labels(self) -> dict[str, str]:
+        """The capacity-reservation labels EC2's description of the instance tells (none outside one)."""
+        if not self.capacity_reservation_id:
+            return {}
+        return {
+            wk.CAPACITY_RESERVATION_ID: self.capacity_reservation_id,
+            wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if self.capacity_block else "default",
+        }
 
     @property
     def nodeclaim(self) -> str:
@@ -54,17 +67,28 @@ class NotOwnedError(Exception):
 
 
 def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
-    """An :class:`Instance` from one ``DescribeInstances`` entry."""
+    """An :class:`Instance` from one ``DescribeInstances`` entry: spot, reserved (it runs in a capacity
+    reservation) or on-demand."""
+    lifecycle = entry.get("InstanceLifecycle")
+    reservation = str(entry.get("CapacityReservationId") or "") if lifecycle != "spot" else ""
+    if lifecycle == "spot":
+        capacity_type = "spot"
+    elif reservation:
+        capacity_type = "reserved"
+    else:
+        capacity_type = "on-demand"
     return Instance(
         id=str(entry["InstanceId"]),
         instance_type=str(entry.get("InstanceType", "")),
         zone=str((entry.get("Placement") or {}).get("AvailabilityZone", "")),
         state=str((entry.get("State") or {}).get("Name", "")),
-        capacity_type="spot" if entry.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_type=capacity_type,
         image_id=str(entry.get("ImageId", "")),
         private_dns_name=str(entry.get("PrivateDnsName", "")),
         launch_time=str(entry.get("LaunchTime", "")),
         tags=from_aws(entry.get("Tags")),
+        capacity_reservation_id=reservation,
+        capacity_block=lifecycle == "capacity-block",
     )
 
 
@@ -156,6 +180,7 @@ def find_claimed_instances(
                     capacity_type=instance.capacity_type,
                     image_id=instance.image_id,
                     reused=True,
+                    labels=instance.reservation_labels,
                 ),
             )
     return result

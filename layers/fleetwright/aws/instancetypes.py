@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from fleetwright.aws.capacityreservations import EXPIRING, CapacityReservation
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.pricing import PriceBook, price_book
 from fleetwright.aws.ttlcache import TtlCache
@@ -19,7 +20,7 @@ from fleetwright.catalog.from_ec2 import UnsupportedInstanceType, instance_type_
 from fleetwright.catalog.loader import vpc_limits, with_kubelet
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.kubelet import KubeletOverrides
-from fleetwright.model.labels import ON_DEMAND, SPOT
+from fleetwright.model.labels import ON_DEMAND, RESERVED, SPOT
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,9 @@ _TYPES: TtlCache[list[dict[str, Any]]] = TtlCache()
 _OFFERINGS: TtlCache[dict[str, frozenset[str]]] = TtlCache()
 
 CAPACITY_TYPES_BY_USAGE_CLASS = {"spot": SPOT, "on-demand": ON_DEMAND}
+# Reserved capacity is already paid for: its offerings cost the on-demand price divided by this, so they
+# are always chosen first while prices still order them (as Karpenter prices them).
+RESERVED_PRICE_DIVISOR = 10_000_000.0
 
 
 def describe_instance_types(clients: AwsClients) -> list[dict[str, Any]]:
@@ -80,20 +84,65 @@ def build_offerings(
     return tuple(offerings)
 
 
+def reserved_offerings(
+    name: str,
+    reservations: Iterable[CapacityReservation],
+    zones: Iterable[str],
+    prices: PriceBook,
+    unavailable: UnavailableOfferings,
+) -> tuple[Offering, ...]:
+    """One ``reserved`` offering per capacity reservation of this type.
+
+    It is available while the reservation takes more instances, the type is offered in its zone, it is
+    not a Capacity Block about to end, and EC2 has not just refused it.
+    """
+    offered = set(zones)
+    found = []
+    for reservation in reservations:
+        if reservation.instance_type != name:
+            continue
+        ondemand = prices.price(name, reservation.zone, ON_DEMAND)
+        available = (
+            reservation.available > 0
+            and reservation.zone in offered
+            and reservation.state != EXPIRING
+            and not unavailable.is_unavailable(name, reservation.zone, RESERVED)
+        )
+        found.append(
+            Offering(
+                reservation.zone,
+                RESERVED,
+                (ondemand or 0.0) / RESERVED_PRICE_DIVISOR,
+                available,
+                reservation_id=reservation.id,
+                reservation_type=reservation.reservation_type,
+                reservation_interruptible=reservation.interruptible,
+                reservation_capacity=reservation.available,
+            )
+        )
+    return tuple(found)
+
+
 def convert_instance_types(
     entries: Iterable[Mapping[str, Any]],
     zone_offerings: Mapping[str, Iterable[str]],
     prices: PriceBook,
     unavailable: UnavailableOfferings,
+    reservations: Iterable[CapacityReservation] = (),
 ) -> list[InstanceType]:
-    """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped."""
+    """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped.
+
+    ``reservations`` add a reserved offering to their instance type."""
     limits = vpc_limits()
+    reserved = list(reservations)
     result = []
     for entry in entries:
         name = str(entry["InstanceType"])
         offerings = build_offerings(
             name, entry.get("SupportedUsageClasses", ()), zone_offerings.get(name, ()), prices, unavailable
         )
+        if reserved:
+            offerings += reserved_offerings(name, reserved, zone_offerings.get(name, ()), prices, unavailable)
         if not offerings:
             continue
         try:
@@ -109,18 +158,21 @@ def list_instance_types(
     accept: Callable[[InstanceType], bool] | None = None,
     kubelet: KubeletOverrides | None = None,
     unavailable: UnavailableOfferings | None = None,
+    reservations: Iterable[CapacityReservation] = (),
 ) -> list[InstanceType]:
     """The region's instance types with priced offerings, sorted by name.
 
     ``accept`` filters them (for an EC2NodeClass: :func:`fleetwright.aws.nodeclass.instance_type_filter`);
     ``kubelet`` adjusts pods and allocatable for the node class's kubelet settings; offerings in the
-    unavailable-offerings cache come back with ``available=False``.
+    unavailable-offerings cache come back with ``available=False``; ``reservations`` (the node class's
+    capacity reservations) add reserved offerings.
     """
     types = convert_instance_types(
         describe_instance_types(clients),
         describe_zone_offerings(clients),
         price_book(clients),
         unavailable if unavailable is not None else default_cache(),
+        reservations,
     )
     if accept is not None:
         types = [t for t in types if accept(t)]

@@ -6,12 +6,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fleetwright.aws.amis import Ami, resolve_amis
+from fleetwright.aws.capacityreservations import reservation_labels, template_fields
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import LaunchContext, TemplateChoice
 from fleetwright.aws.instanceprofiles import ensure_instance_profile
 from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data
-from fleetwright.aws.request import LaunchRequest
+from fleetwright.aws.request import LaunchRequest, ReservationTarget
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, ownership_tags
@@ -96,12 +97,17 @@ class NodeClassResolver:
         amis = resolve_amis(self.clients, node_class.spec.ami_selector_terms, self.cluster.version)
         return ami_filter(amis)
 
-    def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext:
-        """Subnets and launch templates (one per AMI) for a request and the chosen capacity type."""
+    def __call__(
+        self, request: LaunchRequest, capacity_type: str, reservation: ReservationTarget | None = None
+    ) -> LaunchContext:
+        """Subnets and launch templates (one per AMI) for a request and the chosen capacity type; a
+        reserved launch gets templates of its own that target ``reservation``."""
         node_class: EC2NodeClass = request.node_class
         resolved = self.resolve(node_class)
         spec = node_class.spec
         labels = {**request.labels, wk.NODEPOOL: request.nodepool, wk.CAPACITY_TYPE: capacity_type}
+        if reservation is not None:
+            labels.update(reservation_labels(reservation))
         options = BootstrapOptions(
             cluster=self.cluster,
             labels=labels,
@@ -123,6 +129,8 @@ class NodeClassResolver:
                 resolved.instance_profile,
                 ownership_tags(self.cluster.name),
             )
+            if reservation is not None or spec.capacity_reservation_selector_terms:
+                data.update(template_fields(reservation))
             name = self.templates.ensure(data, template_tags)
             choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))
         return LaunchContext(

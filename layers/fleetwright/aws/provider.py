@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
-from fleetwright.aws.clients import AwsClients, clients_for
+from fleetwright.aws.capacityreservations import (
+    CapacityReservation,
+    ReservationAvailability,
+    default_availability,
+    list_capacity_reservations,
+)
+from fleetwright.aws.clients import AwsClients, clients_for, error_code
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instances import (
@@ -29,6 +36,8 @@ from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 
+log = logging.getLogger(__name__)
+
 
 class AwsProvider:
     """Everything Fleetwright asks of AWS for one cluster.
@@ -44,12 +53,20 @@ class AwsProvider:
         *,
         clients: AwsClients | None = None,
         unavailable: UnavailableOfferings | None = None,
+        reservations: ReservationAvailability | None = None,
     ) -> None:
         self.cluster = cluster
         self.clients = clients or clients_for(region)
         self.unavailable = unavailable if unavailable is not None else default_cache()
+        self.reservations = reservations if reservations is not None else default_availability()
         self.resolver = NodeClassResolver(self.clients, cluster)
-        self.launcher = FleetLauncher(self.clients, cluster.name, self.resolver, unavailable=self.unavailable)
+        self.launcher = FleetLauncher(
+            self.clients,
+            cluster.name,
+            self.resolver,
+            unavailable=self.unavailable,
+            reservations=self.reservations,
+        )
 
     def instance_types(self, node_class: EC2NodeClass | None = None) -> list[InstanceType]:
         """Instance types with offerings; with a node class, only those its AMIs boot, with its kubelet
@@ -61,7 +78,25 @@ class AwsProvider:
             accept=self.resolver.instance_type_filter(node_class),
             kubelet=node_class.kubelet_overrides(),
             unavailable=self.unavailable,
+            reservations=self.capacity_reservations(node_class),
         )
+
+    def capacity_reservations(self, node_class: EC2NodeClass) -> list[CapacityReservation]:
+        """The active capacity reservations the node class selects (none when it selects none).
+
+        When EC2 cannot be asked, the node class offers no reserved capacity this time: the error is
+        logged and its other offerings still launch.
+        """
+        terms = node_class.spec.capacity_reservation_selector_terms
+        if not terms:
+            return []
+        try:
+            return list_capacity_reservations(self.clients, terms, availability=self.reservations)
+        except Exception as error:
+            if not error_code(error):
+                raise
+            log.error("cannot list capacity reservations of EC2NodeClass %s: %s", node_class.name, error)
+            return []
 
     def launch(self, request: LaunchRequest) -> LaunchedInstance:
         """Launch one NodeClaim with its own CreateFleet (or find the instance already launched for it);

@@ -32,6 +32,17 @@ class LaunchRequest:
     startup_taints: tuple[Taint, ...] = ()
     node_class: Any = None
     node_class_name: str = ""
+    reservation_ids: tuple[str, ...] = ()  # the capacity reservations a reserved launch may use (any)
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationTarget:
+    """The capacity reservation a launch template targets: its id, type (``default`` or
+    ``capacity-block``) and whether it is interruptible."""
+
+    id: str
+    reservation_type: str = "default"
+    interruptible: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,8 @@ class LaunchedInstance:
     launch_template: str = ""
     price: float | None = None
     reused: bool = False  # found by the idempotency lookup instead of launched by this call
+    # Labels the launch fixed beyond type, zone and capacity type: the capacity reservation's.
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def provider_id(self) -> str:

@@ -82,6 +82,11 @@ class OfferingDoc(_Model):
     capacityType: Literal["on-demand", "spot", "reserved"]  # noqa: N815 - JSON field name
     price: Price
     available: StrictBool = True
+    # A reserved offering: the capacity reservation, its type and how many instances it still takes.
+    reservationID: str = ""  # noqa: N815 - JSON field name
+    reservationType: Literal["", "default", "capacity-block"] = ""  # noqa: N815 - JSON field name
+    reservationInterruptible: StrictBool = False  # noqa: N815 - JSON field name
+    reservationCapacity: Count = 0  # noqa: N815 - JSON field name
 
 
 class EniLimitsDoc(_Model):
@@ -158,7 +163,16 @@ def _instance_type(doc: InstanceTypeDoc) -> InstanceType:
         allocatable=allocatable,
         labels=type_labels,
         offerings=tuple(
-            Offering(zone=o.zone, capacity_type=o.capacityType, price=o.price, available=o.available)
+            Offering(
+                zone=o.zone,
+                capacity_type=o.capacityType,
+                price=o.price,
+                available=o.available,
+                reservation_id=o.reservationID,
+                reservation_type=(o.reservationType or "default") if o.reservationID else "",
+                reservation_interruptible=o.reservationInterruptible,
+                reservation_capacity=o.reservationCapacity,
+            )
             for o in doc.offerings
         ),
         eni_limits=eni_limits,

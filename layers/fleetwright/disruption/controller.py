@@ -9,7 +9,8 @@ A pass (``DisruptionController.run_once``):
    that failed or never started are given back (or their interruption re-driven), so they count as
    normal nodes in this very pass instead of holding their NodePool's budget;
 1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
-   markers in the state table;
+   markers in the state table; nodes whose capacity reservation ended are relabelled on-demand
+   (``demotion``);
 2. plans (``planner.plan``): forceful expirations and at most one graceful command; every decision is
    logged with its nodes, instance types, replacements and expected saving;
 3. when acting comes more than ``revalidate_after_seconds`` after the cluster was read, reads it again and
@@ -253,6 +254,8 @@ class DisruptionController:
         report.problems.extend(gathered.problems)
         for problem in gathered.problems:
             self.log.warning("ignored while reading the cluster", extra={"problem": problem})
+        if not self.dry_run:
+            self._demote(gathered)
         self._observe(gathered, report)
 
         started = time.perf_counter()
@@ -296,6 +299,16 @@ class DisruptionController:
         return kept
 
     # -- observability ---------------------------------------------------------------------------------
+
+    def _demote(self, gathered: Gathered) -> None:
+        """Nodes whose capacity reservation ended are relabelled on-demand (``demotion``)."""
+        kube = getattr(self.reader, "kube", None)
+        state = getattr(self.reader, "state", None)
+        if kube is None or state is None:
+            return
+        from fleetwright.disruption.demotion import demote
+
+        demote(gathered, kube, state.nodeclaims, self.log)
 
     def _mark_claims(self, gathered: Gathered) -> None:
         """Drifted and Consolidatable conditions on the NodeClaim objects, as this pass sees the nodes."""

@@ -1,4 +1,5 @@
-"""Expiration: nodes older than their NodePool's ``expireAfter`` are replaced, forcefully.
+"""Expiration: nodes older than their NodePool's ``expireAfter``, and nodes in a Capacity Block within 40
+minutes of its end (EC2 reclaims them before it), are replaced, forcefully.
 
 Expiration is not limited by disruption budgets, ``karpenter.sh/do-not-disrupt`` or PodDisruptionBudgets
 (the drain deadline, ``terminationGracePeriod``, bounds how long those may hold the node). Every expired
@@ -12,15 +13,28 @@ from __future__ import annotations
 from fleetwright.disruption.candidates import Cluster, claims_summary, describe_seconds, evictable_pods
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import EXPIRATION, EXPIRED, Command, NodeState
+from fleetwright.model.labels import CAPACITY_RESERVATION_ID
 
 
 def is_expired(cluster: Cluster, state: NodeState) -> bool:
-    """True when ``state`` is ours, not already going, and has lived at least its pool's expireAfter."""
+    """True when ``state`` is ours, not already going, and has lived at least its pool's expireAfter, or
+    runs in a Capacity Block about to end."""
     pool = cluster.pool_of(state)
     if pool is None or state.terminating:
         return False
+    if capacity_block_end(cluster, state) is not None:
+        return True
     lifetime = cluster.expire_after[pool.name]
     return lifetime is not None and cluster.now - state.created_at >= lifetime
+
+
+def capacity_block_end(cluster: Cluster, state: NodeState) -> float | None:
+    """When the Capacity Block the node runs in ends (epoch seconds), if that is within the expiry
+    window (EC2 reclaims its instances before the end), else None."""
+    reservation = state.node.labels.get(CAPACITY_RESERVATION_ID)
+    if not reservation:
+        return None
+    return cluster.input.expiring_reservations.get(reservation)
 
 
 def expired_nodes(cluster: Cluster) -> list[NodeState]:
@@ -48,11 +62,19 @@ def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]
         command = commands[state.name]
         pool = cluster.pools[state.nodepool]
         lifetime = pool.expire_after_seconds() or 0
-        text = (
-            f"node {state.name} ({state.instance_type}) expired: "
-            f"{describe_seconds(cluster.now - state.created_at)} old, "
-            f"NodePool {pool.name} expireAfter {describe_seconds(lifetime)}"
-        )
+        block_end = capacity_block_end(cluster, state)
+        if block_end is not None:
+            text = (
+                f"node {state.name} ({state.instance_type}) expired: its capacity block "
+                f"{state.node.labels[CAPACITY_RESERVATION_ID]} ends in "
+                f"{describe_seconds(max(0.0, block_end - cluster.now))}"
+            )
+        else:
+            text = (
+                f"node {state.name} ({state.instance_type}) expired: "
+                f"{describe_seconds(cluster.now - state.created_at)} old, "
+                f"NodePool {pool.name} expireAfter {describe_seconds(lifetime)}"
+            )
         if command.replacements:
             text += f"; launch {claims_summary(command.replacements)}"
         if stuck.get(state.name):

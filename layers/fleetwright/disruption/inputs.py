@@ -65,6 +65,26 @@ class Gathered:
         return [n for n in self.input.nodes if n.nodepool]
 
 
+def provider_expiring_reservations(cloud: Any) -> Callable[[Sequence[str]], dict[str, float]]:
+    """The Capacity Blocks among these reservation ids that are within their expiry window (id → end,
+    epoch seconds), through ``AwsProvider``'s clients (each id's answer cached a minute)."""
+    from fleetwright.aws.capacityreservations import (
+        EXPIRING,
+        default_availability,
+        expiring_capacity_blocks,
+    )
+
+    def expiring(ids: Sequence[str]) -> dict[str, float]:
+        availability = getattr(cloud, "reservations", None) or default_availability()
+        return {
+            r.id: r.end_time.timestamp()
+            for r in expiring_capacity_blocks(cloud.clients, ids, availability=availability)
+            if r.state == EXPIRING and r.end_time is not None
+        }
+
+    return expiring
+
+
 def provider_amis(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
     """The AMI ids an EC2NodeClass's ``amiSelectorTerms`` select now, through ``AwsProvider``'s clients
     (cached five minutes, as for launches)."""
@@ -193,6 +213,7 @@ class InputReader:
         *,
         catalogs: Catalogs,
         amis: Callable[[EC2NodeClass], set[str]] | None = None,
+        reservations: Callable[[Sequence[str]], dict[str, float]] | None = None,
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
@@ -203,6 +224,7 @@ class InputReader:
         self.config = config
         self.catalogs = catalogs
         self.amis = amis
+        self.reservations = reservations
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
@@ -266,8 +288,28 @@ class InputReader:
             nodepool_hashes=nodepool_hashes(self.config.nodepools),
             nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
             settings=self.settings,
+            expiring_reservations=self._expiring(states, problems),
         )
         return Gathered(inp, objects, claims, problems)
+
+    def _expiring(self, states: Sequence[NodeState], problems: list[str]) -> dict[str, float]:
+        """Capacity Blocks our nodes run in that end soon (none asked when no node runs in one)."""
+        ids = sorted(
+            {
+                s.node.labels[wk.CAPACITY_RESERVATION_ID]
+                for s in states
+                if s.nodepool
+                and s.node.labels.get(wk.CAPACITY_RESERVATION_TYPE) == "capacity-block"
+                and s.node.labels.get(wk.CAPACITY_RESERVATION_ID)
+            }
+        )
+        if not ids or self.reservations is None:
+            return {}
+        try:
+            return self.reservations(ids)
+        except Exception as error:  # no expiry this pass; the next pass asks again
+            problems.append(f"cannot read capacity reservations {', '.join(ids)}: {error}")
+            return {}
 
     def _node_state(
         self,

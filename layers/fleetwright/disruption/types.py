@@ -136,6 +136,8 @@ class DisruptionInput:
     nodepool_hashes: dict[str, str] = field(default_factory=dict)
     nodeclass_hashes: dict[str, str] = field(default_factory=dict)
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)
+    # Capacity Blocks of our nodes that end soon (id → end, epoch seconds): their nodes are expired.
+    expiring_reservations: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)

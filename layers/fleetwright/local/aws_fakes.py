@@ -1,12 +1,13 @@
-"""Stand-ins for what moto does not emulate, shared by the local sandbox and the tests: a spot market
-and the public EKS AMI parameters in SSM. Each hooks into boto3's event system or moto's backend, so
-the code under test makes its real calls."""
+"""Stand-ins for what moto does not emulate, shared by the local sandbox and the tests: a spot market,
+the public EKS AMI parameters in SSM and capacity reservations. Each hooks into boto3's event system or
+moto's backend, so the code under test makes its real calls."""
 
 from __future__ import annotations
 
 import datetime
+import fnmatch
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
@@ -91,3 +92,261 @@ def seed_eks_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> dict
         seed_ssm_parameter(parameter, str(image), region)
         ids[(arch, variant)] = str(image)
     return ids
+
+
+_RESERVATION_FILTERS = frozenset(
+    {
+        "state",
+        "owner-id",
+        "instance-match-criteria",
+        "instance-type",
+        "availability-zone",
+        "reservation-type",
+        "tag-key",
+    }
+)
+
+
+def _ec2_error(operation: str, code: str, message: str) -> Exception:
+    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+    error: Exception = ClientError(
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+        operation,
+    )
+    return error
+
+
+@dataclass
+class CapacityReservations:
+    """EC2 capacity reservations, which moto lacks: DescribeCapacityReservations and launches into them.
+
+    DescribeCapacityReservations answers from ``reservations`` (EC2's response shape) with its filters
+    (``state``, ``owner-id``, ``instance-match-criteria``, ``instance-type``, ``availability-zone``,
+    ``reservation-type``, ``tag:<key>``, ``tag-key``); ``CapacityReservationIds`` naming an unknown id
+    is refused with ``InvalidCapacityReservationId.NotFound``, and cannot be combined with
+    ``MaxResults`` (1-1000). A launch template whose ``CapacityReservationSpecification`` targets a
+    reservation launches only into it: an override of another type or zone, a reservation that is not
+    ``active``, or a ``capacity-block`` market type for an ordinary reservation come back as CreateFleet
+    ``Errors``, and a full one as ``ReservationCapacityExceeded``; each launch uses one of its
+    ``AvailableInstanceCount``. DescribeInstances shows the reservation of instances launched into one
+    (``CapacityReservationId``; ``InstanceLifecycle`` ``capacity-block`` for Capacity Blocks) until
+    :meth:`end` ends it, after which they run on as on-demand instances.
+
+    DescribeCapacityReservations:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityReservations.html
+    CapacityReservation: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html
+    LaunchTemplateCapacityReservationSpecificationRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateCapacityReservationSpecificationRequest.html
+    """
+
+    owner_id: str = DEFAULT_ACCOUNT_ID
+    reservations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    targets: dict[str, tuple[str, str]] = field(default_factory=dict)  # template → (reservation, market)
+    placed: dict[str, str] = field(default_factory=dict)  # instance id → reservation id
+    calls: int = 0
+
+    def add(
+        self,
+        instance_type: str,
+        zone: str,
+        count: int,
+        *,
+        tags: Mapping[str, str] | None = None,
+        match: str = "targeted",
+        reservation_type: str | None = None,
+        end: datetime.datetime | None = None,
+        state: str = "active",
+        interruptible: bool = False,
+        owner_id: str | None = None,
+    ) -> str:
+        """A reservation of ``count`` instances; ``reservation_type`` None leaves the field out, as EC2
+        does for ordinary reservations. Returns its id."""
+        rid = f"cr-{len(self.reservations) + 1:017x}"
+        entry: dict[str, Any] = {
+            "CapacityReservationId": rid,
+            "OwnerId": owner_id or self.owner_id,
+            "InstanceType": instance_type,
+            "InstancePlatform": "Linux/UNIX",
+            "AvailabilityZone": zone,
+            "Tenancy": "default",
+            "TotalInstanceCount": count,
+            "AvailableInstanceCount": count,
+            "State": state,
+            "InstanceMatchCriteria": match,
+            "EndDateType": "limited" if end else "unlimited",
+            "Tags": [{"Key": k, "Value": v} for k, v in sorted((tags or {}).items())],
+            "Interruptible": interruptible,
+        }
+        if end is not None:
+            entry["EndDate"] = end
+        if reservation_type is not None:
+            entry["ReservationType"] = reservation_type
+        self.reservations[rid] = entry
+        return rid
+
+    def end(self, reservation_id: str) -> None:
+        """The reservation ends (``expired``): its instances keep running as on-demand instances."""
+        self.reservations[reservation_id]["State"] = "expired"
+        for instance_id in [i for i, r in self.placed.items() if r == reservation_id]:
+            del self.placed[instance_id]
+
+    def install(self, ec2: Any) -> None:
+        events = ec2.meta.events
+        events.register_first("provide-client-params.ec2.DescribeCapacityReservations", self._describe)
+        events.register_first("before-call.ec2.DescribeCapacityReservations", self._answer)
+        events.register("provide-client-params.ec2.CreateLaunchTemplate", self._template)
+        events.register_first("provide-client-params.ec2.CreateFleet", self._fleet_request)
+        events.register_first("before-call.ec2.CreateFleet", self._fleet_short_circuit)
+        events.register("after-call.ec2.CreateFleet", self._fleet_answer)
+        events.register("after-call.ec2.DescribeInstances", self._instances)
+
+    # -- DescribeCapacityReservations
+
+    def _answer(self, context: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        return _http(), {"CapacityReservations": context.pop("capacity_reservations", [])}
+
+    def _describe(self, params: Mapping[str, Any], context: dict[str, Any], **_: Any) -> None:
+        op = "DescribeCapacityReservations"
+        self.calls += 1
+        ids = list(params.get("CapacityReservationIds") or [])
+        limit = params.get("MaxResults")
+        if ids and limit is not None:
+            raise _ec2_error(op, "InvalidParameterCombination", "MaxResults cannot be used with ids")
+        if limit is not None and not 1 <= int(limit) <= 1000:
+            raise _ec2_error(op, "InvalidParameterValue", "MaxResults must be between 1 and 1000")
+        unknown = [i for i in ids if i not in self.reservations]
+        if unknown:
+            raise _ec2_error(
+                op,
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{unknown[0]}' does not exist",
+            )
+        found = [self.reservations[i] for i in ids] if ids else list(self.reservations.values())
+        for item in params.get("Filters") or []:
+            name = str(item["Name"])
+            values = {str(v) for v in item.get("Values") or []}
+            if name not in _RESERVATION_FILTERS and not name.startswith("tag:"):
+                raise _ec2_error(op, "InvalidParameterValue", f"The filter '{name}' is invalid")
+            found = [r for r in found if self._matches(r, name, values)]
+        context["capacity_reservations"] = [dict(r) for r in found]
+
+    @staticmethod
+    def _matches(reservation: Mapping[str, Any], name: str, values: set[str]) -> bool:
+        tags = {t["Key"]: t["Value"] for t in reservation.get("Tags") or []}
+        if name.startswith("tag:"):
+            key = name[len("tag:") :]
+            return key in tags and any(fnmatch.fnmatchcase(tags[key], v) for v in values)
+        if name == "tag-key":
+            return any(k in values for k in tags)
+        field_name = {
+            "state": "State",
+            "owner-id": "OwnerId",
+            "instance-match-criteria": "InstanceMatchCriteria",
+            "instance-type": "InstanceType",
+            "availability-zone": "AvailabilityZone",
+            "reservation-type": "ReservationType",
+        }[name]
+        value = reservation.get(field_name, "default" if field_name == "ReservationType" else "")
+        return str(value) in values
+
+    # -- launches
+
+    def _template(self, params: Mapping[str, Any], **_: Any) -> None:
+        data = params.get("LaunchTemplateData") or {}
+        target = ((data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget")) or {}
+        rid = target.get("CapacityReservationId")
+        if rid:
+            market = str((data.get("InstanceMarketOptions") or {}).get("MarketType", ""))
+            self.targets[str(params["LaunchTemplateName"])] = (str(rid), market)
+
+    def _refusal(self, rid: str, market: str, instance_type: str, zone: str) -> tuple[str, str] | None:
+        reservation = self.reservations.get(rid)
+        if reservation is None or reservation["State"] != "active":
+            return (
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{rid}' does not exist",
+            )
+        if reservation["InstanceType"] != instance_type or reservation["AvailabilityZone"] != zone:
+            return (
+                "InvalidParameterValue",
+                f"Capacity reservation {rid} is for {reservation['InstanceType']} in "
+                f"{reservation['AvailabilityZone']}, not {instance_type} in {zone}",
+            )
+        block = reservation.get("ReservationType") == "capacity-block"
+        if block != (market == "capacity-block"):
+            return "InvalidParameterValue", f"MarketType {market or 'none'} does not match reservation {rid}"
+        if int(reservation["AvailableInstanceCount"]) <= 0:
+            return "ReservationCapacityExceeded", f"Capacity reservation {rid} has no available capacity"
+        return None
+
+    def _fleet_request(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        errors: list[dict[str, Any]] = []
+        for config in params.get("LaunchTemplateConfigs") or []:
+            name = str(config["LaunchTemplateSpecification"].get("LaunchTemplateName", ""))
+            if name not in self.targets:
+                continue
+            rid, market = self.targets[name]
+            kept = []
+            for override in config["Overrides"]:
+                refusal = self._refusal(rid, market, override["InstanceType"], override["AvailabilityZone"])
+                if refusal is None:
+                    kept.append(override)
+                    continue
+                errors.append(
+                    {
+                        "LaunchTemplateAndOverrides": {
+                            "LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
+                            "Overrides": override,
+                        },
+                        "Lifecycle": "on-demand",
+                        "ErrorCode": refusal[0],
+                        "ErrorMessage": refusal[1],
+                    }
+                )
+            config["Overrides"] = kept
+        params["LaunchTemplateConfigs"] = [c for c in params["LaunchTemplateConfigs"] if c["Overrides"]]
+        target = params["TargetCapacitySpecification"]
+        if target["DefaultTargetCapacityType"] in ("capacity-block", "reserved-capacity"):
+            # moto launches only spot and on-demand; reserved capacity is on-demand capacity held apart.
+            target["DefaultTargetCapacityType"] = "on-demand"
+            params.pop("ReservedCapacityOptions", None)
+        context["reservation_errors"] = errors
+        context["reservation_nothing_left"] = not params["LaunchTemplateConfigs"]
+
+    def _fleet_short_circuit(
+        self, context: dict[str, Any], **_: Any
+    ) -> tuple[AWSResponse, dict[str, Any]] | None:
+        if not context.get("reservation_nothing_left"):
+            return None
+        context["reservation_answered"] = True
+        return _http(), {
+            "FleetId": "fleet-reserved",
+            "Instances": [],
+            "Errors": context["reservation_errors"],
+        }
+
+    def _fleet_answer(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if context.get("reservation_answered"):
+            return
+        for entry in parsed.get("Instances") or []:
+            spec = entry.get("LaunchTemplateAndOverrides") or {}
+            name = str((spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", ""))
+            if name not in self.targets:
+                continue
+            rid = self.targets[name][0]
+            for instance_id in entry.get("InstanceIds") or []:
+                self.reservations[rid]["AvailableInstanceCount"] -= 1
+                self.placed[str(instance_id)] = rid
+        if context.get("reservation_errors"):
+            parsed.setdefault("Errors", []).extend(context["reservation_errors"])
+
+    def _instances(self, parsed: dict[str, Any], **_: Any) -> None:
+        for group in parsed.get("Reservations") or []:
+            for instance in group.get("Instances") or []:
+                rid = self.placed.get(str(instance.get("InstanceId", "")))
+                if rid is None:
+                    continue
+                instance["CapacityReservationId"] = rid
+                if self.reservations[rid].get("ReservationType") == "capacity-block":
+                    instance["InstanceLifecycle"] = "capacity-block"

@@ -32,7 +32,7 @@ from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
 from fleetwright.local.apiserver.server import ApiServer
-from fleetwright.local.aws_fakes import SpotMarket, seed_eks_amis
+from fleetwright.local.aws_fakes import CapacityReservations, SpotMarket, seed_eks_amis
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
@@ -105,6 +105,8 @@ class Sandbox:
     kubeconfig_path: Path
     moto_url: str = ""
     errors: list[str] = field(default_factory=list)
+    # EC2 capacity reservations (moto has none): ``add`` one to launch into it.
+    reservations: CapacityReservations = field(default_factory=CapacityReservations)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _disruption: threading.Thread | None = None
@@ -441,6 +443,8 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
         roles = {nc.spec.role for nc in manifests.nodeclasses if nc.spec.role}
         _seed_aws(clients, options.cluster_name, roles)
         _spot_market(clients).install(clients.ec2)
+        reservations = CapacityReservations()
+        reservations.install(clients.ec2)
         cluster = describe_cluster(clients, options.cluster_name)
         server = ApiServer(
             port=options.apiserver_port,
@@ -484,6 +488,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             source,
             kubeconfig,
             moto_url,
+            reservations=reservations,
         )
         stack.callback(box.stop)
         yield box

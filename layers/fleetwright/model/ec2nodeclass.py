@@ -645,7 +645,6 @@ class EC2NodeClassSpec(KarpenterModel):
     def unhonoured_fields(self) -> list[str]:
         """Fields that are set and valid but that Fleetwright does not act on yet."""
         names = {
-            "capacity_reservation_selector_terms": "spec.capacityReservationSelectorTerms",
             "placement_group_selector": "spec.placementGroupSelector",
             "network_interfaces": "spec.networkInterfaces",
             "ip_prefix_count": "spec.ipPrefixCount",

@@ -4,17 +4,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleetwright.model.labels import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+)
 from fleetwright.model.resources import ResourceList
 
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """Where and how an instance type can be bought, and its hourly price in USD."""
+    """Where and how an instance type can be bought, and its hourly price in USD.
+
+    A ``reserved`` offering is one capacity reservation: its id, type (``default`` or
+    ``capacity-block``), whether it is interruptible, and how many instances it still takes
+    (``reservation_capacity``); other offerings leave these empty.
+    """
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_interruptible: bool = False
+    reservation_capacity: int = 0
+
+    def reservation_labels(self) -> dict[str, str]:
+        """The capacity-reservation labels a node launched from this offering carries (none when not
+        reserved)."""
+        if not self.reservation_id:
+            return {}
+        return {
+            CAPACITY_RESERVATION_ID: self.reservation_id,
+            CAPACITY_RESERVATION_TYPE: self.reservation_type,
+            CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.reservation_interruptible else "false",
+        }
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -78,25 +78,30 @@ CAPACITY_RESERVATION_INTERRUPTIBLE = AWS_PREFIX + "capacity-reservation-interrup
 PLACEMENT_GROUP_ID = AWS_PREFIX + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS_PREFIX + "placement-group-partition"
 
+# Labels a reserved offering (one capacity reservation) decides; nodes of other capacity types lack them.
+CAPACITY_RESERVATION_LABELS = frozenset(
+    {CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE}
+)
+WELL_KNOWN_LABELS = WELL_KNOWN_LABELS | CAPACITY_RESERVATION_LABELS
+
 # AWS labels a NodePool may constrain (Karpenter v1.14 allows them) whose values Fleetwright does not
 # derive yet: they are accepted, not used to pick instance types or offerings.
 AWS_REQUIREMENT_ONLY_LABELS = frozenset(
     {
         INSTANCE_TENANCY,
         INSTANCE_CAPABILITY_FLEX,
-        CAPACITY_RESERVATION_TYPE,
-        CAPACITY_RESERVATION_ID,
-        CAPACITY_RESERVATION_INTERRUPTIBLE,
         PLACEMENT_GROUP_ID,
         PLACEMENT_GROUP_PARTITION,
     }
 )
 
 # Well-known labels an instance type itself decides (a type without one of these lacks that label).
-INSTANCE_TYPE_LABELS = WELL_KNOWN_LABELS - {ZONE, CAPACITY_TYPE, REGION, NODEPOOL}
+INSTANCE_TYPE_LABELS = (
+    WELL_KNOWN_LABELS - {ZONE, CAPACITY_TYPE, REGION, NODEPOOL} - CAPACITY_RESERVATION_LABELS
+)
 
 # Labels that only an offering (not the instance type itself) decides.
-OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE})
+OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE}) | CAPACITY_RESERVATION_LABELS
 
 # Label domains that users may not set in a NodePool template (Karpenter's restricted domains).
 RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")

@@ -441,8 +441,6 @@ class NodePool(KarpenterDocument):
         for index, item in enumerate(self.spec.template.spec.requirements):
             if item.key in wk.AWS_REQUIREMENT_ONLY_LABELS:
                 fields.append(f"spec.template.spec.requirements[{index}].key {item.key}")
-            if item.key == wk.CAPACITY_TYPE and wk.RESERVED in item.values and item.operator == "In":
-                fields.append(f"spec.template.spec.requirements[{index}] capacity type {wk.RESERVED}")
         return fields
 
     def legacy_kubelet(self) -> LegacyKubelet | None:

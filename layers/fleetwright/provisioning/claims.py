@@ -79,7 +79,18 @@ def claim_record(
         pods=pod_keys[:MAX_POD_KEYS],
         pod_count=len(pod_keys),
         expected_price=claim.price,
+        reservation_ids=reservation_ids(claim),
     )
+
+
+def reservation_ids(claim: NewNodeClaim) -> list[str]:
+    """The capacity reservations the scheduler pinned a reserved claim to (none for other claims)."""
+    if list(claim.capacity_types) != [wk.RESERVED]:
+        return []
+    pinned = claim.requirements.get(wk.CAPACITY_RESERVATION_ID)
+    if pinned is None or pinned.complement:
+        return []
+    return sorted(pinned.values)
 
 
 def launch_request(
@@ -97,12 +108,16 @@ def launch_request(
         startup_taints=tuple(parse_taint(t) for t in record.startup_taints),
         node_class=node_class,
         node_class_name=record.node_class,
+        reservation_ids=tuple(record.reservation_ids),
     )
 
 
-def launched_fields(instance: LaunchedInstance, now: float, price: float | None) -> dict[str, object]:
-    """The record fields set once the instance exists."""
-    return {
+def launched_fields(
+    instance: LaunchedInstance, now: float, price: float | None, labels: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """The record fields set once the instance exists; the labels the launch fixed (a capacity
+    reservation's) join the claim's ``labels``."""
+    fields: dict[str, object] = {
         "instance_id": instance.instance_id,
         "instance_type": instance.instance_type,
         "zone": instance.zone,
@@ -110,6 +125,9 @@ def launched_fields(instance: LaunchedInstance, now: float, price: float | None)
         "price": instance.price if instance.price is not None else price,
         "launched_at": now,
     }
+    if instance.labels:
+        fields["labels"] = {**(labels or {}), **instance.labels}
+    return fields
 
 
 def offering_price(

@@ -2,10 +2,11 @@
 
 NodePool: ``resources`` (the summed capacity of its nodes, plus ``nodes``, their number) and the
 conditions ``ValidationSucceeded``, ``NodeClassReady`` and ``Ready``. EC2NodeClass: the ``subnets``,
-``securityGroups``, ``amis`` and ``instanceProfile`` its terms resolve to and the conditions
-``ValidationSucceeded``, ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
-``InstanceProfileReady`` and ``Ready``. Written through the status subresource, and only when it differs
-from what the object holds; a condition keeps its ``lastTransitionTime`` while its status stays.
+``securityGroups``, ``amis``, ``capacityReservations`` and ``instanceProfile`` its terms resolve to and
+the conditions ``ValidationSucceeded``, ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
+``InstanceProfileReady``, ``CapacityReservationsReady`` and ``Ready``. Written through the status
+subresource, and only when it differs from what the object holds; a condition keeps its
+``lastTransitionTime`` while its status stays.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ class NodePoolStatus:
     def _resolve(self, node_class: EC2NodeClass) -> tuple[JsonObject, dict[str, Condition]]:
         """The resolved fields and a condition for each, from the AWS provider's (cached) lookups."""
         from fleetwright.aws.amis import resolve_amis
+        from fleetwright.aws.capacityreservations import list_capacity_reservations
         from fleetwright.aws.instanceprofiles import ensure_instance_profile
         from fleetwright.aws.securitygroups import resolve_security_groups
         from fleetwright.aws.subnets import resolve_subnets
@@ -270,6 +272,18 @@ class NodePoolStatus:
         )
         if profile:
             fields["instanceProfile"] = str(profile)
+        terms = spec.capacity_reservation_selector_terms
+        try:
+            # Selecting no reservation is not a fault: the node class then offers none.
+            reservations = list_capacity_reservations(clients, terms) if terms else []
+            parts["CapacityReservationsReady"] = (TRUE, "CapacityReservationsReady", "")
+        except Exception as error:
+            reservations = []
+            parts["CapacityReservationsReady"] = _failed(
+                "CapacityReservationsNotReady", f"{type(error).__name__}: {error}"
+            )
+        if reservations:
+            fields["capacityReservations"] = [r.status() for r in reservations]
         return fields, parts
 
     def _write(self, resource: Resource, obj: JsonObject, status: JsonObject) -> int:

@@ -69,7 +69,7 @@ from fleetwright.provisioning.registration import (
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 from fleetwright.provisioning.watcher import PodWatcher
 from fleetwright.scheduling.scheduler import schedule
-from fleetwright.scheduling.templates import nodepool_templates
+from fleetwright.scheduling.templates import nodepool_templates, own_reservations, with_reserved_offerings
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate, Results, SchedulingInput
 from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
@@ -125,6 +125,8 @@ class Provisioner:
         self.log = logger or logging.getLogger("fleetwright.provisioner")
         self.spans = spans or obs.NoSpans()
         self.holder = holder or f"provisioner-{uuid.uuid4().hex[:12]}"
+        # Per EC2NodeClass, the capacity reservations it selects (set by catalogs()).
+        self.reservations_by_class: dict[str, set[str]] = {}
         self.sleep = sleep
         # Nominated / FailedScheduling on pods, launch failures on NodeClaims (never breaks a pass).
         self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
@@ -352,7 +354,10 @@ class Provisioner:
         if claims:
             with self._replacement_pass(deadline):
                 catalog, accepted = self.catalogs()
-                templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses)
+                templates = own_reservations(
+                    nodepool_templates(self.config.nodepools, self.config.nodeclasses),
+                    self.reservations_by_class,
+                )
                 by_name = {t.name: t for t in catalog}
                 self._launch(claims, {t.name: t for t in templates}, by_name, accepted, report)
         return report
@@ -385,7 +390,10 @@ class Provisioner:
         by_name = {t.name: t for t in catalog}
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
         self._reserve_promised_pods(nodes, records, snapshot, cluster_nodes, pods)
-        templates = nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes)
+        templates = own_reservations(
+            nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes),
+            self.reservations_by_class,
+        )
         inp = SchedulingInput(
             pods=pods,
             nodepools=templates,
@@ -417,12 +425,17 @@ class Provisioner:
         names = sorted({np.node_class_name() for np in self.config.nodepools})
         catalog: dict[str, InstanceType] = {}
         accepted: dict[str, set[str]] = {}
+        reservations: dict[str, set[str]] = {}
         for name in names:
             node_class = self.config.nodeclass(name)
             types = self.cloud.instance_types(node_class)
             accepted[name] = {t.name for t in types}
+            reservations[name] = {o.reservation_id for t in types for o in t.offerings if o.reservation_id}
             for instance_type in types:
-                catalog.setdefault(instance_type.name, instance_type)
+                catalog[instance_type.name] = with_reserved_offerings(
+                    catalog.get(instance_type.name), instance_type
+                )
+        self.reservations_by_class = reservations
         return sorted(catalog.values(), key=lambda t: t.name), accepted
 
     def warm_up(self) -> None:
@@ -674,7 +687,7 @@ class Provisioner:
     ) -> None:
         now = self.wall_clock()
         price = offering_price(by_name, instance.instance_type, instance.zone, instance.capacity_type)
-        changes = launched_fields(instance, now, price)
+        changes = launched_fields(instance, now, price, record.labels)
         launched_type = by_name.get(instance.instance_type)
         if launched_type is not None:
             changes["allocatable"] = {
@@ -978,7 +991,7 @@ class Provisioner:
         for record in due:
             launched = instances.get(record.id)
             if launched is not None:
-                changes = launched_fields(launched, now, record.expected_price)
+                changes = launched_fields(launched, now, record.expected_price, record.labels)
                 if self.state.nodeclaims.transition(
                     record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, fence=self.lease, **changes
                 ):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleetwright.model import resources as res
+from fleetwright.model.labels import RESERVED
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
@@ -47,6 +48,8 @@ class ClaimInProgress:
     # Holds pods that must share its node (required hostname pod affinity): it grows into every growth
     # type, as under FewerNodes, so the pods following its first one still fit whatever the packing.
     shared: bool = False
+    # Counted against capacity reservations when opened: it takes no pod that would leave them behind.
+    reserving: bool = False
 
     def __post_init__(self) -> None:
         if not self.settled:
@@ -112,6 +115,8 @@ class ClaimInProgress:
                 return False
         if self.pool.has_min_values and not min_values_hold(self.pool, requirements, indices, new_total):
             return False
+        if self.reserving and not keeps_reservation(self.pool, requirements, indices, new_total):
+            return False
         self.total = new_total
         self.pods.append(pod)
         self.host_ports.extend(pod.host_ports)
@@ -121,6 +126,17 @@ class ClaimInProgress:
             self._summarise()
             self.reserve_limits()
         return True
+
+
+def keeps_reservation(
+    pool: PreparedPool, requirements: Requirements, indices: list[int], total: vec.Vector
+) -> bool:
+    """True when some candidate holding ``total`` can still be bought as reserved capacity."""
+    table = pool.offerings(requirements)
+    if RESERVED not in table.all_capacity_types:
+        return False
+    capacity = pool.capacity
+    return any(RESERVED in table.capacity_types[i] and vec.fits(total, capacity[i]) for i in indices)
 
 
 def _summary(

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import CAPACITY_TYPE, INSTANCE_TYPE_LABELS, WELL_KNOWN_LABELS, ZONE
+from fleetwright.model.instancetype import InstanceType, Offering
+from fleetwright.model.labels import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_TYPE,
+    INSTANCE_TYPE_LABELS,
+    OFFERING_LABELS,
+    WELL_KNOWN_LABELS,
+    ZONE,
+)
 from fleetwright.model.requirements import Requirement, Requirements
 
 
@@ -47,6 +56,43 @@ def _offering_allowed(zone_req: Requirement | None, ct_req: Requirement | None, 
     return (zone_req is None or zone_req.has(zone)) and (ct_req is None or ct_req.has(ct))
 
 
+def _reservation_requirements(requirements: Requirements) -> list[tuple[Requirement, str]]:
+    """Requirements on the capacity-reservation labels, with the offering field each one reads."""
+    fields = (
+        (CAPACITY_RESERVATION_ID, "id"),
+        (CAPACITY_RESERVATION_TYPE, "type"),
+        (CAPACITY_RESERVATION_INTERRUPTIBLE, "interruptible"),
+    )
+    found = []
+    for key, name in fields:
+        req = requirements.get(key)
+        if req is not None:
+            found.append((req, name))
+    return found
+
+
+def _reservation_value(offering: Offering, field: str) -> str:
+    if field == "id":
+        return offering.reservation_id
+    if field == "type":
+        return offering.reservation_type
+    return "true" if offering.reservation_interruptible else "false"
+
+
+def _reservation_allowed(reqs: list[tuple[Requirement, str]], offering: Offering) -> bool:
+    """A reserved offering carries the reservation labels; any other offering lacks them."""
+    if not offering.reservation_id:
+        return all(req.absent_ok for req, _ in reqs)
+    return all(req.has(_reservation_value(offering, name)) for req, name in reqs)
+
+
+def offering_allowed(offering: Offering, requirements: Requirements) -> bool:
+    """True when the requirements allow the offering's zone, capacity type and reservation labels."""
+    return _offering_allowed(
+        requirements.get(ZONE), requirements.get(CAPACITY_TYPE), offering.zone, offering.capacity_type
+    ) and _reservation_allowed(_reservation_requirements(requirements), offering)
+
+
 def instance_type_compatible(instance_type: InstanceType, requirements: Requirements) -> bool:
     """True when the type's labels and at least one available offering satisfy the requirements.
 
@@ -56,7 +102,7 @@ def instance_type_compatible(instance_type: InstanceType, requirements: Requirem
     labels = instance_type.labels
     for req in requirements:
         key = req.key
-        if key in (ZONE, CAPACITY_TYPE):
+        if key in OFFERING_LABELS:
             continue
         value = labels.get(key)
         if value is not None:
@@ -66,8 +112,11 @@ def instance_type_compatible(instance_type: InstanceType, requirements: Requirem
             return False
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    reserved = _reservation_requirements(requirements)
     return any(
-        o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        o.available
+        and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        and (not reserved or _reservation_allowed(reserved, o))
         for o in instance_type.offerings
     )
 
@@ -78,10 +127,13 @@ def allowed_offerings(
     """``(zone, capacity type, price)`` of the available offerings the requirements allow."""
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    reserved = _reservation_requirements(requirements)
     return [
         (o.zone, o.capacity_type, o.price)
         for o in instance_type.offerings
-        if o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        if o.available
+        and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        and (not reserved or _reservation_allowed(reserved, o))
     ]
 
 

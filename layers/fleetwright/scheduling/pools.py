@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
+from fleetwright.model.labels import (
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_TYPE,
+    NODEPOOL,
+    ZONE,
+)
 from fleetwright.model.legacy_labels import normalize_labels, normalize_pod, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
@@ -22,6 +29,15 @@ from fleetwright.scheduling.compat import (
 )
 from fleetwright.scheduling.costs import OUTLIER_FACTOR, unit_cost
 from fleetwright.scheduling.types import NODES, NodePoolTemplate
+
+# The labels an offering decides: requirements alike on these share one offering table.
+OFFERING_KEYS = (
+    ZONE,
+    CAPACITY_TYPE,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
+)
 
 
 @dataclass(slots=True, eq=False)
@@ -95,9 +111,9 @@ class PreparedPool:
     # per type: (host port, DaemonSet) of the DaemonSets that run there; empty when none binds a port
     daemon_ports: list[tuple[tuple[HostPort, str], ...]] = field(default_factory=list)
     matches: dict[str, OptionMatch] = field(default_factory=dict)
-    offering_tables: dict[tuple[str, str], OfferingTable] = field(default_factory=dict)
-    ordinary: dict[tuple[str, str, vec.Vector], frozenset[int]] = field(default_factory=dict)
-    by_unit_cost: dict[tuple[str, str, vec.Vector], list[tuple[float, int]]] = field(default_factory=dict)
+    offering_tables: dict[tuple[str, ...], OfferingTable] = field(default_factory=dict)
+    ordinary: dict[tuple[object, ...], frozenset[int]] = field(default_factory=dict)
+    by_unit_cost: dict[tuple[object, ...], list[tuple[float, int]]] = field(default_factory=dict)
     reserved: res.ResourceList = field(default_factory=dict)  # limits counted for claims of this run
     # within_limits per candidate list (by identity: match results are cached) and remaining limits
     limited: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[list[int], list[int], str]] = field(
@@ -287,10 +303,11 @@ class PreparedPool:
         return f"limit {res.render(shown)} reached" if shown else "limits reached"
 
 
-def _offering_key(requirements: Requirements) -> tuple[str, str]:
-    zone_req = requirements.get(ZONE)
-    ct_req = requirements.get(CAPACITY_TYPE)
-    return (zone_req.describe() if zone_req else "", ct_req.describe() if ct_req else "")
+def _offering_key(requirements: Requirements) -> tuple[str, ...]:
+    return tuple(
+        (req.describe() if req is not None else "")
+        for req in (requirements.get(key) for key in OFFERING_KEYS)
+    )
 
 
 def pool_requirements(template: NodePoolTemplate) -> Requirements:

@@ -30,6 +30,13 @@ from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
 from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
 from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
+from fleetwright.scheduling.reservations import (
+    ReservationLedger,
+    ReservationPlanner,
+    pinned,
+    reserved_offerings,
+    without_reserved,
+)
 from fleetwright.scheduling.topology import (
     AFFINITY,
     Constraint,
@@ -144,6 +151,7 @@ class Simulation:
         ]
         self.claims: list[ClaimInProgress] = []
         self.open_claims: list[ClaimInProgress] = []
+        self.reservations = ReservationPlanner(ReservationLedger(inp.instance_types))
         self.groups: dict[tuple[object, ...], PodGroup] = {}
         self.errors: list[PodError] = []
         self.topology = Topology(inp.namespace_labels)
@@ -549,16 +557,25 @@ class Simulation:
                     f"NodePool {pool.name}: {_min_values_reason(pool, match.requirements, indices, need)}"
                 )
                 continue
+            requirements = match.requirements
+            reserving = False
+            if self.reservations.capacity:
+                choice = self.reservations.choose(pool, requirements, indices, need)
+                if isinstance(choice, str):
+                    reasons.append(f"NodePool {pool.name}: {choice}")
+                    continue
+                requirements, indices, reserving = choice
             claim = ClaimInProgress(
                 len(self.claims),
                 pool,
-                match.requirements,
+                requirements,
                 indices,
                 need,
                 pods=[pod],
                 host_ports=list(pod.host_ports),
                 mix=group.mix,
                 shared=pod.key in self.shared,
+                reserving=reserving,
             )
             claim.reserve_limits()
             self.claims.append(claim)
@@ -576,25 +593,50 @@ class Simulation:
                     ExistingNodePlacement(node.node.name, sorted(node.placed, key=lambda p: p.key))
                 )
         counters: dict[str, int] = {}
+        ledger = ReservationLedger(self.input.instance_types)
         for claim in self.claims:
             counters[claim.pool.name] = counters.get(claim.pool.name, 0) + 1
-            out.new_claims.append(finalize(claim, f"{claim.pool.name}-{counters[claim.pool.name]}"))
+            final = finalize(claim, f"{claim.pool.name}-{counters[claim.pool.name]}", ledger)
+            if isinstance(final, str):
+                out.errors.extend(PodError(p, final) for p in sorted(claim.pods, key=lambda p: p.key))
+                continue
+            out.new_claims.append(final)
+        out.errors.sort(key=lambda e: e.pod.key)
         return out
 
 
-def finalize(claim: ClaimInProgress, name: str) -> NewNodeClaim:
-    """The claim's instance types that hold all its pods, cheapest first, with zones and labels."""
+def finalize(
+    claim: ClaimInProgress, name: str, ledger: ReservationLedger | None = None
+) -> NewNodeClaim | str:
+    """The claim's instance types that hold all its pods, cheapest first, with zones and labels.
+
+    With a ``ledger``, a claim that could use capacity reservations takes its share of them and is
+    pinned to them, or falls back to its other capacity types when they are full; a string says why the
+    claim cannot be launched at all.
+    """
     pool = claim.pool
-    fitting = _fitting(pool, claim.requirements, claim.type_indices, claim.total)
-    zones = fitting.zones
     requirements = claim.requirements
+    fitting = _fitting(pool, requirements, claim.type_indices, claim.total)
+    if ledger is not None:
+        offered = reserved_offerings(fitting.types, requirements)
+        if offered:
+            ids = sorted({o.reservation_id for _, o in offered})
+            taken = ledger.take(ids)
+            requirements = pinned(requirements, taken) if taken else without_reserved(requirements)
+            fitting = _fitting(pool, requirements, claim.type_indices, claim.total)
+            if not fitting.indices:
+                return (
+                    f"NodePool {pool.name}: capacity reservations {', '.join(ids)} are taken by nodes "
+                    "planned before it, and the NodePool allows no other capacity type"
+                )
+    zones = fitting.zones
     if len(zones) == 1:
         requirements = requirements.intersect(Requirements.from_labels({ZONE: next(iter(zones))}))
     labels = {**pool.template.labels, **requirements.single_values()}
     pod_requests = res.add(*(p.requests for p in claim.pods))
     cheapest = fitting.indices[0] if fitting.indices else None
     daemon = pool.daemon_overhead[cheapest] if cheapest is not None else {}
-    price = pool.offerings(claim.requirements).prices[cheapest] if cheapest is not None else None
+    price = pool.offerings(requirements).prices[cheapest] if cheapest is not None else None
     return NewNodeClaim(
         name=name,
         nodepool=pool.name,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import replace
 
 from fleetwright.model import resources as res
 from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.karpenter import kubelet_for
 from fleetwright.model.kubelet import KubeletOverrides
-from fleetwright.model.labels import NODEPOOL
+from fleetwright.model.labels import CAPACITY_RESERVATION_ID, NODEPOOL
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
+from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.scheduling.types import NODES, NodePoolTemplate
 
 
@@ -48,3 +51,32 @@ def nodepool_templates(
         )
         for np in nodepools
     ]
+
+
+def with_reserved_offerings(known: InstanceType | None, other: InstanceType) -> InstanceType:
+    """``known`` (a type as one node class lists it) with the reserved offerings ``other`` (the same type
+    as another node class lists it) adds: each node class may select its own capacity reservations."""
+    if known is None:
+        return other
+    have = {o.reservation_id for o in known.offerings if o.reservation_id}
+    extra = tuple(o for o in other.offerings if o.reservation_id and o.reservation_id not in have)
+    return replace(known, offerings=known.offerings + extra) if extra else known
+
+
+def own_reservations(
+    templates: Sequence[NodePoolTemplate], by_class: Mapping[str, Set[str]]
+) -> list[NodePoolTemplate]:
+    """Templates kept off the capacity reservations their EC2NodeClass does not select."""
+    every = set().union(*by_class.values()) if by_class else set()
+    result = []
+    for template in templates:
+        foreign = every - set(by_class.get(template.node_class, ()))
+        if foreign:
+            template = replace(
+                template,
+                requirements=template.requirements.intersect(
+                    Requirements.of([Requirement.create(CAPACITY_RESERVATION_ID, "NotIn", sorted(foreign))])
+                ),
+            )
+        result.append(template)
+    return result

@@ -66,6 +66,7 @@ _ATTRIBUTES = {
     "nodepool_hash": "nodePoolHash",
     "nodeclass_hash": "nodeClassHash",
     "launch_deadline": "launchDeadline",
+    "reservation_ids": "reservationIds",
 }
 
 
@@ -112,6 +113,7 @@ class NodeClaimRecord:
     nodepool_hash: str = ""  # drift hashes of the NodePool and EC2NodeClass at launch ("" when unknown)
     nodeclass_hash: str = ""
     launch_deadline: float | None = None  # epoch seconds after which its launcher calls EC2 no more
+    reservation_ids: list[str] = field(default_factory=list)  # reservations a reserved claim may use
 
     @property
     def provider_id(self) -> str:
