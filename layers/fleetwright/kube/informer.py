@@ -127,10 +127,13 @@ class Informer:
             self.opened_at = None
             self.changed.notify_all()
 
-    def relist(self) -> None:
-        """LIST and replace the sink's contents."""
+    def relist(self, generation: int | None = None) -> None:
+        """LIST and replace the sink's contents (unless ``generation``, the watch thread's, has been
+        abandoned meanwhile: a newer watch or LIST owns the sink)."""
         listing = self.client.list(self.resource)
         with self.lock:
+            if generation is not None and generation != self._generation:
+                return
             self.sink.replace(listing.items)
             self.resource_version = listing.resource_version
             now = self.clock()
@@ -168,7 +171,7 @@ class Informer:
                 self._closed(generation, "")
                 try:
                     if self._current(generation):
-                        self.relist()
+                        self.relist(generation)
                 except Exception as error:  # next round tries again
                     failures += 1
                     self._failed(generation, error, failures)
