@@ -66,6 +66,8 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     _RUNTIME["nodepools"] = NodePoolSource(
         to.kube, settings.config, metrics=PowertoolsMetrics(metrics), logger=logger
     )
+    # Nodes, pods, DaemonSets and PDBs kept current by watches across warm invocations.
+    _RUNTIME["cache"] = to.cache
     return wire(
         to.kube,
         to.cloud,
@@ -75,6 +77,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
         options=options,
         metrics=PowertoolsMetrics(metrics),
         logger=logger,
+        cache=to.cache,
     )
 
 
@@ -91,7 +94,11 @@ def set_controller(value: Any) -> None:
 
 
 def reset_controller() -> None:
-    """Forget the controller (the next invocation builds it again, re-reading the configuration)."""
+    """Forget the controller (the next invocation builds it again, re-reading the configuration), stopping
+    its cache's watches."""
+    cache = _RUNTIME.get("cache")
+    if cache is not None:
+        cache.stop()
     _RUNTIME.clear()
 
 

@@ -34,6 +34,7 @@ class Runtime:
     idempotent_run: Any
     idempotency_config: Any
     nodepools: Any = None  # NodePoolSource: NodePools from the cluster when it holds any
+    cache: Any = None  # ClusterCache: nodes and pods kept current by watches across warm invocations
 
 
 # The runtime built by the first invocation (a dict so no ``global`` statement is needed).
@@ -94,7 +95,7 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
             logger=logger,
         ),
     )
-    return Runtime(settings, to.kube, to.cloud, state, spans, run, config, source)
+    return Runtime(settings, to.kube, to.cloud, state, spans, run, config, source, to.cache)
 
 
 def runtime() -> Runtime:
@@ -105,7 +106,10 @@ def runtime() -> Runtime:
 
 
 def reset_runtime() -> None:
-    """Forget the runtime (tests, or to re-read the configuration)."""
+    """Forget the runtime (tests, or to re-read the configuration), stopping its cache's watches."""
+    built = _RUNTIME.pop("runtime", None)
+    if built is not None and built.cache is not None:
+        built.cache.stop()
     _RUNTIME.clear()
 
 
@@ -127,6 +131,7 @@ def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
         spans=rt.spans,
         holder=getattr(context, "aws_request_id", None),
         nodepool_source=rt.nodepools,
+        cache=rt.cache,
     )
     report = provisioner.run_until(deadline)
     summary = report.summary()

@@ -121,7 +121,8 @@ class GarbageCollector:
     ``registration_timeout_seconds``: an instance younger than this is a launch in progress.
     ``launch_template_grace_seconds``: a template younger than this may be about to be used.
     ``disrupted_node_grace_seconds``: how long a termination workflow may hold a Node whose instance is
-    gone before the collector deletes the Node itself. ``clock`` gives epoch seconds.
+    gone before the collector deletes the Node itself. ``clock`` gives epoch seconds. ``nodes``: where
+    the Node objects come from (the cluster cache's, read once per collection); default: a LIST.
     """
 
     def __init__(
@@ -137,10 +138,12 @@ class GarbageCollector:
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
+        nodes: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
         self.state = state
+        self.nodes = nodes
         self.registration_timeout_seconds = registration_timeout_seconds
         self.launch_template_grace_seconds = launch_template_grace_seconds
         self.disrupted_node_grace_seconds = disrupted_node_grace_seconds
@@ -151,6 +154,7 @@ class GarbageCollector:
         self.claims = StoreClaimBook(state.nodeclaims, clock=clock, ttl_seconds=claim_ttl_seconds)
         self._live: list[Instance] | None = None
         self._records: list[NodeClaimRecord] | None = None
+        self._nodes: list[Mapping[str, Any]] | None = None
 
     def collect(self) -> GcReport:
         """Run the three sweeps; a failing one is reported and the others still run."""
@@ -158,6 +162,7 @@ class GarbageCollector:
         # Fresh reads every pass: the cluster changes between passes.
         self._live = None
         self._records = None
+        self._nodes = None
         for name, sweep in (
             ("instances", self._collect_instances),
             ("nodes", self._collect_nodes),
@@ -176,6 +181,11 @@ class GarbageCollector:
             self._live = list(self.cloud.list())
         return self._live
 
+    def _node_objects(self) -> list[Mapping[str, Any]]:
+        if self._nodes is None:
+            self._nodes = list(self.nodes() if self.nodes is not None else self.kube.list_nodes())
+        return self._nodes
+
     def _claim_records(self) -> list[NodeClaimRecord]:
         if self._records is None:
             self._records = self.state.nodeclaims.list()
@@ -187,7 +197,7 @@ class GarbageCollector:
         live = self._live_instances()
         if not live:
             return
-        nodes = nodes_by_instance(self.kube.list_nodes())
+        nodes = nodes_by_instance(self._node_objects())
         records = {r.id: r for r in self._claim_records()}
         # A batched launch tags each instance with its claim in a second call, which can fail: an active
         # claim naming the instance counts as well as the tag.
@@ -261,7 +271,7 @@ class GarbageCollector:
     def _collect_nodes(self, report: GcReport) -> None:
         ours: dict[str, Mapping[str, Any]] = {}  # instance id → Node
         now = self.clock()
-        for obj in self.kube.list_nodes():
+        for obj in self._node_objects():
             meta = obj.get("metadata") or {}
             if wk.NODEPOOL not in (meta.get("labels") or {}):
                 continue  # not a NodePool's node: another system's

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetwright.disruption.emptiness import is_empty
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
@@ -33,6 +33,9 @@ from fleetwright.provisioning.registration import EPHEMERAL_TAINTS, instance_id_
 from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +128,11 @@ def pdb_from_object(obj: Mapping[str, Any]) -> Pdb:
     return Pdb(str(meta.get("namespace") or "default"), str(meta.get("name") or ""), selector, allowed)
 
 
-def read_pdbs(kube: KubeCluster) -> list[Pdb]:
-    """Every PodDisruptionBudget with a selector (one without selects no pod)."""
-    return [pdb_from_object(o) for o in kube.list_pdbs() if (o.get("spec") or {}).get("selector") is not None]
+def read_pdbs(kube: KubeCluster, objects: Iterable[Mapping[str, Any]] | None = None) -> list[Pdb]:
+    """Every PodDisruptionBudget with a selector (one without selects no pod): ``objects`` when given
+    (the cluster cache's), else listed."""
+    found = kube.list_pdbs() if objects is None else objects
+    return [pdb_from_object(o) for o in found if (o.get("spec") or {}).get("selector") is not None]
 
 
 def node_initialized(obj: Mapping[str, Any], record: NodeClaimRecord | None) -> bool:
@@ -201,7 +206,9 @@ class InputReader:
 
     ``catalogs`` returns the instance types the NodePools' node classes can boot (the provisioner's
     :meth:`~fleetwright.provisioning.provisioner.Provisioner.catalogs`); ``amis`` the AMI ids a node class
-    selects now (None: no AMI drift is reported). ``clock`` gives epoch seconds.
+    selects now (None: no AMI drift is reported). ``clock`` gives epoch seconds. ``cache``: the
+    watch-fed :class:`ClusterCache` to read nodes, pods, DaemonSets and PDBs from (synced at each read);
+    without it each read lists them.
     """
 
     def __init__(
@@ -217,8 +224,10 @@ class InputReader:
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache
         self.cloud = cloud
         self.state = state
         self.config = config
@@ -232,10 +241,19 @@ class InputReader:
     def read(self, *, track_emptiness: bool = True) -> Gathered:
         """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False)."""
         now = self.clock()
-        snapshot = read_snapshot(self.kube)
+        pdb_objects: list[Any] | None = None
+        if self.cache is not None:
+            # One sync: nodes, pods and PDBs as of this read or later, all from the same cache state.
+            self.cache.sync()
+            snapshot = self.cache.snapshot(sync=False)
+            node_objects = self.cache.node_objects()
+            pdb_objects = self.cache.pdb_objects()
+        else:
+            snapshot = read_snapshot(self.kube)
+            node_objects = self.kube.list_nodes()
         problems = [p.render() for p in snapshot.errors]
         objects: dict[str, Mapping[str, Any]] = {
-            str((o.get("metadata") or {}).get("name") or ""): o for o in self.kube.list_nodes()
+            str((o.get("metadata") or {}).get("name") or ""): o for o in node_objects
         }
         records = self.state.nodeclaims.list()
         claims = {r.id: r for r in records}
@@ -281,7 +299,7 @@ class InputReader:
             instance_types=catalog,
             now=now,
             daemonsets=list(snapshot.daemonsets),
-            pdbs=read_pdbs(self.kube),
+            pdbs=read_pdbs(self.kube, pdb_objects),
             in_flight=in_flight,
             volumes=self._volumes(states),
             amis=self._amis(problems),

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
@@ -23,6 +23,9 @@ from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state.store import StateStore
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +39,17 @@ def garbage_collector(
     metrics: MetricsSink | None = None,
     logger: logging.Logger | Any = None,
     clock: Callable[[], float] = time.time,
+    cache: ClusterCache | None = None,
 ) -> Any:
     """The :class:`~fleetwright.disruption.gc.GarbageCollector` for the cluster (leaked instances, Nodes
-    without instances, claims that never registered)."""
+    without instances, claims that never registered); with ``cache`` it reads the Nodes from it (synced
+    when the collection starts)."""
     from fleetwright.disruption.gc import GarbageCollector
+
+    def cached_nodes() -> list[Any]:
+        assert cache is not None
+        cache.sync()
+        return cache.node_objects()
 
     return GarbageCollector(
         kube,
@@ -49,6 +59,7 @@ def garbage_collector(
         metrics=metrics,
         logger=logger,
         clock=clock,
+        nodes=cached_nodes if cache is not None else None,
     )
 
 
@@ -127,10 +138,19 @@ def build_controller(
     drain_interval_seconds: int = 5,
     poll_seconds: int = 5,
     holder: str | None = None,
+    cache: ClusterCache | None = None,
 ) -> DisruptionController:
     """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
-    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``."""
+    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``.
+
+    With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
+    read the cluster from it, and instance descriptions are kept across passes
+    (:class:`~fleetwright.disruption.described.DescribedInstances`, refreshed by the collector's listing).
+    """
+    from fleetwright.disruption.described import DescribedInstances, ObservedCloud
+
     options = options or DisruptionOptions()
+    described = DescribedInstances(cloud, clock=clock) if cache is not None else None
     provisioner = Provisioner(
         kube,
         cloud,
@@ -140,12 +160,13 @@ def build_controller(
         metrics=metrics,
         logger=logger,
         holder=holder or "disruption",
+        cache=cache,
     )
     aws = hasattr(cloud, "clients") and hasattr(cloud, "cluster")
     amis = provider_amis(cloud) if aws else None
     reader = InputReader(
         kube,
-        cloud,
+        described if described is not None else cloud,
         state,
         config,
         catalogs=provisioner.catalogs,
@@ -154,9 +175,13 @@ def build_controller(
         settings=options.settings,
         clock=clock,
         logger=logger,
+        cache=cache,
     )
+    gc_cloud = ObservedCloud(cloud, described) if described is not None else cloud
     collector = (
-        garbage_collector(kube, cloud, state, config, metrics=metrics, logger=logger, clock=clock)
+        garbage_collector(
+            kube, gc_cloud, state, config, metrics=metrics, logger=logger, clock=clock, cache=cache
+        )
         if collect_garbage
         else None
     )

@@ -103,6 +103,8 @@ class KubeClient:
         self._jitter = jitter
         self._api = ApiClient(config)
         self._api.user_agent = user_agent
+        # Bytes of non-streamed response bodies read so far (what LISTs cost; watch streams not counted).
+        self.bytes_received = 0
 
     @classmethod
     def from_kubeconfig(
@@ -233,6 +235,7 @@ class KubeClient:
     ) -> Any:
         """Send one request (with retries) and return the decoded JSON response (None when empty)."""
         data = self._perform(method, path, query, body, content_type, retry_statuses)
+        self.bytes_received += len(data or b"")
         if not data:
             return None
         try:
@@ -349,11 +352,13 @@ class KubeClient:
         resource_version: str | None = None,
         timeout_seconds: int = DEFAULT_WATCH_SECONDS,
         allow_bookmarks: bool = True,
+        on_open: Callable[[], None] | None = None,
     ) -> Iterator[WatchEvent]:
         """One WATCH request: events until the server ends it after ``timeout_seconds``.
 
         Raises :class:`WatchExpiredError` when ``resource_version`` is too old (410, as an HTTP status or an
-        ERROR event): list again and watch from the new resourceVersion.
+        ERROR event): list again and watch from the new resourceVersion. ``on_open`` is called once the
+        server has accepted the request (the stream is open), before the first event.
         """
         import urllib3
         from kubernetes.client.exceptions import ApiException
@@ -371,7 +376,7 @@ class KubeClient:
 
         def open_stream(**_set_by_watch: Any) -> Any:
             # Watch.stream asks for watch=True and _preload_content=False: the query and _perform do both.
-            return self._perform(
+            response = self._perform(
                 "GET",
                 path,
                 query,
@@ -382,6 +387,9 @@ class KubeClient:
                 read_timeout=timeout_seconds + self.read_timeout,
                 stream=True,
             )
+            if on_open is not None:
+                on_open()
+            return response
 
         # Passing timeout_seconds makes Watch make one request and leave resuming to list_then_watch.
         events = Watch().stream(open_stream, timeout_seconds=timeout_seconds)

@@ -92,6 +92,8 @@ class _Reader:
             raise DocumentError(self.ref, self.problems)
 
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
+        if type(value) is dict:  # JSON objects: skip the slower abstract-class check
+            return value
         if value is None:
             return {}
         if isinstance(value, Mapping):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>\d+(?:\.\d*)?|\.\d+)"
@@ -76,8 +77,56 @@ def to_units(value: str | int | float) -> int:
     return math.ceil(parse_quantity(value))
 
 
+# Base-unit multipliers as integer ratios (numerator, denominator) for the integer-only path.
+_SCALES: dict[str, tuple[int, int]] = {
+    **{suffix: (factor, 1) for suffix, factor in _BINARY.items()},
+    **{suffix: (f.numerator, f.denominator) for suffix, f in _DECIMAL.items()},
+}
+
+
+def _integer_resource(text: str, milli: bool) -> int:
+    """``parse_resource`` in integer arithmetic: the same rounded-up value as the Fraction path (the
+    number is ``digits / 10**decimals``, scaled by an integer ratio), without building Fractions."""
+    match = _QUANTITY.match(text.strip())
+    if not match:
+        raise QuantityError(
+            f"invalid quantity {text!r}: expected a number with an optional suffix "
+            "(m, k, M, G, T, Ki, Mi, Gi, Ti, e3, ...)"
+        )
+    whole, _, fraction = match["num"].partition(".")
+    numerator = int((whole or "0") + fraction)
+    denominator = 10 ** len(fraction)
+    if match["exp"]:
+        exponent = int(match["exp"][1:])
+        if exponent >= 0:
+            numerator *= 10**exponent
+        else:
+            denominator *= 10**-exponent
+    else:
+        scale, divisor = _SCALES[match["binary"] or match["decimal"] or ""]
+        numerator *= scale
+        denominator *= divisor
+    if milli:
+        numerator *= 1000
+    if match["sign"] == "-":
+        numerator = -numerator
+    rounded: int = -(-numerator // denominator)
+    return rounded
+
+
+@lru_cache(maxsize=4096)
+def _cached_resource(name: str, text: str) -> int:
+    return _integer_resource(text, name == CPU)
+
+
 def parse_resource(name: str, value: str | int | float) -> int:
-    """A resource quantity in Fleetwright's integer unit: milli-cores for cpu, base units otherwise."""
+    """A resource quantity in Fleetwright's integer unit: milli-cores for cpu, base units otherwise.
+
+    Strings take an integer-only path, memoized: a cluster repeats a few hundred distinct requests
+    (``100m``, ``512Mi``) across tens of thousands of pods, and each pod is converted on every change.
+    """
+    if isinstance(value, str):
+        return _cached_resource(name, value)
     return to_milli(value) if name == CPU else to_units(value)
 
 

@@ -10,17 +10,20 @@ from fleetwright.aws.clients import AwsClients, clients_for
 from fleetwright.aws.cluster import describe_cluster
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.kube import KubeClient, KubeCluster
+from fleetwright.kube.cache import ClusterCache
 from fleetwright.state import StateStore
 
 
 @dataclass(frozen=True, slots=True)
 class Connections:
-    """The shared clients of one function process."""
+    """The shared clients of one function process, and its cluster cache (listed on first use, then kept
+    current by watches for the life of the process)."""
 
     clients: AwsClients
     state: StateStore
     cloud: AwsProvider
     kube: KubeCluster
+    cache: ClusterCache
 
 
 def connect(cluster: str, table: str, region: str, kubeconfig: str | None = None) -> Connections:
@@ -43,4 +46,4 @@ def connect(cluster: str, table: str, region: str, kubeconfig: str | None = None
             credentials=clients.session,
         )
     )
-    return Connections(clients, state, cloud, KubeCluster(client))
+    return Connections(clients, state, cloud, KubeCluster(client), ClusterCache(client))

@@ -67,7 +67,7 @@ from fleetwright.provisioning.registration import (
     registration_change,
 )
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
-from fleetwright.provisioning.watcher import PodWatcher
+from fleetwright.provisioning.watcher import CachePodWatcher, PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates, own_reservations, with_reserved_offerings
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate, Results, SchedulingInput
@@ -76,6 +76,7 @@ from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
 
 if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
     from fleetwright.provisioning.nodepool_source import NodePoolSource
 
 MAX_LOGGED_PODS = 20
@@ -92,7 +93,9 @@ class Provisioner:
     ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`Cloud`),
     ``state`` records claims and holds the lease. ``clock`` is monotonic (deadlines, batching);
     ``wall_clock`` gives epoch seconds (records, the lease, registration timeouts). ``holder`` names this
-    run in the lease (default: a random id).
+    run in the lease (default: a random id). ``cache``: the watch-fed :class:`ClusterCache` to read nodes
+    and pods from (synced once per pass; pending pods found from its watch events); without it every pass
+    lists them.
 
     One pass at a time per provisioner (passes of one object are serialized); launches within a pass run
     in parallel.
@@ -114,8 +117,11 @@ class Provisioner:
         sleep: Callable[[float], None] = time.sleep,
         events: EventRecorder | None = None,
         nodepool_source: NodePoolSource | None = None,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache
+        self._synced = False  # the cache was synced at the start of the pass under way
         self.cloud = cloud
         self.state = state
         self.config = config
@@ -186,7 +192,7 @@ class Provisioner:
         """Take the lease (waiting up to ``wait_until`` on ``clock``), reconcile and, with ``provision``,
         make a provisioning pass; release the lease. False when the lease could not be taken."""
         try:
-            with self._lease_held(wait_until):
+            with self._lease_held(wait_until), self._pass_sync():
                 report.lease_acquired = True
                 if self.nodepool_source is not None:
                     self.nodepool_source.refresh()
@@ -196,6 +202,44 @@ class Provisioner:
         except LeaseUnavailableError:
             return False
         return True
+
+    @contextlib.contextmanager
+    def _pass_sync(self) -> Iterator[None]:
+        """Sync the cache once for everything the pass reads (reconciliation and provisioning see the
+        cluster as of the pass's start or later). When the sync fails, each step syncs (and fails, and
+        reports it) on its own."""
+        if self.cache is None or self._synced:
+            yield
+            return
+        try:
+            self.cache.sync()
+        except Exception as error:
+            self.log.warning("cluster cache not synced", extra={"error": f"{type(error).__name__}: {error}"})
+            yield
+            return
+        self._synced = True
+        try:
+            yield
+        finally:
+            self._synced = False
+
+    def _ensure_synced(self) -> None:
+        """Sync the cache unless this pass already did (raises when it cannot be brought up to date)."""
+        if self.cache is not None and not self._synced:
+            self.cache.sync()
+
+    def _node_objects(self) -> list[dict[str, Any]]:
+        """Every Node object: from the cache (synced), else one LIST."""
+        if self.cache is None:
+            return self.kube.list_nodes()
+        self._ensure_synced()
+        return self.cache.node_objects()
+
+    def _read_snapshot(self) -> ClusterSnapshot:
+        if self.cache is None:
+            return read_snapshot(self.kube)
+        self._ensure_synced()
+        return self.cache.snapshot(sync=False)
 
     def _lease_lost(self, report: RunReport, lost: LeaseLostError) -> None:
         report.lease_lost = True
@@ -241,7 +285,10 @@ class Provisioner:
 
     def _loop(self, deadline: float, report: RunReport) -> None:
         watch_until = time.monotonic() + max(0.0, deadline - self.clock())
-        watcher = PodWatcher(self.kube, watch_until).start()
+        watcher: PodWatcher | CachePodWatcher = (
+            CachePodWatcher(self.cache) if self.cache is not None else PodWatcher(self.kube, watch_until)
+        )
+        watcher.start()
         self.warm_up()
         batcher = Batcher(self.config.batch_idle_seconds, self.config.batch_max_seconds)
         next_reconcile = self.clock()
@@ -278,7 +325,7 @@ class Provisioner:
         finally:
             watcher.stop()
 
-    def _collect(self, watcher: PodWatcher, batcher: Batcher, timeout: float) -> None:
+    def _collect(self, watcher: PodWatcher | CachePodWatcher, batcher: Batcher, timeout: float) -> None:
         """Wait up to ``timeout`` for watch signals and feed them to the batcher."""
         try:
             signal = watcher.signals.get(timeout=timeout)
@@ -316,7 +363,7 @@ class Provisioner:
         return report
 
     def _provision(self, report: PassReport) -> None:
-        snapshot = read_snapshot(self.kube)
+        snapshot = self._read_snapshot()
         for problem in snapshot.errors:
             self.log.warning("object ignored", extra={"error": problem.render()})
         report.pending = len(snapshot.pending_pods)
@@ -842,7 +889,7 @@ class Provisioner:
             following += [r for r in orphans if r.status == ClaimStatus.LAUNCHED]
         if not following:
             return
-        nodes = nodes_by_instance(self.kube.list_nodes())
+        nodes = nodes_by_instance(self._node_objects())
         now = self.wall_clock()
         type_labels = _TypeLabels(self.catalogs)
         for record in following:

@@ -1,4 +1,5 @@
-"""A background thread turning the unschedulable-pods watch into "new pending pods" signals."""
+"""Turning unschedulable pods into "new pending pods" signals: a background watch of their own
+(:class:`PodWatcher`), or the cluster cache's pod watch (:class:`CachePodWatcher`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.watch import ADDED, DELETED, MODIFIED, Resync
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +100,38 @@ class PodWatcher:
                     self.signals.put(PodSignal(1, now))
             elif event.type == DELETED:
                 self.pending.discard(key)
+
+
+class CachePodWatcher:
+    """The same signals as :class:`PodWatcher`, from the cluster cache's pod watch instead of a watch of
+    its own: every pod that becomes unschedulable is one signal, the pods already waiting when it starts
+    are one signal together.
+
+    :meth:`start` syncs the cache (listing it on a cold start, reopening watches a frozen process left
+    behind), so the pods that became unschedulable while nobody listened are counted too.
+    """
+
+    def __init__(self, cache: ClusterCache, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.cache = cache
+        self.signals: queue.Queue[PodSignal] = queue.Queue()
+        self._monotonic = monotonic
+
+    def _heard(self, count: int) -> None:
+        self.signals.put(PodSignal(count, self._monotonic()))
+
+    def start(self) -> CachePodWatcher:
+        """Listen to the cache, sync it, and signal the pods already waiting."""
+        self.cache.add_pending_listener(self._heard)
+        try:
+            self.cache.sync()
+        except Exception as error:  # the first pass syncs again and reports it
+            log.warning("cluster cache not synced: %s", error)
+            self.signals.put(PodSignal(0, self._monotonic(), error=str(error)))
+        waiting = len(self.cache.pending_keys())
+        if waiting:
+            self.signals.put(PodSignal(waiting, self._monotonic()))
+        return self
+
+    def stop(self, wait: float = 0.0) -> None:
+        """Stop listening (the cache keeps watching for the next invocation)."""
+        self.cache.remove_pending_listener(self._heard)

@@ -1,0 +1,124 @@
+"""Instance descriptions kept across warm disruption passes.
+
+Of what the disruption input reads from an instance, only its state and its NodeClaim tag can change
+(type, zone, capacity type, AMI and launch time are fixed at launch). A description is reused while the
+instance is ``running`` with its NodeClaim tag and was described less than ``max_age_seconds`` ago; new
+instances, ``pending`` or stopping ones, untagged ones and old descriptions are described again. Every
+listing of live instances (the garbage collector's, once per pass) refreshes the descriptions it
+returns and drops the ones it no longer lists, and a termination drops its instances, so a state change
+is seen by the next pass at the latest. The interruption and termination functions do not use this:
+they describe what they act on themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from fleetwright.aws.instances import Instance
+from fleetwright.aws.launchtemplates import LaunchTemplateInfo
+
+DEFAULT_MAX_AGE_SECONDS = 300.0
+
+
+class DescribedInstances:
+    """``describe`` (the :class:`~fleetwright.disruption.inputs.Instances` protocol) through a cache.
+
+    ``clock`` gives epoch seconds. ``described`` counts the instances actually described (for logs and
+    the bench).
+    """
+
+    def __init__(
+        self,
+        cloud: Any,
+        *,
+        max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cloud = cloud
+        self.max_age_seconds = max_age_seconds
+        self.clock = clock
+        self.described = 0
+        self._entries: dict[str, tuple[Any, float]] = {}
+
+    def _trusted(self, instance_id: str, now: float) -> bool:
+        entry = self._entries.get(instance_id)
+        if entry is None:
+            return False
+        instance, at = entry
+        return (
+            str(getattr(instance, "state", "")) == "running"
+            and bool(getattr(instance, "nodeclaim", ""))
+            and now - at < self.max_age_seconds
+        )
+
+    def describe(self, instance_ids: Iterable[str]) -> dict[str, Any]:
+        """This cluster's instances among ``instance_ids``, described again only when needed."""
+        wanted = list(dict.fromkeys(instance_ids))
+        now = self.clock()
+        stale = [i for i in wanted if not self._trusted(i, now)]
+        if stale:
+            found: Mapping[str, Any] = self.cloud.describe(stale)
+            self.described += len(stale)
+            for instance_id in stale:
+                if instance_id in found:
+                    self._entries[instance_id] = (found[instance_id], now)
+                else:  # gone, or not ours: never cached
+                    self._entries.pop(instance_id, None)
+        return {i: self._entries[i][0] for i in wanted if i in self._entries}
+
+    def forget(self, instance_ids: Iterable[str]) -> None:
+        """Describe these again next time."""
+        for instance_id in instance_ids:
+            self._entries.pop(instance_id, None)
+
+    def observe(self, live: Iterable[Any]) -> None:
+        """A fresh listing of every live instance: refresh those it holds, forget the others."""
+        now = self.clock()
+        listed = {str(getattr(i, "id", "")): i for i in live}
+        for instance_id in list(self._entries):
+            if instance_id not in listed:
+                del self._entries[instance_id]
+        for instance_id, instance in listed.items():
+            if instance_id in self._entries:
+                self._entries[instance_id] = (instance, now)
+
+
+class ObservedCloud:
+    """The cloud provider as the garbage collector uses it, showing its listings and terminations to a
+    :class:`DescribedInstances`."""
+
+    def __init__(self, cloud: Any, described: DescribedInstances) -> None:
+        self.cloud = cloud
+        self.described_instances = described
+
+    def list(self) -> Sequence[Instance]:
+        """Every live instance of this cluster (and refresh the cached descriptions)."""
+        found: Sequence[Instance] = self.cloud.list()
+        self.described_instances.observe(found)
+        return found
+
+    def describe_any(self, instance_ids: Iterable[str]) -> Mapping[str, Instance]:
+        """Instances among ``instance_ids`` whoever owns them."""
+        found: Mapping[str, Instance] = self.cloud.describe_any(instance_ids)
+        return found
+
+    def terminate(self, instance_ids: Iterable[str]) -> Any:
+        """Terminate (and forget the descriptions of) this cluster's instances."""
+        ids = list(instance_ids)
+        self.described_instances.forget(ids)
+        return self.cloud.terminate(ids)
+
+    def launch_templates(self) -> Sequence[LaunchTemplateInfo]:
+        """This cluster's launch templates."""
+        found: Sequence[LaunchTemplateInfo] = self.cloud.launch_templates()
+        return found
+
+    def launch_template_image(self, template_id: str) -> str:
+        """The AMI of the template's latest version."""
+        return str(self.cloud.launch_template_image(template_id))
+
+    def delete_launch_template(self, name: str) -> bool:
+        """Delete one of this cluster's launch templates."""
+        return bool(self.cloud.delete_launch_template(name))
