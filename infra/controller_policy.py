@@ -38,6 +38,7 @@ CREATE_ACTIONS = ("RunInstances", "CreateFleet", "CreateLaunchTemplate")
 # Tags the controller adds to its own instances after launch (a batched CreateFleet cannot tag per claim).
 RETAG_KEYS = (NODECLAIM_TAG, NAME_TAG)
 EC2_READ_ACTIONS = (
+    "ec2:DescribeAvailabilityZones",
     "ec2:DescribeImages",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",

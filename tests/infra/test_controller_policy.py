@@ -96,6 +96,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
         },
         "ReadEc2": {
             "Action": [
+                "ec2:DescribeAvailabilityZones",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstanceTypeOfferings",
                 "ec2:DescribeInstanceTypes",

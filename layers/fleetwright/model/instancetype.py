@@ -9,12 +9,16 @@ from fleetwright.model.resources import ResourceList
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """Where and how an instance type can be bought, and its hourly price in USD."""
+    """Where and how an instance type can be bought, and its hourly price in USD.
+
+    ``zone_id`` is the zone's account-independent id (``use1-az1``), "" when unknown.
+    """
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
+    zone_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

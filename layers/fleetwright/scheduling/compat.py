@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import CAPACITY_TYPE, INSTANCE_TYPE_LABELS, WELL_KNOWN_LABELS, ZONE
+from fleetwright.model.instancetype import InstanceType, Offering
+from fleetwright.model.labels import CAPACITY_TYPE, INSTANCE_TYPE_LABELS, WELL_KNOWN_LABELS, ZONE, ZONE_ID
 from fleetwright.model.requirements import Requirement, Requirements
 
 
@@ -43,8 +43,14 @@ def requirements_compatible(pod_requirements: Requirements, node_requirements: R
     return True
 
 
-def _offering_allowed(zone_req: Requirement | None, ct_req: Requirement | None, zone: str, ct: str) -> bool:
-    return (zone_req is None or zone_req.has(zone)) and (ct_req is None or ct_req.has(ct))
+def _offering_allowed(
+    zone_req: Requirement | None, ct_req: Requirement | None, zone_id_req: Requirement | None, o: Offering
+) -> bool:
+    return (
+        (zone_req is None or zone_req.has(o.zone))
+        and (ct_req is None or ct_req.has(o.capacity_type))
+        and (zone_id_req is None or zone_id_req.has(o.zone_id))
+    )
 
 
 def instance_type_compatible(instance_type: InstanceType, requirements: Requirements) -> bool:
@@ -56,7 +62,7 @@ def instance_type_compatible(instance_type: InstanceType, requirements: Requirem
     labels = instance_type.labels
     for req in requirements:
         key = req.key
-        if key in (ZONE, CAPACITY_TYPE):
+        if key in (ZONE, CAPACITY_TYPE, ZONE_ID):
             continue
         value = labels.get(key)
         if value is not None:
@@ -66,9 +72,9 @@ def instance_type_compatible(instance_type: InstanceType, requirements: Requirem
             return False
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    zone_id_req = requirements.get(ZONE_ID)
     return any(
-        o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
-        for o in instance_type.offerings
+        o.available and _offering_allowed(zone_req, ct_req, zone_id_req, o) for o in instance_type.offerings
     )
 
 
@@ -78,10 +84,11 @@ def allowed_offerings(
     """``(zone, capacity type, price)`` of the available offerings the requirements allow."""
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    zone_id_req = requirements.get(ZONE_ID)
     return [
         (o.zone, o.capacity_type, o.price)
         for o in instance_type.offerings
-        if o.available and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        if o.available and _offering_allowed(zone_req, ct_req, zone_id_req, o)
     ]
 
 

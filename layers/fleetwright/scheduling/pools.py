@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE
+from fleetwright.model.labels import CAPACITY_TYPE, NODEPOOL, ZONE, ZONE_ID
 from fleetwright.model.legacy_labels import normalize_labels, normalize_pod, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirement, Requirements
@@ -45,6 +45,7 @@ class OfferingTable:
     capacity_types: list[frozenset[str]]
     all_zones: set[str]
     all_capacity_types: set[str]
+    zone_ids: list[frozenset[str]] = field(default_factory=list)  # per type, ids of the allowed zones
 
 
 Summary = tuple[list[int], list[vec.Vector], vec.Vector]  # a claim's growth types, their skyline, its max
@@ -188,6 +189,9 @@ class PreparedPool:
                 zones = frozenset(o[0] for o in offered)
                 capacity_types = frozenset(o[1] for o in offered)
                 table.zones.append(zones)
+                table.zone_ids.append(
+                    frozenset(o.zone_id for o in it.offerings if o.zone in zones and o.zone_id)
+                )
                 table.capacity_types.append(capacity_types)
                 table.all_zones.update(zones)
                 table.all_capacity_types.update(capacity_types)
@@ -290,7 +294,11 @@ class PreparedPool:
 def _offering_key(requirements: Requirements) -> tuple[str, str]:
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
-    return (zone_req.describe() if zone_req else "", ct_req.describe() if ct_req else "")
+    zone_id_req = requirements.get(ZONE_ID)
+    zones = zone_req.describe() if zone_req else ""
+    if zone_id_req is not None:
+        zones += " & " + zone_id_req.describe()
+    return (zones, ct_req.describe() if ct_req else "")
 
 
 def pool_requirements(template: NodePoolTemplate) -> Requirements:
