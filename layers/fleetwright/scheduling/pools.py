@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
@@ -304,9 +305,13 @@ def _offering_key(requirements: Requirements) -> tuple[str, str]:
 def pool_requirements(template: NodePoolTemplate) -> Requirements:
     """The NodePool's requirements, its template labels and its own name, as one set."""
     own = normalize_requirements(template.requirements)
-    return own.intersect(Requirements.from_labels(normalize_labels(template.labels))).intersect(
+    result = own.intersect(Requirements.from_labels(normalize_labels(template.labels))).intersect(
         Requirements({NODEPOOL: Requirement.single(NODEPOOL, template.name)})
     )
+    if is_windows(template.ami_family):
+        # A Windows node class makes Windows nodes: its claims carry the OS and build labels.
+        result = result.intersect(Requirements.from_labels(os_labels(template.ami_family)))
+    return result
 
 
 def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Requirements) -> bool:
@@ -324,6 +329,8 @@ def prepare_pool(
 ) -> PreparedPool:
     """Select the NodePool's instance types and compute each one's room for pods."""
     requirements = pool_requirements(template)
+    if is_windows(template.ami_family):
+        instance_types = for_ami_family(instance_types, template.ami_family)
     candidates = [it for it in instance_types if instance_type_compatible(it, requirements)]
     daemons = [ds for ds in map(normalize_pod, daemonsets) if daemonset_runs_on(ds, template, requirements)]
     types: list[InstanceType] = []
