@@ -10,7 +10,7 @@ resource controller gives Windows pods one each: the primary interface's address
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from fleetwright.catalog.loader import vpc_limits
 from fleetwright.model import labels as wk
@@ -76,15 +76,30 @@ def as_windows(instance_type: InstanceType, build: str) -> InstanceType | None:
     )
 
 
-def for_ami_family(types: Iterable[InstanceType], family: str) -> list[InstanceType]:
+def for_ami_family(types: Sequence[InstanceType], family: str) -> list[InstanceType]:
     """``types`` as nodes of ``family`` boot them: unchanged for Linux families, Windows views (arm64
-    types left out) for Windows ones."""
+    types left out) for Windows ones. The views of the last catalog seen per build are kept (reused only
+    while it holds the very same type objects): simulations prepare the same NodePools over the same
+    catalog many times."""
     build = windows_build(family)
     if build is None:
         return list(types)
+    cached = _VIEWS.get(build)
+    if cached is not None and _same_items(cached[0], types):
+        return list(cached[1])
     result = []
     for item in types:
         windows = as_windows(item, build)
         if windows is not None:
             result.append(windows)
-    return result
+    _VIEWS[build] = (tuple(types), result)
+    return list(result)
+
+
+def _same_items(seen: Sequence[InstanceType], types: Sequence[InstanceType]) -> bool:
+    """True when ``types`` holds exactly the objects ``seen`` held, in order (a catalog refreshed or
+    edited in place is recomputed)."""
+    return len(seen) == len(types) and all(a is b for a, b in zip(seen, types, strict=True))
+
+
+_VIEWS: dict[str, tuple[tuple[InstanceType, ...], list[InstanceType]]] = {}
