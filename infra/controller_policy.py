@@ -39,6 +39,7 @@ CREATE_ACTIONS = ("RunInstances", "CreateFleet", "CreateLaunchTemplate")
 RETAG_KEYS = (NODECLAIM_TAG, NAME_TAG)
 EC2_READ_ACTIONS = (
     "ec2:DescribeCapacityReservations",
+    "ec2:DescribeAvailabilityZones",
     "ec2:DescribeImages",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",

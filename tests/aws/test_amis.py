@@ -76,3 +76,23 @@ def test_name_tag_and_ssm_terms_pick_the_newest_image_per_architecture(aws: Aws)
     aws.clients.ssm.put_parameter(Name="/team/node-ami", Value=ids["team-node-2024"], Type="String")
     by_ssm = resolve_amis(aws.clients, [AMISelectorTerm(ssm_parameter="/team/node-ami")], "1.31")
     assert [(a.id, a.arch) for a in by_ssm] == [(ids["team-node-2024"], "amd64")]
+
+
+def test_windows_alias_resolves_the_windows_server_core_parameter(aws: Aws) -> None:
+    name = "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.31/image_id"
+    assert alias_parameters("windows2022@latest", "1.31") == [(name, "amd64", "windows")]
+    seed_ssm_parameter(name, "ami-0000000000000win")
+    found = resolve_amis(aws.clients, [AMISelectorTerm(alias="windows2022@latest")], "1.31")
+    # One amd64 AMI with no variant: it boots every amd64 type, GPU ones too.
+    assert [(a.id, a.arch, a.variant, a.source) for a in found] == [
+        ("ami-0000000000000win", "amd64", None, name)
+    ]
+    assert alias_parameters("windows2019@latest", "1.31")[0][0] == name.replace("2022", "2019")
+
+
+def test_windows2025_alias_needs_kubernetes_1_35(aws: Aws) -> None:
+    with pytest.raises(AmiResolutionError, match=r"Windows Server 2025 requires EKS version 1\.35"):
+        resolve_amis(aws.clients, [AMISelectorTerm(alias="windows2025@latest")], "1.34")
+    assert alias_parameters("windows2025@latest", "1.35")[0][0] == (
+        "/aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.35/image_id"
+    )

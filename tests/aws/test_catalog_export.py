@@ -56,3 +56,20 @@ def test_cli_export_needs_one_node_class(tmp_path, capsys) -> None:  # type: ign
     )
     assert main(["catalog", "export", "--region", REGION, "-f", str(empty)]) == 2
     assert "expected exactly one EC2NodeClass" in capsys.readouterr().err
+
+
+def test_export_for_a_windows_node_class_lists_windows_nodes(aws: Aws) -> None:
+    from fleetwright.aws.clients import clients_for
+
+    reset_clients()
+    aws.spot.install(clients_for(REGION).ec2)
+    document = export_catalog(
+        REGION, node_class(amiSelectorTerms=[{"alias": "windows2022@latest"}], kubelet={"maxPods": 50})
+    )
+    types = {t.name: t for t in parse_catalog(json.dumps(document))}
+    assert "m5.large" in types and "m6g.large" not in types
+    m5 = types["m5.large"]
+    assert m5.labels[wk.OS] == "windows" and m5.labels[wk.WINDOWS_BUILD] == "10.0.20348"
+    assert m5.capacity["pods"] == 50  # maxPods over Windows' 110
+    assert m5.capacity["vpc.amazonaws.com/PrivateIPv4Address"] == 9
+    reset_clients()

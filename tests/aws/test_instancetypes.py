@@ -124,3 +124,23 @@ def test_kubelet_settings_of_the_node_class_change_pods_and_allocatable(aws: Aws
         "m5.large"
     ]
     assert m5.allocatable["pods"] == 17
+
+
+def test_offerings_carry_the_accounts_zone_ids(aws: Aws) -> None:
+    """Zone names map to different zones in each account: the ids come from DescribeAvailabilityZones."""
+    zones = aws.clients.ec2.describe_availability_zones()["AvailabilityZones"]
+    expected = {z["ZoneName"]: z["ZoneId"] for z in zones}
+    types = list_instance_types(aws.clients, unavailable=aws.unavailable)
+    seen = {(o.zone, o.zone_id) for t in types for o in t.offerings}
+    assert seen and all(zone_id == expected[zone] for zone, zone_id in seen)
+
+
+def test_windows_family_boots_every_amd64_type_and_no_arm64_type(aws: Aws) -> None:
+    every = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))
+    windows = _by_name(
+        list_instance_types(
+            aws.clients, accept=family_filter(node_class(amiSelectorTerms=[{"alias": "windows2022@latest"}]))
+        )
+    )
+    assert set(windows) == {n for n, t in every.items() if t.labels[wk.ARCH] == "amd64"}
+    assert "g4dn.xlarge" in windows  # GPU types too: one Windows AMI for all

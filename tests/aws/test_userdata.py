@@ -111,3 +111,35 @@ def test_kubelet_labels_drop_what_node_restriction_forbids() -> None:
         "karpenter.k8s.aws/instance-family": "m5",
         "node.kubernetes.io/lifecycle": "spot",
     }
+
+
+def test_windows_runs_start_eks_bootstrap_with_karpenters_kubelet_args() -> None:
+    kubelet = KubeletConfiguration.model_validate(
+        {"maxPods": 30, "clusterDNS": ["10.100.0.10"], "evictionHard": {"memory.available": "5%"}}
+    )
+    options = BootstrapOptions(
+        CLUSTER, LABELS, TAINTS, kubelet, "<powershell>\nWrite-Output hi\n</powershell>"
+    )
+    text = user_data_for("Windows2022", options)
+    lines = text.split("\n")
+    assert lines[0] == "<powershell>"
+    assert lines[1] == "Write-Output hi"  # the user's PowerShell first, its own tags dropped
+    assert (
+        lines[2] == r'[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"'
+    )
+    assert lines[3] == (
+        "& $EKSBootstrapScriptFile -EKSClusterName 'demo' -APIServerEndpoint 'https://api.example'"
+        " -Base64ClusterCA 'Q0E='"
+        ' -KubeletExtraArgs \'--node-labels="karpenter.sh/nodepool=general,team=ml"'
+        ' --register-with-taints="dedicated=ml:NoSchedule,example.com/booting:NoExecute"'
+        ' --max-pods=30 --eviction-hard="memory.available<5%"\''
+        " -DNSClusterIP '10.100.0.10'"
+    )
+    assert lines[4:] == ["</powershell>"]
+    assert user_data_for("Windows2019", options) == text  # the release only changes the AMI
+
+
+def test_windows_without_labels_or_taints_still_passes_empty_taints() -> None:
+    text = user_data_for("Windows2025", BootstrapOptions(CLUSTER))
+    assert "-KubeletExtraArgs '--register-with-taints=\"\"'" in text
+    assert "-DNSClusterIP" not in text

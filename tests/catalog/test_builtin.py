@@ -9,8 +9,12 @@ import pytest
 from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
 
 from fleetwright.catalog import builtin_catalog, catalog_to_json, load_catalog, ondemand_prices, vpc_limits
-from fleetwright.catalog.generate import build_catalog
+from fleetwright.catalog.generate import region_catalog
 from fleetwright.catalog.loader import DATA_DIR
+
+SUPPLEMENT = json.loads((DATA_DIR / "supplement-us-east-1.json").read_text())
+# moto's data plus the types rebuilt from Karpenter's tables (data/README.md)
+ALL_TYPES = {**{e["InstanceType"]: e for e in SUPPLEMENT["instanceTypes"]}, **INSTANCE_TYPES}
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +27,8 @@ def moto_zones():
     zones = defaultdict(set)
     for row in INSTANCE_TYPE_OFFERINGS["availability-zone"]["us-east-1"]:
         zones[row["InstanceType"]].add(row["Location"])
+    for name, listed in SUPPLEMENT["zones"].items():
+        zones[name].update(listed)
     return zones
 
 
@@ -32,7 +38,7 @@ def test_every_priced_linux_type_is_there(catalog, moto_zones):
         name
         for name in moto_zones
         if name in prices
-        and set(INSTANCE_TYPES[name]["ProcessorInfo"]["SupportedArchitectures"]) & {"x86_64", "arm64"}
+        and set(ALL_TYPES[name]["ProcessorInfo"]["SupportedArchitectures"]) & {"x86_64", "arm64"}
     }
     assert len(expected) > 1000
     assert set(catalog) == expected
@@ -54,7 +60,7 @@ def test_offerings_follow_ec2_zones_and_usage_classes(catalog, moto_zones):
         on_demand = {o.zone for o in it.offerings if o.capacity_type == "on-demand"}
         spot = {o.zone for o in it.offerings if o.capacity_type == "spot"}
         assert on_demand == moto_zones[name], name
-        supports_spot = "spot" in INSTANCE_TYPES[name]["SupportedUsageClasses"]
+        supports_spot = "spot" in ALL_TYPES[name]["SupportedUsageClasses"]
         assert spot == (on_demand if supports_spot else set()), name
 
 
@@ -79,6 +85,45 @@ def test_graviton_gpu_and_neuron_types(catalog):
     assert catalog["m5.24xlarge"].allocatable["pods"] == 737
 
 
+def test_types_moto_lacks_come_from_karpenters_tables(catalog):
+    """Karpenter's GPU examples need p3 (NVIDIA V100) and g4ad (AMD Radeon Pro V520)."""
+    p3 = catalog["p3.8xlarge"]
+    assert p3.capacity["nvidia.com/gpu"] == 4
+    assert p3.labels["karpenter.k8s.aws/instance-gpu-name"] == "v100"
+    assert p3.labels["karpenter.k8s.aws/instance-hypervisor"] == "xen"
+    assert p3.labels["karpenter.k8s.aws/instance-memory"] == "249856"
+    assert "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz" not in p3.labels  # not in the table
+    g4ad = catalog["g4ad.xlarge"]
+    assert g4ad.capacity["amd.com/gpu"] == 1
+    assert g4ad.labels["karpenter.k8s.aws/instance-gpu-manufacturer"] == "amd"
+    assert g4ad.labels["karpenter.k8s.aws/instance-local-nvme"] == "150"
+    assert g4ad.labels["karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"] == "3000"
+    assert g4ad.allocatable["pods"] == 8
+    assert {o.zone for o in g4ad.offerings} == {o.zone for o in catalog["g4dn.xlarge"].offerings}
+
+
+def test_labels_karpenter_v1_14_adds(catalog):
+    m5 = catalog["m5.large"].labels
+    assert m5["karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"] == "3100"
+    assert m5["karpenter.k8s.aws/instance-encryption-in-transit-supported"] == "false"
+    assert m5["karpenter.k8s.aws/instance-capability-flex"] == "false"
+    assert m5["karpenter.k8s.aws/nitro-sandbox"] == "false"
+    assert catalog["m7i-flex.large"].labels["karpenter.k8s.aws/instance-capability-flex"] == "true"
+    assert (
+        catalog["c6in.large"].labels["karpenter.k8s.aws/instance-encryption-in-transit-supported"] == "true"
+    )
+    assert catalog["m5.large"].labels["karpenter.k8s.aws/nitro-sandbox"] == "false"
+    assert catalog["m5.xlarge"].labels["karpenter.k8s.aws/nitro-sandbox"] == "true"
+    assert catalog["m5.metal"].labels["karpenter.k8s.aws/instance-hypervisor"] == ""
+
+
+def test_offerings_carry_zone_ids(catalog):
+    zone_ids = {o.zone: o.zone_id for it in catalog.values() for o in it.offerings}
+    assert zone_ids["us-east-1a"] == "use1-az6"
+    assert zone_ids["us-east-1b"] == "use1-az1"
+    assert len(set(zone_ids.values())) == len(zone_ids) == 6
+
+
 def test_pod_eni_follows_vpc_limits(catalog):
     limits = vpc_limits()
     for name, it in catalog.items():
@@ -96,7 +141,7 @@ def test_shipped_file_matches_the_generator():
     zones = defaultdict(list)
     for row in INSTANCE_TYPE_OFFERINGS["availability-zone"]["us-east-1"]:
         zones[row["InstanceType"]].append(row["Location"])
-    kept, _ = build_catalog(INSTANCE_TYPES, zones, ondemand_prices("us-east-1"), vpc_limits())
+    kept, _, _ = region_catalog(INSTANCE_TYPES, zones, ondemand_prices("us-east-1"), "us-east-1")
     shipped = json.loads((DATA_DIR / "us-east-1.json").read_text())
     assert catalog_to_json(kept, minimal_labels=True) == shipped
 

@@ -70,6 +70,10 @@ def test_m5_large():
         P + "instance-hypervisor": "nitro",
         P + "instance-network-bandwidth": "750",
         P + "instance-ebs-bandwidth": "4750",
+        P + "instance-cpu-sustained-clock-speed-mhz": "3100",
+        P + "instance-encryption-in-transit-supported": "false",
+        P + "instance-capability-flex": "false",
+        P + "nitro-sandbox": "false",
     }
 
 

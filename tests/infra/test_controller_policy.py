@@ -97,6 +97,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
         },
         "ReadEc2": {
             "Action": [
+                "ec2:DescribeAvailabilityZones",
                 "ec2:DescribeCapacityReservations",
                 "ec2:DescribeImages",
                 "ec2:DescribeInstanceTypeOfferings",

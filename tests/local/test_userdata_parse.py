@@ -75,3 +75,22 @@ def test_unknown_user_data_gives_defaults() -> None:
     assert parsed.labels == {}
     assert parsed.taints == ()
     assert parsed.kubelet.max_pods is None
+
+
+def test_windows_powershell_bootstrap_round_trip() -> None:
+    options = BootstrapOptions(
+        cluster=CLUSTER,
+        labels={"team": "ml", "karpenter.sh/nodepool": "win", "kubernetes.io/os": "windows"},
+        taints=TAINTS,
+        kubelet=KubeletConfiguration.model_validate({"maxPods": 42, "systemReserved": {"memory": "1Gi"}}),
+        custom_user_data="Write-Output 'it''s me'",
+    )
+
+    parsed = parse_user_data(user_data_for("Windows2022", options))
+
+    assert parsed.family == "Windows"
+    assert parsed.cluster_name == "demo"
+    assert parsed.labels == {"team": "ml", "karpenter.sh/nodepool": "win"}  # the OS is the kubelet's own
+    assert sorted(parsed.taints, key=str) == sorted(TAINTS, key=str)
+    assert parsed.kubelet.max_pods == 42
+    assert parsed.kubelet.system_reserved == {"memory": 1024**3}

@@ -49,6 +49,16 @@ def test_a_registering_node_gets_the_claims_labels_the_finalizer_and_then_initia
     assert labels[wk.ZONE] == claim.zone
     assert labels[wk.INSTANCE_FAMILY] == family and labels[wk.INSTANCE_SIZE] == size
     assert labels[wk.INSTANCE_CPU] and labels[wk.INSTANCE_MEMORY] and labels[wk.INSTANCE_HYPERVISOR]
+    for key in (
+        wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        wk.INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+        wk.INSTANCE_CAPABILITY_FLEX,
+        wk.NITRO_SANDBOX,
+    ):
+        assert labels[key], key
+    zone_ids = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1", "us-east-1c": "use1-az2"}
+    zone_ids |= {"us-east-1d": "use1-az4", "us-east-1e": "use1-az3", "us-east-1f": "use1-az5"}
+    assert labels[wk.ZONE_ID] == zone_ids[claim.zone]  # the zone's id, as the cloud controller sets it
     assert labels[wk.HOSTNAME] == "node-a"  # the kubelet's, never the claim's
     assert labels[REGISTERED_LABEL] == "true" and INITIALIZED_LABEL not in labels
     assert node["metadata"]["finalizers"] == [TERMINATION_FINALIZER]

@@ -20,11 +20,14 @@ from fleetwright.aws.variants import (
     NVIDIA,
     STANDARD,
 )
+from fleetwright.catalog.os_family import WINDOWS_RELEASES, is_windows
 from fleetwright.model.ec2nodeclass import AMISelectorTerm
 
 _CACHE: TtlCache[list[Ami]] = TtlCache()
 SSM_BATCH = 10  # GetParameters accepts at most ten names
 DEFAULT_OWNERS = ("self", "amazon")
+WINDOWS_VARIANT = "windows"  # in alias_parameters only: the AMI boots every amd64 type
+WINDOWS_2025_MIN_MINOR = 35  # Windows Server 2025 EKS AMIs exist from Kubernetes 1.35
 
 
 class AmiResolutionError(Exception):
@@ -76,9 +79,30 @@ def alias_parameter(family: str, arch: str, variant: str, k8s_version: str, vers
     raise AmiResolutionError(f"alias family {family!r} has no EKS-optimized AMI parameters")
 
 
+def windows_alias_parameter(family: str, k8s_version: str) -> str:
+    """The public SSM parameter of the EKS-optimized Windows Server Core AMI (amd64 only; Windows
+    aliases have only ``latest``)."""
+    release = WINDOWS_RELEASES[family.lower()][0]
+    image = f"Windows_Server-{release}-English-Core-EKS_Optimized-{k8s_version}"
+    return f"/aws/service/ami-windows-latest/{image}/image_id"
+
+
+def _check_windows_version(family: str, k8s_version: str) -> None:
+    minor = k8s_version.partition(".")[2]
+    if family.lower() == "windows2025" and minor.isdigit() and int(minor) < WINDOWS_2025_MIN_MINOR:
+        raise AmiResolutionError(
+            f"Windows Server 2025 requires EKS version 1.{WINDOWS_2025_MIN_MINOR} or higher, "
+            f"current version: {k8s_version}"
+        )
+
+
 def alias_parameters(alias: str, k8s_version: str) -> list[tuple[str, str, str]]:
     """``(parameter, arch, variant)`` for every AMI an alias (``al2023@latest``) stands for."""
     family, _, version = alias.partition("@")
+    if is_windows(family):
+        _check_windows_version(family, k8s_version)
+        # One AMI for every amd64 type, GPU ones included (no variant).
+        return [(windows_alias_parameter(family, k8s_version), AMD64, WINDOWS_VARIANT)]
     variants = FAMILY_VARIANTS.get(family.lower())
     if variants is None:
         raise AmiResolutionError(f"alias {alias!r}: family {family!r} is not supported")
@@ -102,7 +126,7 @@ def _resolve_alias(clients: AwsClients, alias: str, k8s_version: str) -> list[Am
     wanted = alias_parameters(alias, k8s_version)
     values = _get_parameters(clients, [name for name, _, _ in wanted])
     amis = [
-        Ami(id=values[name], arch=arch, variant=variant, source=name)
+        Ami(id=values[name], arch=arch, variant=None if variant == WINDOWS_VARIANT else variant, source=name)
         for name, arch, variant in wanted
         if name in values
     ]

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _TYPES: TtlCache[list[dict[str, Any]]] = TtlCache()
 _OFFERINGS: TtlCache[dict[str, frozenset[str]]] = TtlCache()
+_ZONE_IDS: TtlCache[dict[str, str]] = TtlCache()
 
 CAPACITY_TYPES_BY_USAGE_CLASS = {"spot": SPOT, "on-demand": ON_DEMAND}
 # Reserved capacity is already paid for: its offerings cost the on-demand price divided by this, so they
@@ -59,12 +60,23 @@ def describe_zone_offerings(clients: AwsClients) -> dict[str, frozenset[str]]:
     return _OFFERINGS.get_or_compute(clients.region, compute)
 
 
+def describe_zone_ids(clients: AwsClients) -> dict[str, str]:
+    """Zone name → zone id of this account's zones (``DescribeAvailabilityZones``, cached)."""
+
+    def compute() -> dict[str, str]:
+        zones = clients.ec2.describe_availability_zones().get("AvailabilityZones", [])
+        return {str(z["ZoneName"]): str(z.get("ZoneId", "")) for z in zones}
+
+    return _ZONE_IDS.get_or_compute(clients.region, compute)
+
+
 def build_offerings(
     name: str,
     usage_classes: Iterable[str],
     zones: Iterable[str],
     prices: PriceBook,
     unavailable: UnavailableOfferings,
+    zone_ids: Mapping[str, str] | None = None,
 ) -> tuple[Offering, ...]:
     """One offering per zone × capacity type that has a price; refused ones are marked unavailable.
 
@@ -80,7 +92,7 @@ def build_offerings(
             if price is None:
                 continue
             available = not unavailable.is_unavailable(name, zone, capacity_type)
-            offerings.append(Offering(zone, capacity_type, price, available))
+            offerings.append(Offering(zone, capacity_type, price, available, (zone_ids or {}).get(zone, "")))
     return tuple(offerings)
 
 
@@ -90,6 +102,7 @@ def reserved_offerings(
     zones: Iterable[str],
     prices: PriceBook,
     unavailable: UnavailableOfferings,
+    zone_ids: Mapping[str, str] | None = None,
 ) -> tuple[Offering, ...]:
     """One ``reserved`` offering per capacity reservation of this type.
 
@@ -114,6 +127,7 @@ def reserved_offerings(
                 RESERVED,
                 (ondemand or 0.0) / RESERVED_PRICE_DIVISOR,
                 available,
+                (zone_ids or {}).get(reservation.zone, ""),
                 reservation_id=reservation.id,
                 reservation_type=reservation.reservation_type,
                 reservation_interruptible=reservation.interruptible,
@@ -129,6 +143,7 @@ def convert_instance_types(
     prices: PriceBook,
     unavailable: UnavailableOfferings,
     reservations: Iterable[CapacityReservation] = (),
+    zone_ids: Mapping[str, str] | None = None,
 ) -> list[InstanceType]:
     """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped.
 
@@ -139,10 +154,17 @@ def convert_instance_types(
     for entry in entries:
         name = str(entry["InstanceType"])
         offerings = build_offerings(
-            name, entry.get("SupportedUsageClasses", ()), zone_offerings.get(name, ()), prices, unavailable
+            name,
+            entry.get("SupportedUsageClasses", ()),
+            zone_offerings.get(name, ()),
+            prices,
+            unavailable,
+            zone_ids,
         )
         if reserved:
-            offerings += reserved_offerings(name, reserved, zone_offerings.get(name, ()), prices, unavailable)
+            offerings += reserved_offerings(
+                name, reserved, zone_offerings.get(name, ()), prices, unavailable, zone_ids
+            )
         if not offerings:
             continue
         try:
@@ -173,6 +195,7 @@ def list_instance_types(
         price_book(clients),
         unavailable if unavailable is not None else default_cache(),
         reservations,
+        describe_zone_ids(clients),
     )
     if accept is not None:
         types = [t for t in types if accept(t)]

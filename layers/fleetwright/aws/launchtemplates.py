@@ -26,6 +26,7 @@ NAME_PREFIX = "fleetwright"
 GIB = 2**30
 DEFAULT_ROOT_GIB = 20
 BOTTLEROCKET_OS_GIB = 4
+WINDOWS_ROOT_GIB = 50
 
 
 def _default_ebs(size_gib: int) -> dict[str, Any]:
@@ -33,7 +34,10 @@ def _default_ebs(size_gib: int) -> dict[str, Any]:
 
 
 def default_block_device_mappings(family: str) -> list[dict[str, Any]]:
-    """20 GiB encrypted gp3 root volume; Bottlerocket adds its 4 GiB OS volume in front of the data one."""
+    """20 GiB encrypted gp3 root volume; Bottlerocket adds its 4 GiB OS volume in front of the data one;
+    Windows AMIs boot from a 50 GiB ``/dev/sda1``."""
+    if family.lower().startswith("windows"):
+        return [{"DeviceName": "/dev/sda1", "Ebs": _default_ebs(WINDOWS_ROOT_GIB)}]
     if family.lower() == "bottlerocket":
         return [
             {"DeviceName": "/dev/xvda", "Ebs": _default_ebs(BOTTLEROCKET_OS_GIB)},

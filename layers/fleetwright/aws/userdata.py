@@ -3,6 +3,7 @@
 * AL2023: a nodeadm ``NodeConfig`` in a MIME multipart document, after the user's own parts.
 * AL2: a ``/etc/eks/bootstrap.sh`` call, after the user's shell script (MIME multipart).
 * Bottlerocket: TOML settings merged over the user's TOML.
+* Windows2019/2022/2025: a PowerShell ``Start-EKSBootstrap.ps1`` call (``windows_userdata``).
 * Custom: the user's user data unchanged.
 
 Output is deterministic (sorted keys, fixed MIME boundary) so equal settings give equal launch
@@ -302,7 +303,8 @@ def to_toml(document: Mapping[str, Any]) -> str:
 
 
 def user_data_for(family: str, options: BootstrapOptions) -> str:
-    """User data for an AMI family (``AL2023``, ``AL2``, ``Bottlerocket``; others get the user's own)."""
+    """User data for an AMI family (``AL2023``, ``AL2``, ``Bottlerocket``, ``Windows*``; others get the
+    user's own)."""
     normalized = family.lower()
     if normalized == "al2023":
         return al2023_user_data(options)
@@ -310,4 +312,8 @@ def user_data_for(family: str, options: BootstrapOptions) -> str:
         return al2_user_data(options)
     if normalized == "bottlerocket":
         return bottlerocket_user_data(options)
+    if normalized.startswith("windows"):
+        from fleetwright.aws.windows_userdata import windows_user_data
+
+        return windows_user_data(options)
     return options.custom_user_data or ""

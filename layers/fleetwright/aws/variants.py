@@ -54,6 +54,8 @@ def family_supports(family: str, instance_type: InstanceType) -> bool:
 
     Families without a table (``custom``) accept every type: the user's AMIs decide.
     """
+    if family.lower().startswith("windows"):
+        return arch_of(instance_type) == AMD64  # one Windows AMI boots every amd64 type
     variants = FAMILY_VARIANTS.get(family.lower())
     if variants is None:
         return True

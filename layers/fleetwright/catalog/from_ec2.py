@@ -6,6 +6,7 @@ output from boto3); both hand over the same dict shape.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -53,6 +54,7 @@ def name_labels(name: str) -> dict[str, str]:
     if match:
         result[wk.INSTANCE_CATEGORY] = match["category"]
         result[wk.INSTANCE_GENERATION] = match["generation"]
+    result[wk.INSTANCE_CAPABILITY_FLEX] = "true" if "-flex" in family else "false"
     return result
 
 
@@ -67,6 +69,10 @@ def arch_from_name(name: str) -> str:
 
 def _kebab(text: str) -> str:
     return text.strip().replace(" ", "-").lower()
+
+
+def _bool(value: object) -> str:
+    return "true" if value is True else "false"
 
 
 def _arch(info: Mapping[str, Any]) -> str:
@@ -164,8 +170,16 @@ def labels_from_ec2(info: Mapping[str, Any]) -> dict[str, str]:
     manufacturer = (info.get("ProcessorInfo") or {}).get("Manufacturer")
     if manufacturer:
         result[wk.INSTANCE_CPU_MANUFACTURER] = _kebab(manufacturer)
-    if info.get("Hypervisor"):
-        result[wk.INSTANCE_HYPERVISOR] = str(info["Hypervisor"])
+    if info.get("ProcessorInfo"):
+        # GHz to whole MHz, so Gt/Lt work; Karpenter writes 0 when EC2 gives no sustained clock speed.
+        ghz = float(info["ProcessorInfo"].get("SustainedClockSpeedInGhz") or 0)
+        result[wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ] = str(math.floor(ghz * 1000 + 0.5))
+    network = info.get("NetworkInfo") or {}
+    result[wk.INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED] = _bool(network.get("EncryptionInTransitSupported"))
+    if "NitroEnclavesSupport" in info:
+        result[wk.NITRO_SANDBOX] = _bool(info["NitroEnclavesSupport"] == "supported")
+    # Bare metal has no hypervisor: Karpenter labels it with the empty value.
+    result[wk.INSTANCE_HYPERVISOR] = str(info.get("Hypervisor") or "")
     cards = (info.get("NetworkInfo") or {}).get("NetworkCards") or []
     baseline_gbps = sum(float(card.get("BaselineBandwidthInGbps") or 0) for card in cards)
     if baseline_gbps > 0:

@@ -5,7 +5,10 @@ Development tool only (needs moto, a dev dependency; nothing at runtime imports 
 * instance type data and per-zone offerings: moto's stored copies of ``DescribeInstanceTypes`` and
   ``DescribeInstanceTypeOfferings`` (``moto/ec2/resources/``);
 * on-demand prices and VPC limits: ``data/ondemand-prices.json`` and ``data/vpc-limits.json``
-  (provenance in ``data/README.md``).
+  (provenance in ``data/README.md``);
+* types moto lacks: ``data/supplement-us-east-1.json``, rebuilt from Karpenter's generated
+  instance-type tables by :mod:`fleetwright.catalog.supplement`;
+* zone ids: ``data/zone-ids.json`` (moto's ``DescribeAvailabilityZones`` mapping), added on load.
 
 Spot prices are **estimates**: moto's spot prices are placeholders, so each (type, zone) gets the
 on-demand price times a stable pseudo-random factor in [0.30, 0.45].
@@ -14,6 +17,7 @@ on-demand price times a stable pseudo-random factor in [0.30, 0.45].
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -25,6 +29,7 @@ from typing import Any
 
 from fleetwright.catalog.from_ec2 import UnsupportedInstanceTypeError, instance_type_from_ec2
 from fleetwright.catalog.loader import DATA_DIR, catalog_to_json, ondemand_prices, vpc_limits
+from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType, Offering
 
 SPOT_FACTOR_LOW = 0.30
@@ -83,6 +88,46 @@ def build_catalog(
     return kept, dict(skipped)
 
 
+def add_supplement(infos: dict[str, Any], zones_by_type: dict[str, list[str]], region: str) -> set[str]:
+    """Merge ``data/supplement-<region>.json`` under moto's data (moto wins); the names it added."""
+    path = DATA_DIR / f"supplement-{region}.json"
+    if not path.exists():
+        return set()
+    document = json.loads(path.read_text())
+    added = set()
+    for entry in document["instanceTypes"]:
+        name = entry["InstanceType"]
+        if name not in infos:
+            infos[name] = entry
+            zones_by_type[name] = list(document["zones"].get(name, ()))
+            added.add(name)
+    return added
+
+
+def _without_unknown_clock(instance_type: InstanceType) -> InstanceType:
+    """Tables that do not give the sustained clock speed leave it unknown, not 0."""
+    if instance_type.labels.get(wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ) != "0":
+        return instance_type
+    labels = {k: v for k, v in instance_type.labels.items() if k != wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ}
+    return dataclasses.replace(instance_type, labels=labels)
+
+
+def region_catalog(
+    infos: Mapping[str, Mapping[str, Any]],
+    zones_by_type: Mapping[str, Sequence[str]],
+    prices: Mapping[str, float],
+    region: str,
+) -> tuple[list[InstanceType], dict[str, list[str]], set[str]]:
+    """The built-in catalog of ``region`` from moto's data plus the supplement: kept types, skipped
+    names by reason, and the names the supplement added."""
+    all_infos = dict(infos)
+    all_zones = {name: list(zones) for name, zones in zones_by_type.items()}
+    supplemented = add_supplement(all_infos, all_zones, region)
+    kept, skipped = build_catalog(all_infos, all_zones, prices, vpc_limits())
+    kept = [_without_unknown_clock(t) if t.name in supplemented else t for t in kept]
+    return kept, skipped, supplemented
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Write ``data/<region>.json`` and print what was kept and skipped."""
     parser = argparse.ArgumentParser(
@@ -101,11 +146,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not prices:
         parser.error(f"no on-demand prices for {args.region} in {DATA_DIR / 'ondemand-prices.json'}")
 
-    kept, skipped = build_catalog(infos, zones_by_type, prices, vpc_limits())
+    kept, skipped, supplemented = region_catalog(infos, zones_by_type, prices, args.region)
     output: Path = args.output or DATA_DIR / f"{args.region}.json"
     document = catalog_to_json(kept, minimal_labels=True)
     output.write_text(json.dumps(document, separators=(",", ":"), sort_keys=True) + "\n")
     print(f"wrote {output}: {len(kept)} instance types ({output.stat().st_size:,} bytes)")
+    if supplemented:
+        print(f"from Karpenter's tables ({len(supplemented)}): {', '.join(sorted(supplemented))}")
     for reason, names in sorted(skipped.items()):
         print(f"skipped {len(names)} ({reason}): {', '.join(names)}")
     return 0

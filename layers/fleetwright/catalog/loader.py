@@ -41,6 +41,7 @@ from fleetwright.model.resources import ResourceList
 DATA_DIR = Path(__file__).resolve().parent / "data"
 ONDEMAND_PRICES_FILE = DATA_DIR / "ondemand-prices.json"
 VPC_LIMITS_FILE = DATA_DIR / "vpc-limits.json"
+ZONE_IDS_FILE = DATA_DIR / "zone-ids.json"
 _REGION_FILE = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+\.json$")
 
 Quantity = Annotated[str | StrictInt | StrictFloat, Field(union_mode="left_to_right")]
@@ -145,7 +146,7 @@ def _derived_labels(name: str, capacity: Mapping[str, int]) -> dict[str, str]:
     return derived
 
 
-def _instance_type(doc: InstanceTypeDoc) -> InstanceType:
+def _instance_type(doc: InstanceTypeDoc, zone_ids: Mapping[str, str]) -> InstanceType:
     capacity = _parse_resources(doc.capacity)
     eni_limits = (doc.eniLimits.interfaces, doc.eniLimits.ipv4PerInterface) if doc.eniLimits else None
     if PODS not in capacity:
@@ -172,6 +173,7 @@ def _instance_type(doc: InstanceTypeDoc) -> InstanceType:
                 reservation_type=(o.reservationType or "default") if o.reservationID else "",
                 reservation_interruptible=o.reservationInterruptible,
                 reservation_capacity=o.reservationCapacity,
+                zone_id=zone_ids.get(o.zone, ""),
             )
             for o in doc.offerings
         ),
@@ -205,7 +207,8 @@ def parse_catalog(raw: str | bytes, source: str = "<catalog>") -> list[InstanceT
         seen.setdefault(entry.name, index)
     if duplicates:
         raise DocumentError(ref, duplicates)
-    return [_instance_type(entry) for entry in doc.instanceTypes]
+    ids = builtin_zone_ids()
+    return [_instance_type(entry, ids) for entry in doc.instanceTypes]
 
 
 def load_catalog(path: str | Path) -> list[InstanceType]:
@@ -316,6 +319,14 @@ def ondemand_prices(region: str = "us-east-1") -> dict[str, float]:
     """Bundled Linux on-demand prices (USD/hour) by instance type; empty for regions not bundled."""
     table: dict[str, dict[str, float]] = _json_table(ONDEMAND_PRICES_FILE)
     return dict(table.get(region, {}))
+
+
+def builtin_zone_ids() -> dict[str, str]:
+    """Zone name → zone id for the regions with a built-in catalog (moto's us-east-1 mapping; see the
+    data README). Zone names map to different ids in each AWS account: the AWS provider asks
+    DescribeAvailabilityZones instead."""
+    table: dict[str, dict[str, str]] = _json_table(ZONE_IDS_FILE)
+    return {zone: zone_id for zones in table.values() for zone, zone_id in zones.items()}
 
 
 def vpc_limits() -> dict[str, dict[str, Any]]:

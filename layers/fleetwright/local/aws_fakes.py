@@ -350,3 +350,22 @@ class CapacityReservations:
                 instance["CapacityReservationId"] = rid
                 if self.reservations[rid].get("ReservationType") == "capacity-block":
                     instance["InstanceLifecycle"] = "capacity-block"
+def seed_windows_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> dict[str, str]:
+    """Register EKS-optimized Windows Server Core images (2019, 2022, and 2025 from Kubernetes 1.35) and
+    publish them under their public SSM parameter names; returns ``{family: image id}``."""
+    from fleetwright.aws.amis import WINDOWS_2025_MIN_MINOR, windows_alias_parameter
+    from fleetwright.catalog.os_family import WINDOWS_RELEASES
+
+    ids: dict[str, str] = {}
+    minor = int(k8s_version.partition(".")[2] or 0)
+    for family, (release, _) in WINDOWS_RELEASES.items():
+        if release == "2025" and minor < WINDOWS_2025_MIN_MINOR:
+            continue
+        image = ec2.register_image(
+            Name=f"Windows_Server-{release}-English-Core-EKS_Optimized-{k8s_version}-2026.11.01",
+            Architecture="x86_64",
+            RootDeviceName="/dev/sda1",
+        )["ImageId"]
+        seed_ssm_parameter(windows_alias_parameter(family, k8s_version), str(image), region)
+        ids[family] = str(image)
+    return ids

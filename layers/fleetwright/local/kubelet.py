@@ -5,7 +5,9 @@ It stands in for the kubelets of the instances Fleetwright launches (against mot
 * every ``running`` instance tagged ``fleetwright.io/cluster=<cluster>`` registers a Node named like
   EKS names them (the instance's private DNS name, e.g. ``ip-10-0-1-23.ec2.internal``), with only the
   labels a real kubelet and cloud controller give it: the ``--node-labels`` and taints its user data
-  passes (:mod:`fleetwright.local.userdata`), hostname, os and arch, instance type, zone and region —
+  passes (:mod:`fleetwright.local.userdata`), hostname, os and arch (and, booted from a Windows AMI,
+  ``kubernetes.io/os=windows`` and the ``node.kubernetes.io/windows-build`` of the image's Windows Server
+  release, as the Windows kubelet sets them), instance type, zone and region —
   never the ``karpenter.k8s.aws/*`` labels of its instance type, which Fleetwright's registration adds
   — capacity and allocatable from its instance type (and the user data's kubelet settings), and
   ``spec.providerID = aws:///<zone>/<instance-id>``;
@@ -31,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 from fleetwright.aws.tags import CLUSTER_TAG, from_aws
 from fleetwright.catalog.from_ec2 import instance_type_from_ec2
 from fleetwright.catalog.loader import builtin_catalog, format_quantity, with_kubelet
+from fleetwright.catalog.os_family import WINDOWS_RELEASES, as_windows
 from fleetwright.local.apiserver.controllers import SIMULATED_KUBELET_ANNOTATION, PodLifecycleController
 from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.selectors import FieldSelector
 from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
-from fleetwright.local.userdata import AL2, BOTTLEROCKET, NodeBootstrap, parse_user_data
+from fleetwright.local.userdata import AL2, BOTTLEROCKET, WINDOWS, NodeBootstrap, parse_user_data
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
 
@@ -51,7 +54,11 @@ LIVE_STATES = ("pending", "running")
 LAUNCH_TEMPLATE_ID_TAG = "aws:ec2launchtemplate:id"
 LAUNCH_TEMPLATE_VERSION_TAG = "aws:ec2launchtemplate:version"
 KUBELET_VERSION = "v1.31.0-eks-fleetwright"
-_OS_IMAGES = {AL2: "Amazon Linux 2", BOTTLEROCKET: "Bottlerocket OS 1.26.0 (aws-k8s-1.31)"}
+_OS_IMAGES = {
+    AL2: "Amazon Linux 2",
+    BOTTLEROCKET: "Bottlerocket OS 1.26.0 (aws-k8s-1.31)",
+    WINDOWS: "Windows Server Core",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +249,20 @@ class KubeletSimulator(PodLifecycleController):
             return ""
         return base64.b64decode(encoded).decode("utf-8", errors="replace")
 
+    def _windows_build(self, instance: Mapping[str, Any]) -> str | None:
+        """The Windows build of the image the instance booted (its name names the Windows Server
+        release, as the EKS-optimized Windows AMIs' do); None when it is no Windows image."""
+        image_id = str(instance.get("ImageId") or "")
+        if not image_id:
+            return None
+        with contextlib.suppress(Exception):
+            images = self.ec2.describe_images(ImageIds=[image_id]).get("Images", [])
+            name = str(images[0].get("Name", "")) if images else ""
+            for release, build in WINDOWS_RELEASES.values():
+                if f"Windows_Server-{release}" in name:
+                    return build
+        return None
+
     def _instance_type(self, name: str) -> InstanceType | None:
         if name not in self._types:
             found: InstanceType | None = None
@@ -266,6 +287,9 @@ class KubeletSimulator(PodLifecycleController):
         arch = "arm64" if instance.get("Architecture") == "arm64" else "amd64"
         capacity: dict[str, str] = {}
         allocatable: dict[str, str] = {}
+        build = self._windows_build(instance) if bootstrap.family == WINDOWS else None
+        if instance_type is not None and build is not None:
+            instance_type = as_windows(instance_type, build) or instance_type
         if instance_type is not None:
             # The machine's own hardware: what the kubelet measures (adjusted by its reserved settings).
             adjusted = with_kubelet([instance_type], bootstrap.kubelet)[0]
@@ -290,6 +314,8 @@ class KubeletSimulator(PodLifecycleController):
                 "failure-domain.beta.kubernetes.io/region": self.region,
             }
         )
+        if build is not None:
+            labels.update({wk.OS: "windows", "beta.kubernetes.io/os": "windows", wk.WINDOWS_BUILD: build})
         zone_id = str(instance.get("Placement", {}).get("AvailabilityZoneId") or "")
         if zone_id:
             labels["topology.k8s.aws/zone-id"] = zone_id
@@ -350,7 +376,7 @@ class KubeletSimulator(PodLifecycleController):
                     "kubeProxyVersion": KUBELET_VERSION,
                     "kubeletVersion": KUBELET_VERSION,
                     "machineID": str(instance["InstanceId"]).replace("-", ""),
-                    "operatingSystem": "linux",
+                    "operatingSystem": "windows" if build is not None else "linux",
                     "osImage": _OS_IMAGES.get(bootstrap.family, "Amazon Linux 2023"),
                     "systemUUID": str(instance["InstanceId"]),
                 },

@@ -32,7 +32,7 @@ from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
 from fleetwright.local.apiserver.server import ApiServer
-from fleetwright.local.aws_fakes import CapacityReservations, SpotMarket, seed_eks_amis
+from fleetwright.local.aws_fakes import CapacityReservations, SpotMarket, seed_eks_amis, seed_windows_amis
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
@@ -271,7 +271,7 @@ def _aws(stack: ExitStack, options: SandboxOptions) -> str:
 
 def _seed_aws(clients: AwsClients, cluster: str, node_roles: set[str]) -> None:
     """A VPC with discovery-tagged subnets in three zones and a security group, the node role, the EKS
-    cluster, AL2023 EKS AMIs published under their public SSM names, and the state table."""
+    cluster, AL2023 and Windows EKS AMIs published under their public SSM names, and the state table."""
     ec2 = clients.ec2
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     tags = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
@@ -301,6 +301,7 @@ def _seed_aws(clients: AwsClients, cluster: str, node_roles: set[str]) -> None:
         resourcesVpcConfig={"subnetIds": subnets},
     )
     seed_eks_amis(ec2, K8S_VERSION, clients.region)
+    seed_windows_amis(ec2, K8S_VERSION, clients.region)
     create_state_table(clients.client("dynamodb"), STATE_TABLE)
 
 

@@ -8,6 +8,7 @@ formats that module writes, and the same formats when written by hand:
   ``maxPods``, ``kubeReserved``, ...; later documents override earlier ones, as nodeadm merges them.
 * AL2: ``/etc/eks/bootstrap.sh CLUSTER ... --kubelet-extra-args '...'`` in a shell script.
 * Bottlerocket: TOML ``settings.kubernetes`` (``node-labels``, ``node-taints``, ``max-pods``, ...).
+* Windows: PowerShell ``& $EKSBootstrapScriptFile -EKSClusterName '...' -KubeletExtraArgs '...'``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import email
 import email.message
 import email.policy
+import re
 import shlex
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -31,13 +33,14 @@ from fleetwright.model.taints import Taint
 AL2023 = "AL2023"
 AL2 = "AL2"
 BOTTLEROCKET = "Bottlerocket"
+WINDOWS = "Windows"  # the build comes from the AMI, not from user data
 
 
 @dataclass(frozen=True, slots=True)
 class NodeBootstrap:
     """What user data tells the kubelet: its cluster, the labels and taints to register with, and the
-    settings that shape allocatable. ``family`` is ``AL2023``, ``AL2``, ``Bottlerocket`` or ``""`` when
-    no bootstrap configuration was found."""
+    settings that shape allocatable. ``family`` is ``AL2023``, ``AL2``, ``Bottlerocket``, ``Windows`` or
+    ``""`` when no bootstrap configuration was found."""
 
     family: str = ""
     cluster_name: str = ""
@@ -120,6 +123,9 @@ def _read_part(settings: _Settings, content_type: str, body: str) -> None:
     if "/etc/eks/bootstrap.sh" in body:
         _read_bootstrap_script(settings, body)
         return
+    if "Start-EKSBootstrap.ps1" in body:
+        _read_powershell(settings, body)
+        return
     if content_type in ("", "application/toml") and "[settings" in body:
         try:
             document = tomllib.loads(body)
@@ -183,6 +189,26 @@ def _read_bootstrap_script(settings: _Settings, script: str) -> None:
                 _read_flags(settings, shlex.split(args[i + 1]))
             elif word.startswith("--kubelet-extra-args="):
                 _read_flags(settings, shlex.split(word.partition("=")[2]))
+
+
+# --- Windows: Start-EKSBootstrap.ps1 -KubeletExtraArgs ----------------------------------------------------
+
+_PS_ARGUMENT = re.compile(r"-(?P<name>[A-Za-z]+)\s+'(?P<value>(?:[^']|'')*)'")
+
+
+def _read_powershell(settings: _Settings, script: str) -> None:
+    for line in script.splitlines():
+        if "-EKSClusterName" not in line:
+            continue
+        settings.family = WINDOWS
+        arguments = {m["name"]: m["value"].replace("''", "'") for m in _PS_ARGUMENT.finditer(line)}
+        if arguments.get("EKSClusterName"):
+            settings.cluster_name = arguments["EKSClusterName"]
+        if arguments.get("KubeletExtraArgs"):
+            try:
+                _read_flags(settings, shlex.split(arguments["KubeletExtraArgs"]))
+            except ValueError:
+                continue
 
 
 def _logical_lines(script: str) -> Iterable[str]:

@@ -16,6 +16,7 @@ from fleetwright.model.resources import ResourceList
 class Offering:
     """Where and how an instance type can be bought, and its hourly price in USD.
 
+    ``zone_id`` is the zone's account-independent id (``use1-az1``), "" when unknown.
     A ``reserved`` offering is one capacity reservation: its id, type (``default`` or
     ``capacity-block``), whether it is interruptible, and how many instances it still takes
     (``reservation_capacity``); other offerings leave these empty.
@@ -25,6 +26,7 @@ class Offering:
     capacity_type: str
     price: float
     available: bool = True
+    zone_id: str = ""
     reservation_id: str = ""
     reservation_type: str = ""
     reservation_interruptible: bool = False

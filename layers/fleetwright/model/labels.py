@@ -11,6 +11,7 @@ HOSTNAME = "kubernetes.io/hostname"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
 WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+ZONE_ID = "topology.k8s.aws/zone-id"  # the zone's account-independent id (use1-az1), from the offering
 
 ON_DEMAND = "on-demand"
 SPOT = "spot"
@@ -36,12 +37,17 @@ INSTANCE_ACCELERATOR_MANUFACTURER = AWS_PREFIX + "instance-accelerator-manufactu
 INSTANCE_ACCELERATOR_COUNT = AWS_PREFIX + "instance-accelerator-count"
 INSTANCE_LOCAL_NVME = AWS_PREFIX + "instance-local-nvme"
 INSTANCE_EBS_BANDWIDTH = AWS_PREFIX + "instance-ebs-bandwidth"
+INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ = AWS_PREFIX + "instance-cpu-sustained-clock-speed-mhz"
+INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED = AWS_PREFIX + "instance-encryption-in-transit-supported"
+INSTANCE_CAPABILITY_FLEX = AWS_PREFIX + "instance-capability-flex"
+NITRO_SANDBOX = AWS_PREFIX + "nitro-sandbox"  # Nitro Enclaves supported ("true"/"false")
 
 # Labels whose value comes from the instance type or the offering chosen at launch: a NodePool need not
 # mention them for a pod to select them (Karpenter's "well-known labels").
 WELL_KNOWN_LABELS = frozenset(
     {
         ZONE,
+        ZONE_ID,
         REGION,
         INSTANCE_TYPE,
         ARCH,
@@ -67,11 +73,14 @@ WELL_KNOWN_LABELS = frozenset(
         INSTANCE_ACCELERATOR_COUNT,
         INSTANCE_LOCAL_NVME,
         INSTANCE_EBS_BANDWIDTH,
+        INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+        INSTANCE_CAPABILITY_FLEX,
+        NITRO_SANDBOX,
     }
 )
 
 INSTANCE_TENANCY = AWS_PREFIX + "instance-tenancy"
-INSTANCE_CAPABILITY_FLEX = AWS_PREFIX + "instance-capability-flex"
 CAPACITY_RESERVATION_TYPE = AWS_PREFIX + "capacity-reservation-type"
 CAPACITY_RESERVATION_ID = AWS_PREFIX + "capacity-reservation-id"
 CAPACITY_RESERVATION_INTERRUPTIBLE = AWS_PREFIX + "capacity-reservation-interruptible"
@@ -89,19 +98,19 @@ WELL_KNOWN_LABELS = WELL_KNOWN_LABELS | CAPACITY_RESERVATION_LABELS
 AWS_REQUIREMENT_ONLY_LABELS = frozenset(
     {
         INSTANCE_TENANCY,
-        INSTANCE_CAPABILITY_FLEX,
         PLACEMENT_GROUP_ID,
         PLACEMENT_GROUP_PARTITION,
     }
 )
 
 # Well-known labels an instance type itself decides (a type without one of these lacks that label).
+# The OS and Windows build are set per EC2NodeClass AMI family (fleetwright.catalog.os_family).
 INSTANCE_TYPE_LABELS = (
-    WELL_KNOWN_LABELS - {ZONE, CAPACITY_TYPE, REGION, NODEPOOL} - CAPACITY_RESERVATION_LABELS
+    WELL_KNOWN_LABELS - {ZONE, ZONE_ID, CAPACITY_TYPE, REGION, NODEPOOL} - CAPACITY_RESERVATION_LABELS
 )
 
 # Labels that only an offering (not the instance type itself) decides.
-OFFERING_LABELS = frozenset({ZONE, CAPACITY_TYPE}) | CAPACITY_RESERVATION_LABELS
+OFFERING_LABELS = frozenset({ZONE, ZONE_ID, CAPACITY_TYPE}) | CAPACITY_RESERVATION_LABELS
 
 # Label domains that users may not set in a NodePool template (Karpenter's restricted domains).
 RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")

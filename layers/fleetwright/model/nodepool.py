@@ -47,8 +47,6 @@ _AWS_ALLOWED = frozenset(
     {label for label in wk.WELL_KNOWN_LABELS if label.startswith(wk.AWS_PREFIX)}
     | {
         wk.AWS_PREFIX + "ec2nodeclass",
-        wk.AWS_PREFIX + "instance-encryption-in-transit-supported",
-        wk.AWS_PREFIX + "instance-cpu-sustained-clock-speed-mhz",
     }
     | wk.AWS_REQUIREMENT_ONLY_LABELS
 )

@@ -7,6 +7,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 
 from fleetwright.aws.request import LaunchedInstance, LaunchRequest
+from fleetwright.catalog.os_family import as_windows
 from fleetwright.model import labels as wk
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -147,13 +148,16 @@ def in_flight_node(record: NodeClaimRecord, instance_types: Mapping[str, Instanc
     """The claim as a node the scheduler can place pending pods on (it will exist soon).
 
     Labels: the claim's, plus what the launched instance fixed (type, zone, capacity type) and the type's
-    well-known labels once known.
+    well-known labels once known (as the claim's OS sees the type: a Windows claim stays Windows).
     """
     labels = dict(record.labels)
     labels[wk.NODEPOOL] = record.nodepool
     capacity = dict(record.capacity)
     if record.instance_type:
         known = instance_types.get(record.instance_type)
+        build = record.labels.get(wk.WINDOWS_BUILD)
+        if known is not None and build:
+            known = as_windows(known, build) or known  # the catalog's view is the Linux one
         if known is not None:
             labels.update(known.labels)
             capacity = dict(known.capacity)

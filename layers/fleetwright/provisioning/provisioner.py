@@ -40,7 +40,7 @@ from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.labels import DISRUPTED_TAINT_KEY
+from fleetwright.model.labels import DISRUPTED_TAINT_KEY, ZONE_ID
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
@@ -1079,4 +1079,10 @@ class _TypeLabels:
         if self._by_name is None:
             self._by_name = {t.name: t for t in self._catalogs()[0]}
         found = self._by_name.get(record.instance_type)
-        return dict(found.labels) if found is not None else {}
+        if found is None:
+            return {}
+        labels = dict(found.labels)
+        zone_id = next((o.zone_id for o in found.offerings if o.zone == record.zone and o.zone_id), "")
+        if zone_id:
+            labels[ZONE_ID] = zone_id
+        return labels

@@ -14,6 +14,7 @@ from fleetwright.model.labels import (
     OFFERING_LABELS,
     WELL_KNOWN_LABELS,
     ZONE,
+    ZONE_ID,
 )
 from fleetwright.model.requirements import Requirement, Requirements
 
@@ -52,8 +53,14 @@ def requirements_compatible(pod_requirements: Requirements, node_requirements: R
     return True
 
 
-def _offering_allowed(zone_req: Requirement | None, ct_req: Requirement | None, zone: str, ct: str) -> bool:
-    return (zone_req is None or zone_req.has(zone)) and (ct_req is None or ct_req.has(ct))
+def _offering_allowed(
+    zone_req: Requirement | None, ct_req: Requirement | None, zone_id_req: Requirement | None, o: Offering
+) -> bool:
+    return (
+        (zone_req is None or zone_req.has(o.zone))
+        and (ct_req is None or ct_req.has(o.capacity_type))
+        and (zone_id_req is None or zone_id_req.has(o.zone_id))
+    )
 
 
 def _reservation_requirements(requirements: Requirements) -> list[tuple[Requirement, str]]:
@@ -87,9 +94,9 @@ def _reservation_allowed(reqs: list[tuple[Requirement, str]], offering: Offering
 
 
 def offering_allowed(offering: Offering, requirements: Requirements) -> bool:
-    """True when the requirements allow the offering's zone, capacity type and reservation labels."""
+    """True when the requirements allow the offering's zone, zone id, capacity type and reservation labels."""
     return _offering_allowed(
-        requirements.get(ZONE), requirements.get(CAPACITY_TYPE), offering.zone, offering.capacity_type
+        requirements.get(ZONE), requirements.get(CAPACITY_TYPE), requirements.get(ZONE_ID), offering
     ) and _reservation_allowed(_reservation_requirements(requirements), offering)
 
 
@@ -112,10 +119,11 @@ def instance_type_compatible(instance_type: InstanceType, requirements: Requirem
             return False
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    zone_id_req = requirements.get(ZONE_ID)
     reserved = _reservation_requirements(requirements)
     return any(
         o.available
-        and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        and _offering_allowed(zone_req, ct_req, zone_id_req, o)
         and (not reserved or _reservation_allowed(reserved, o))
         for o in instance_type.offerings
     )
@@ -127,12 +135,13 @@ def allowed_offerings(
     """``(zone, capacity type, price)`` of the available offerings the requirements allow."""
     zone_req = requirements.get(ZONE)
     ct_req = requirements.get(CAPACITY_TYPE)
+    zone_id_req = requirements.get(ZONE_ID)
     reserved = _reservation_requirements(requirements)
     return [
         (o.zone, o.capacity_type, o.price)
         for o in instance_type.offerings
         if o.available
-        and _offering_allowed(zone_req, ct_req, o.zone, o.capacity_type)
+        and _offering_allowed(zone_req, ct_req, zone_id_req, o)
         and (not reserved or _reservation_allowed(reserved, o))
     ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
 from fleetwright.model.instancetype import InstanceType
@@ -15,6 +16,7 @@ from fleetwright.model.labels import (
     CAPACITY_TYPE,
     NODEPOOL,
     ZONE,
+    ZONE_ID,
 )
 from fleetwright.model.legacy_labels import normalize_labels, normalize_pod, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
@@ -33,6 +35,7 @@ from fleetwright.scheduling.types import NODES, NodePoolTemplate
 # The labels an offering decides: requirements alike on these share one offering table.
 OFFERING_KEYS = (
     ZONE,
+    ZONE_ID,
     CAPACITY_TYPE,
     CAPACITY_RESERVATION_ID,
     CAPACITY_RESERVATION_TYPE,
@@ -61,6 +64,7 @@ class OfferingTable:
     capacity_types: list[frozenset[str]]
     all_zones: set[str]
     all_capacity_types: set[str]
+    zone_ids: list[frozenset[str]] = field(default_factory=list)  # per type, ids of the allowed zones
 
 
 Summary = tuple[list[int], list[vec.Vector], vec.Vector]  # a claim's growth types, their skyline, its max
@@ -204,6 +208,9 @@ class PreparedPool:
                 zones = frozenset(o[0] for o in offered)
                 capacity_types = frozenset(o[1] for o in offered)
                 table.zones.append(zones)
+                table.zone_ids.append(
+                    frozenset(o.zone_id for o in it.offerings if o.zone in zones and o.zone_id)
+                )
                 table.capacity_types.append(capacity_types)
                 table.all_zones.update(zones)
                 table.all_capacity_types.update(capacity_types)
@@ -313,9 +320,13 @@ def _offering_key(requirements: Requirements) -> tuple[str, ...]:
 def pool_requirements(template: NodePoolTemplate) -> Requirements:
     """The NodePool's requirements, its template labels and its own name, as one set."""
     own = normalize_requirements(template.requirements)
-    return own.intersect(Requirements.from_labels(normalize_labels(template.labels))).intersect(
+    result = own.intersect(Requirements.from_labels(normalize_labels(template.labels))).intersect(
         Requirements({NODEPOOL: Requirement.single(NODEPOOL, template.name)})
     )
+    if is_windows(template.ami_family):
+        # A Windows node class makes Windows nodes: its claims carry the OS and build labels.
+        result = result.intersect(Requirements.from_labels(os_labels(template.ami_family)))
+    return result
 
 
 def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Requirements) -> bool:
@@ -333,6 +344,8 @@ def prepare_pool(
 ) -> PreparedPool:
     """Select the NodePool's instance types and compute each one's room for pods."""
     requirements = pool_requirements(template)
+    if is_windows(template.ami_family):
+        instance_types = for_ami_family(instance_types, template.ami_family)
     candidates = [it for it in instance_types if instance_type_compatible(it, requirements)]
     daemons = [ds for ds in map(normalize_pod, daemonsets) if daemonset_runs_on(ds, template, requirements)]
     types: list[InstanceType] = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from fleetwright.model import resources as res
-from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE
+from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE, ZONE_ID
 from fleetwright.model.legacy_labels import normalize_pod
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirement, Requirements
@@ -631,7 +631,12 @@ def finalize(
                 )
     zones = fitting.zones
     if len(zones) == 1:
-        requirements = requirements.intersect(Requirements.from_labels({ZONE: next(iter(zones))}))
+        zone = next(iter(zones))
+        zone_labels = {ZONE: zone}
+        zone_id = next((o.zone_id for t in fitting.types for o in t.offerings if o.zone == zone), "")
+        if zone_id:
+            zone_labels[ZONE_ID] = zone_id
+        requirements = requirements.intersect(Requirements.from_labels(zone_labels))
     labels = {**pool.template.labels, **requirements.single_values()}
     pod_requests = res.add(*(p.requests for p in claim.pods))
     cheapest = fitting.indices[0] if fitting.indices else None
@@ -850,9 +855,9 @@ def _pool_values(
     pool: PreparedPool, key: str, requirements: Requirements, indices: Sequence[int]
 ) -> set[str]:
     """The values of ``key`` a NodePool's claims could carry under these requirements."""
-    if key in (ZONE, CAPACITY_TYPE):
+    if key in (ZONE, CAPACITY_TYPE, ZONE_ID):
         table = pool.offerings(requirements)
-        per_type = table.zones if key == ZONE else table.capacity_types
+        per_type = {ZONE: table.zones, ZONE_ID: table.zone_ids, CAPACITY_TYPE: table.capacity_types}[key]
         values: set[str] = set()
         for i in indices:
             values.update(per_type[i])

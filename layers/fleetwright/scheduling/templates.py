@@ -23,6 +23,10 @@ def _kubelet(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOverr
     return None if overrides == KubeletOverrides() else overrides
 
 
+def _ami_family(nodeclass: EC2NodeClass | None) -> str:
+    return nodeclass.spec.resolved_ami_family() if nodeclass is not None else ""
+
+
 def nodepool_usage(name: str, nodes: Sequence[Node]) -> res.ResourceList:
     """What a NodePool's existing nodes count against its limits (their capacity, as Karpenter counts, and
     one ``nodes`` each)."""
@@ -48,6 +52,7 @@ def nodepool_templates(
             node_class=np.node_class_name(),
             usage=nodepool_usage(np.name, nodes),
             packing=np.packing(),
+            ami_family=_ami_family(classes.get(np.node_class_name())),
         )
         for np in nodepools
     ]

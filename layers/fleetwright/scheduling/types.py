@@ -35,6 +35,7 @@ class NodePoolTemplate:
     node_class: str = ""
     usage: ResourceList = field(default_factory=dict)
     packing: str = "LowestCost"  # or "FewerNodes" (NodePool annotation fleetwright.io/packing)
+    ami_family: str = ""  # the EC2NodeClass's; a Windows family makes Windows nodes
 
 
 @dataclass(slots=True, eq=False)
