@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetwright.aws import deadline
@@ -71,11 +71,17 @@ class TemplateChoice:
 
 @dataclass(frozen=True, slots=True)
 class LaunchContext:
-    """What a launch needs from the resolved EC2NodeClass: a subnet per zone and the launch templates."""
+    """What a launch needs from the resolved EC2NodeClass: a subnet per zone and the launch templates.
+
+    ``labels`` are what the launch decides for the node (tenancy, placement group); ``fleet_context`` is
+    the node class's ``context``, sent as CreateFleet's ``Context``.
+    """
 
     subnets: Mapping[str, str]  # zone → subnet id
     templates: Sequence[TemplateChoice]
     tags: Mapping[str, str]  # the node class's user tags
+    labels: Mapping[str, str] = field(default_factory=dict)
+    fleet_context: str = ""
 
 
 class Preparer(Protocol):
@@ -188,8 +194,10 @@ def fleet_request(
     count: int,
     token: str,
     tags: Mapping[str, str],
+    context: str = "",
 ) -> dict[str, Any]:
-    """The CreateFleet parameters: one launch template config per template, overrides cheapest first."""
+    """The CreateFleet parameters: one launch template config per template, overrides cheapest first;
+    ``context`` (the node class's) becomes ``Context``."""
     configs: dict[str, dict[str, Any]] = {}
     for override in overrides:
         config = configs.setdefault(
@@ -221,6 +229,8 @@ def fleet_request(
         # network interfaces and spot requests are tagged by the launch template.
         "TagSpecifications": tag_specifications(("fleet", "instance"), tags),
     }
+    if context:
+        params["Context"] = context
     if capacity_type == SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     else:
@@ -379,6 +389,7 @@ class FleetLauncher:
                     image_id=template.image_id if template else "",
                     launch_template=template.name if template else "",
                     price=prices.get((instance_type, zone)),
+                    labels=dict(context.labels),
                 )
             missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
             if missing and not templates_renewed:
@@ -418,6 +429,7 @@ class FleetLauncher:
             1,
             client_token(request.nodeclaim, attempt),
             merge_tags(context.tags, ownership),
+            context.fleet_context,
         )
         try:
             response = self.clients.ec2.create_fleet(**params)

@@ -11,6 +11,7 @@ from typing import Any
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.request import LaunchedInstance
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, from_aws, is_owned
+from fleetwright.model import labels as wk
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class Instance:
     private_dns_name: str = ""
     launch_time: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
+    placement: Mapping[str, str] = field(default_factory=dict, hash=False)  # see placement_labels
 
     @property
     def nodeclaim(self) -> str:
@@ -53,6 +55,16 @@ class NotOwnedError(Exception):
     """An instance does not carry this cluster's ownership tag, so Fleetwright refuses to touch it."""
 
 
+def placement_labels(placement: Mapping[str, Any]) -> dict[str, str]:
+    """Node labels from an instance's ``Placement``: tenancy, placement group id and partition."""
+    labels = {wk.INSTANCE_TENANCY: "dedicated" if placement.get("Tenancy") == "dedicated" else "default"}
+    if placement.get("GroupId"):
+        labels[wk.PLACEMENT_GROUP_ID] = str(placement["GroupId"])
+        if placement.get("PartitionNumber"):
+            labels[wk.PLACEMENT_GROUP_PARTITION] = str(placement["PartitionNumber"])
+    return labels
+
+
 def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
     """An :class:`Instance` from one ``DescribeInstances`` entry."""
     return Instance(
@@ -65,6 +77,7 @@ def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
         private_dns_name=str(entry.get("PrivateDnsName", "")),
         launch_time=str(entry.get("LaunchTime", "")),
         tags=from_aws(entry.get("Tags")),
+        placement=placement_labels(entry.get("Placement") or {}),
     )
 
 
@@ -156,6 +169,7 @@ def find_claimed_instances(
                     capacity_type=instance.capacity_type,
                     image_id=instance.image_id,
                     reused=True,
+                    labels=dict(instance.placement),
                 ),
             )
     return result

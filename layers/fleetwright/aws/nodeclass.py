@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwright.aws.amis import Ami, resolve_amis
@@ -10,7 +10,8 @@ from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import LaunchContext, TemplateChoice
 from fleetwright.aws.instanceprofiles import ensure_instance_profile
-from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data
+from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
+from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
 from fleetwright.aws.request import LaunchRequest
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
@@ -35,6 +36,7 @@ class ResolvedNodeClass:
     security_groups: tuple[str, ...]
     amis: tuple[Ami, ...]
     instance_profile: str
+    placement_group: PlacementGroup | None = None
 
 
 def ami_filter(amis: Sequence[Ami]) -> Callable[[InstanceType], bool]:
@@ -89,7 +91,17 @@ class NodeClassResolver:
         profile = spec.instance_profile or ensure_instance_profile(
             self.clients, self.cluster.name, spec.role or ""
         )
-        return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile)
+        group = resolve_placement_group(self.clients, spec.placement_group_selector)
+        if spec.placement_group_selector is not None and group is None:
+            selector = spec.placement_group_selector.id or spec.placement_group_selector.name
+            raise NodeClassNotReadyError(
+                f"EC2NodeClass {node_class.name}: placement group {selector} not found (or not available)"
+            )
+        return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile, group)
+
+    def placement_group(self, node_class: EC2NodeClass) -> PlacementGroup | None:
+        """The placement group the node class selects (None when it selects none or it is missing)."""
+        return resolve_placement_group(self.clients, node_class.spec.placement_group_selector)
 
     def instance_type_filter(self, node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
         """Accepts the instance types the node class's resolved AMIs can boot."""
@@ -111,6 +123,12 @@ class NodeClassResolver:
         )
         user_data = user_data_for(spec.resolved_ami_family(), options)
         template_tags = {CLUSTER_TAG: self.cluster.name, NODECLASS_TAG: node_class.name}
+        decided = launch_labels(request.labels, resolved.placement_group)
+        placement_fields = placement(
+            decided[wk.INSTANCE_TENANCY],
+            resolved.placement_group.id if resolved.placement_group else "",
+            int(decided.get(wk.PLACEMENT_GROUP_PARTITION) or 0) or None,
+        )
         choices = []
         for ami in resolved.amis:
             if not any(ami_filter([ami])(t) for t in request.instance_types):
@@ -122,6 +140,7 @@ class NodeClassResolver:
                 resolved.security_groups,
                 resolved.instance_profile,
                 ownership_tags(self.cluster.name),
+                placement_fields=placement_fields,
             )
             name = self.templates.ensure(data, template_tags)
             choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))
@@ -129,4 +148,20 @@ class NodeClassResolver:
             subnets={zone: subnet.id for zone, subnet in resolved.subnets.items()},
             templates=tuple(choices),
             tags=dict(spec.tags or {}),
+            labels=decided,
+            fleet_context=spec.context or "",
         )
+
+
+def launch_labels(claim_labels: Mapping[str, str], group: PlacementGroup | None) -> dict[str, str]:
+    """The labels a launch decides, as Karpenter sets them: the tenancy (``default`` unless the claim
+    allows only ``dedicated``) and, in a placement group, its id and, for the partition strategy, the
+    partition the claim targets (one value)."""
+    tenancy = claim_labels.get(wk.INSTANCE_TENANCY, "default")
+    decided = {wk.INSTANCE_TENANCY: "dedicated" if tenancy == "dedicated" else "default"}
+    if group is not None:
+        decided[wk.PLACEMENT_GROUP_ID] = group.id
+        partition = claim_labels.get(wk.PLACEMENT_GROUP_PARTITION, "")
+        if group.strategy == PARTITION and partition in group.partitions():
+            decided[wk.PLACEMENT_GROUP_PARTITION] = partition
+    return decided

@@ -47,6 +47,8 @@ class LaunchedInstance:
     launch_template: str = ""
     price: float | None = None
     reused: bool = False  # found by the idempotency lookup instead of launched by this call
+    # Node labels the launch decided (tenancy, placement group id and partition).
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property
     def provider_id(self) -> str:

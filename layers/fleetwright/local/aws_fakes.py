@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse  # type: ignore[import-untyped]
@@ -91,3 +91,70 @@ def seed_eks_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> dict
         seed_ssm_parameter(parameter, str(image), region)
         ids[(arch, variant)] = str(image)
     return ids
+
+
+@dataclass
+class PlacementGroups:
+    """Answers DescribePlacementGroups (moto lacks it) from ``groups``, as the API reference says EC2 does.
+
+    ``GroupIds`` and ``GroupNames`` select groups, and a name or id that matches none is refused with
+    ``InvalidPlacementGroup.Unknown``; filters ``state``, ``strategy``, ``group-name`` and
+    ``spread-level`` narrow the answer; no selection lists every group. Each group is a dict of the
+    response's fields (``GroupName``, ``GroupId``, ``Strategy``, ``State``, ``PartitionCount`` …).
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html
+    """
+
+    groups: list[dict[str, Any]]
+    calls: int = 0
+    _asked: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def install(self, ec2: Any) -> None:
+        # before-call sees the serialized request; the parameters as sent are kept one step earlier.
+        ec2.meta.events.register_first("provide-client-params.ec2.DescribePlacementGroups", self._keep)
+        ec2.meta.events.register_first("before-call.ec2.DescribePlacementGroups", self._answer)
+
+    def _keep(self, params: Mapping[str, Any], **_: Any) -> None:
+        self._asked = dict(params)
+
+    def add(self, name: str, strategy: str, *, partitions: int = 0, state: str = "available") -> str:
+        """Create a group; returns its id."""
+        group_id = f"pg-{len(self.groups) + 1:017x}"
+        group: dict[str, Any] = {"GroupName": name, "GroupId": group_id, "Strategy": strategy, "State": state}
+        if strategy == "partition":
+            group["PartitionCount"] = partitions or 2
+        self.groups.append(group)
+        return group_id
+
+    def _answer(self, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        self.calls += 1
+        params = self._asked
+        found = list(self.groups)
+        for field_name, key in (("GroupIds", "GroupId"), ("GroupNames", "GroupName")):
+            wanted = list(params.get(field_name) or [])
+            if not wanted:
+                continue
+            unknown = [value for value in wanted if value not in {g[key] for g in self.groups}]
+            if unknown:
+                body = (
+                    "<Response><Errors><Error><Code>InvalidPlacementGroup.Unknown</Code><Message>"
+                    f"The Placement Group '{unknown[0]}' is unknown.</Message></Error></Errors></Response>"
+                )
+                return _http(400, body), {
+                    "Error": {
+                        "Code": "InvalidPlacementGroup.Unknown",
+                        "Message": f"The Placement Group '{unknown[0]}' is unknown.",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                }
+            found = [g for g in found if g[key] in wanted]
+        filters = {
+            "state": "State",
+            "strategy": "Strategy",
+            "group-name": "GroupName",
+            "spread-level": "SpreadLevel",
+        }
+        for entry in params.get("Filters") or []:
+            key = filters.get(str(entry.get("Name")))
+            if key is not None:
+                found = [g for g in found if str(g.get(key, "")) in entry.get("Values", [])]
+        return _http(), {"PlacementGroups": [dict(g) for g in found]}

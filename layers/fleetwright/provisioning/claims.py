@@ -100,9 +100,12 @@ def launch_request(
     )
 
 
-def launched_fields(instance: LaunchedInstance, now: float, price: float | None) -> dict[str, object]:
-    """The record fields set once the instance exists."""
-    return {
+def launched_fields(
+    instance: LaunchedInstance, now: float, price: float | None, labels: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """The record fields set once the instance exists; the labels the launch decided (tenancy,
+    placement group) join the claim's ``labels``."""
+    fields: dict[str, object] = {
         "instance_id": instance.instance_id,
         "instance_type": instance.instance_type,
         "zone": instance.zone,
@@ -110,6 +113,10 @@ def launched_fields(instance: LaunchedInstance, now: float, price: float | None)
         "price": instance.price if instance.price is not None else price,
         "launched_at": now,
     }
+    decided = {k: v for k, v in instance.labels.items() if (labels or {}).get(k) != v}
+    if decided:
+        fields["labels"] = {**(labels or {}), **decided}
+    return fields
 
 
 def offering_price(

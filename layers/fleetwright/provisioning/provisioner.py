@@ -674,7 +674,7 @@ class Provisioner:
     ) -> None:
         now = self.wall_clock()
         price = offering_price(by_name, instance.instance_type, instance.zone, instance.capacity_type)
-        changes = launched_fields(instance, now, price)
+        changes = launched_fields(instance, now, price, record.labels)
         launched_type = by_name.get(instance.instance_type)
         if launched_type is not None:
             changes["allocatable"] = {
@@ -978,7 +978,7 @@ class Provisioner:
         for record in due:
             launched = instances.get(record.id)
             if launched is not None:
-                changes = launched_fields(launched, now, record.expected_price)
+                changes = launched_fields(launched, now, record.expected_price, record.labels)
                 if self.state.nodeclaims.transition(
                     record.id, ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, fence=self.lease, **changes
                 ):
