@@ -66,6 +66,7 @@ def test_labels_are_derived_from_name_and_capacity(tmp_path):
         P + "instance-size": "large",
         P + "instance-cpu": "2",
         P + "instance-memory": "8192",
+        P + "instance-capability-flex": "false",
     }
     assert c7gn.labels["kubernetes.io/arch"] == "arm64"
     assert c7gn.labels[P + "instance-family"] == "c7gn"

@@ -13,7 +13,9 @@ from typing import Any
 
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.ttlcache import TtlCache
+from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import PlacementGroupSelector
+from fleetwright.model.requirements import Requirement, Requirements
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,17 @@ class PlacementGroup:
         if self.strategy != PARTITION:
             return []
         return [str(n) for n in range(1, self.partition_count + 1)]
+
+
+def placement_group_requirements(group: PlacementGroup | None) -> Requirements:
+    """What a node class's placement group offers the scheduler: its id and, for the partition strategy,
+    its partitions, so pods may select either (nothing without a group)."""
+    if group is None:
+        return Requirements()
+    offered = [Requirement.single(wk.PLACEMENT_GROUP_ID, group.id)]
+    if group.partitions():
+        offered.append(Requirement.create(wk.PLACEMENT_GROUP_PARTITION, "In", group.partitions()))
+    return Requirements.of(offered)
 
 
 def _from_ec2(entry: dict[str, Any]) -> PlacementGroup:

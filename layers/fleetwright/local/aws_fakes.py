@@ -154,7 +154,7 @@ class PlacementGroups:
             "spread-level": "SpreadLevel",
         }
         for entry in params.get("Filters") or []:
-            key = filters.get(str(entry.get("Name")))
-            if key is not None:
-                found = [g for g in found if str(g.get(key, "")) in entry.get("Values", [])]
+            attribute = filters.get(str(entry.get("Name")))
+            if attribute is not None:
+                found = [g for g in found if str(g.get(attribute, "")) in entry.get("Values", [])]
         return _http(), {"PlacementGroups": [dict(g) for g in found]}

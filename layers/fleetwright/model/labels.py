@@ -36,6 +36,7 @@ INSTANCE_ACCELERATOR_MANUFACTURER = AWS_PREFIX + "instance-accelerator-manufactu
 INSTANCE_ACCELERATOR_COUNT = AWS_PREFIX + "instance-accelerator-count"
 INSTANCE_LOCAL_NVME = AWS_PREFIX + "instance-local-nvme"
 INSTANCE_EBS_BANDWIDTH = AWS_PREFIX + "instance-ebs-bandwidth"
+INSTANCE_CAPABILITY_FLEX = AWS_PREFIX + "instance-capability-flex"
 
 # Labels whose value comes from the instance type or the offering chosen at launch: a NodePool need not
 # mention them for a pod to select them (Karpenter's "well-known labels").
@@ -67,28 +68,29 @@ WELL_KNOWN_LABELS = frozenset(
         INSTANCE_ACCELERATOR_COUNT,
         INSTANCE_LOCAL_NVME,
         INSTANCE_EBS_BANDWIDTH,
+        INSTANCE_CAPABILITY_FLEX,
     }
 )
 
 INSTANCE_TENANCY = AWS_PREFIX + "instance-tenancy"
-INSTANCE_CAPABILITY_FLEX = AWS_PREFIX + "instance-capability-flex"
 CAPACITY_RESERVATION_TYPE = AWS_PREFIX + "capacity-reservation-type"
 CAPACITY_RESERVATION_ID = AWS_PREFIX + "capacity-reservation-id"
 CAPACITY_RESERVATION_INTERRUPTIBLE = AWS_PREFIX + "capacity-reservation-interruptible"
 PLACEMENT_GROUP_ID = AWS_PREFIX + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS_PREFIX + "placement-group-partition"
+TENANCIES = ("default", "dedicated")
+
+# Labels the launch decides from the EC2NodeClass and the claim's requirements (tenancy, placement group):
+# every NodePool's requirements carry them (see fleetwright.scheduling.templates), so pods may select them.
+LAUNCH_DECIDED_LABELS = frozenset({INSTANCE_TENANCY, PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION})
 
 # AWS labels a NodePool may constrain (Karpenter v1.14 allows them) whose values Fleetwright does not
 # derive yet: they are accepted, not used to pick instance types or offerings.
 AWS_REQUIREMENT_ONLY_LABELS = frozenset(
     {
-        INSTANCE_TENANCY,
-        INSTANCE_CAPABILITY_FLEX,
         CAPACITY_RESERVATION_TYPE,
         CAPACITY_RESERVATION_ID,
         CAPACITY_RESERVATION_INTERRUPTIBLE,
-        PLACEMENT_GROUP_ID,
-        PLACEMENT_GROUP_PARTITION,
     }
 )
 

@@ -66,6 +66,7 @@ _ATTRIBUTES = {
     "nodepool_hash": "nodePoolHash",
     "nodeclass_hash": "nodeClassHash",
     "launch_deadline": "launchDeadline",
+    "annotations": "annotations",
 }
 
 
@@ -112,6 +113,7 @@ class NodeClaimRecord:
     nodepool_hash: str = ""  # drift hashes of the NodePool and EC2NodeClass at launch ("" when unknown)
     nodeclass_hash: str = ""
     launch_deadline: float | None = None  # epoch seconds after which its launcher calls EC2 no more
+    annotations: dict[str, str] = field(default_factory=dict)  # the NodePool template's, at launch
 
     @property
     def provider_id(self) -> str:
