@@ -120,6 +120,8 @@ class NodeClassResolver:
             taints=(*request.taints, *request.startup_taints),
             kubelet=spec.kubelet,
             custom_user_data=spec.user_data,
+            instance_store_policy=spec.instance_store_policy,
+            bottlerocket_version=bottlerocket_version(node_class),
         )
         user_data = user_data_for(spec.resolved_ami_family(), options)
         template_tags = {CLUSTER_TAG: self.cluster.name, NODECLASS_TAG: node_class.name}
@@ -151,6 +153,16 @@ class NodeClassResolver:
             labels=decided,
             fleet_context=spec.context or "",
         )
+
+
+def bottlerocket_version(node_class: EC2NodeClass) -> str:
+    """The Bottlerocket release an alias pins (``bottlerocket@v1.46.0`` → ``v1.46.0``, ``latest``), or
+    "" when the terms name none."""
+    for term in node_class.spec.ami_selector_terms:
+        family, _, version = (term.alias or "").partition("@")
+        if family == "bottlerocket" and version:
+            return version
+    return ""
 
 
 def launch_labels(claim_labels: Mapping[str, str], group: PlacementGroup | None) -> dict[str, str]:
