@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.aws import placementgroups
 from fleetwright.kube.resources import NODE_CLAIMS, PODS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
@@ -15,6 +16,7 @@ from fleetwright.local.aws_fakes import PlacementGroups
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
 from tests.aws.conftest import node_class
+from tests.aws.faults import FailCall
 from tests.kube.objects import UNSCHEDULABLE_STATUS, pod_object
 from tests.provisioning.conftest import World, make_config, nodepool
 
@@ -123,3 +125,42 @@ def test_a_pod_selecting_a_placement_group_needs_a_node_class_with_one(world: Wo
     _pending_pod(world, "grouped", {wk.PLACEMENT_GROUP_ID: "pg-0000000000000beef"})
     report = world.provisioner().run_once()
     assert report.launched == [] and sum(p.unschedulable for p in report.passes) == 1
+
+
+def test_a_failing_placement_group_lookup_launches_nothing_outside_the_group(world: World) -> None:
+    """EC2 refuses DescribePlacementGroups: the claim fails with the reason and no instance is launched
+    (not into the group, not outside it); once EC2 answers again, exactly one node lands in the group."""
+    refusal = FailCall("DescribePlacementGroups", "UnauthorizedOperation", times=2)
+    refusal.install(world.aws.clients.ec2)
+    groups = PlacementGroups([])
+    groups.install(world.aws.clients.ec2)
+    group_id = groups.add("training", "cluster")
+    config = make_config(nodepool(), nodeclass=node_class(placementGroupSelector={"name": "training"}))
+    world.pending(1)
+    provisioner = world.provisioner(config)
+
+    first = provisioner.run_once()
+    assert first.launched == []
+    [reason] = [r for p in first.passes for r in p.failed.values()]
+    assert "UnauthorizedOperation" in reason and "NodeClassNotReady" in reason
+    assert world.create_fleet_calls() == 0 and world.instances() == []
+
+    [claim] = provisioner.run_once().launched
+    assert _template_placement(world) == {"GroupId": group_id}
+    assert claim.labels[wk.PLACEMENT_GROUP_ID] == group_id
+    assert len(world.instances()) == 1
+
+
+def test_a_placement_group_found_before_is_used_while_ec2_cannot_be_asked(world: World) -> None:
+    groups_calls = FailCall("DescribePlacementGroups", "RequestLimitExceeded", nth=2, times=50, status=503)
+    groups_calls.install(world.aws.clients.ec2)
+    groups = PlacementGroups([])
+    groups.install(world.aws.clients.ec2)
+    group_id = groups.add("training", "cluster")
+    nc = node_class(placementGroupSelector={"name": "training"})
+    assert world.cloud.resolver.placement_group(nc) is not None  # found once
+    placementgroups._FRESH.invalidate()  # a minute later: EC2 is asked again, and throttles
+    world.pending(1)
+    [claim] = world.provisioner(make_config(nodepool(), nodeclass=nc)).run_once().launched
+    assert claim.labels[wk.PLACEMENT_GROUP_ID] == group_id
+    assert _template_placement(world) == {"GroupId": group_id}

@@ -25,6 +25,7 @@ from fleetwright.aws.failures import (
     DEADLINE_EXCEEDED,
     NO_LAUNCHABLE_OFFERING,
     NO_OFFERING_LEFT,
+    NODE_CLASS_NOT_READY,
     NOTHING_LAUNCHED,
     UNAVAILABLE_OFFERING_CODES,
     FailureKind,
@@ -352,7 +353,7 @@ class FleetLauncher:
                     LaunchFailure(FailureKind.INSUFFICIENT_CAPACITY, NO_OFFERING_LEFT, _nothing_left(request))
                 )
                 break
-            context = self.prepare(request, capacity_type)
+            context = self._prepare(request, capacity_type, failures)
             overrides = plan_overrides(
                 request, context, capacity_type, self.unavailable, self.max_instance_types
             )
@@ -413,6 +414,20 @@ class FleetLauncher:
                     )
                 break
         raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
+
+    def _prepare(
+        self, request: LaunchRequest, capacity_type: str, failures: list[LaunchFailure]
+    ) -> LaunchContext:
+        """The node class resolved for this launch; a node class that cannot be resolved (no subnet, AMI
+        or placement group; a lookup EC2 refused) fails the claim before any CreateFleet of this attempt."""
+        try:
+            return self.prepare(request, capacity_type)
+        except deadline.DeadlineExceededError:
+            raise
+        except Exception as error:
+            log.warning("cannot prepare the launch of %s: %s", request.nodeclaim, error)
+            failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NODE_CLASS_NOT_READY, str(error)))
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
 
     def _create_fleet(
         self,
