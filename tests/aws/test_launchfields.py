@@ -304,3 +304,50 @@ def test_a_cluster_placement_group_pinned_to_a_zone_lands_there(aws: Aws, amis: 
     launched = _launcher(aws).launch(_request(aws, nc))
     assert launched.zone == "us-east-1a"
     assert launched.labels[wk.PLACEMENT_GROUP_ID] == group_id
+
+
+def test_pods_requesting_efa_get_a_template_per_efa_count(aws: Aws, amis: SeededAmis) -> None:
+    catalog = {t.name: t for t in list_instance_types(aws.clients, unavailable=aws.unavailable)}
+    by_count: dict[int, str] = {}
+    for name in ("c5n.18xlarge", "c6in.32xlarge", "m5.large"):
+        by_count.setdefault(int(catalog[name].capacity.get("vpc.amazonaws.com/efa", 0)), name)
+    assert len(by_count) == 3  # 1, 2 and no EFA interfaces
+    request = LaunchRequest(
+        nodeclaim="claim-efa",
+        nodepool="general",
+        instance_types=tuple(catalog[n] for n in sorted(by_count.values())),
+        capacity_types=("on-demand",),
+        node_class=node_class(),
+        node_class_name="default",
+        efa=True,
+    )
+    _launcher(aws).launch(request)
+    [sent] = aws.fleet.requests
+    interfaces_by_type = {}
+    for config in sent["LaunchTemplateConfigs"]:
+        data = _template_data(aws, config["LaunchTemplateSpecification"]["LaunchTemplateName"])
+        interfaces = data.get("NetworkInterfaces") or []
+        for override in config["Overrides"]:
+            interfaces_by_type[override["InstanceType"]] = [
+                (i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in interfaces
+            ]
+    assert interfaces_by_type[by_count[1]] == [(0, 0, "efa")]
+    assert interfaces_by_type[by_count[2]] == [(0, 0, "efa"), (1, 1, "efa")]
+    assert interfaces_by_type[by_count[0]] == []
+
+
+def test_without_efa_requests_one_template_serves_every_type(aws: Aws, amis: SeededAmis) -> None:
+    catalog = {t.name: t for t in list_instance_types(aws.clients, unavailable=aws.unavailable)}
+    request = LaunchRequest(
+        nodeclaim="claim-plain",
+        nodepool="general",
+        instance_types=(catalog["c5n.18xlarge"], catalog["m5.large"]),
+        capacity_types=("on-demand",),
+        node_class=node_class(),
+        node_class_name="default",
+    )
+    _launcher(aws).launch(request)
+    [sent] = aws.fleet.requests
+    [config] = sent["LaunchTemplateConfigs"]
+    data = _template_data(aws, config["LaunchTemplateSpecification"]["LaunchTemplateName"])
+    assert "NetworkInterfaces" not in data

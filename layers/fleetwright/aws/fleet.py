@@ -34,6 +34,7 @@ from fleetwright.aws.failures import (
     classify,
 )
 from fleetwright.aws.instances import find_claimed_instances
+from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
@@ -55,19 +56,28 @@ CLIENT_TOKEN_MAX = 64
 class TemplateChoice:
     """A launch template and the AMI it boots: its architecture and variant decide which types use it.
 
-    ``variant`` None accepts every variant (custom AMIs).
+    ``variant`` None accepts every variant (custom AMIs); ``efa_count`` set means the template describes
+    that many EFA interfaces and serves only types with that many.
     """
 
     name: str
     image_id: str
     arch: str
     variant: str | None = None
+    efa_count: int | None = None
 
     def accepts(self, instance_type: InstanceType) -> bool:
-        """True when this template's AMI can boot the instance type."""
+        """True when this template's AMI can boot the instance type (and its interfaces fit it)."""
         if arch_of(instance_type) != self.arch:
             return False
+        if self.efa_count is not None and efa_interfaces(instance_type) != self.efa_count:
+            return False
         return self.variant is None or self.variant == variant_of(instance_type)
+
+
+def efa_interfaces(instance_type: InstanceType) -> int:
+    """How many EFA interfaces the type supports (its ``vpc.amazonaws.com/efa`` capacity)."""
+    return int(instance_type.capacity.get(EFA_RESOURCE, 0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fleetwright.aws.amis import Ami, resolve_amis
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
-from fleetwright.aws.fleet import LaunchContext, TemplateChoice
+from fleetwright.aws.fleet import LaunchContext, TemplateChoice, efa_interfaces
 from fleetwright.aws.instanceprofiles import ensure_instance_profile
 from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
 from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
@@ -133,19 +133,22 @@ class NodeClassResolver:
         )
         choices = []
         for ami in resolved.amis:
-            if not any(ami_filter([ami])(t) for t in request.instance_types):
+            bootable = [t for t in request.instance_types if ami_filter([ami])(t)]
+            if not bootable:
                 continue  # no candidate type boots with it: do not create a template for nothing
-            data = launch_template_data(
-                spec,
-                ami,
-                user_data,
-                resolved.security_groups,
-                resolved.instance_profile,
-                ownership_tags(self.cluster.name),
-                placement_fields=placement_fields,
-            )
-            name = self.templates.ensure(data, template_tags)
-            choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))
+            for efa_count in efa_counts(request, bootable):
+                data = launch_template_data(
+                    spec,
+                    ami,
+                    user_data,
+                    resolved.security_groups,
+                    resolved.instance_profile,
+                    ownership_tags(self.cluster.name),
+                    placement_fields=placement_fields,
+                    efa_count=efa_count or 0,
+                )
+                name = self.templates.ensure(data, template_tags)
+                choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant, efa_count))
         return LaunchContext(
             subnets={zone: subnet.id for zone, subnet in resolved.subnets.items()},
             templates=tuple(choices),
@@ -153,6 +156,16 @@ class NodeClassResolver:
             labels=decided,
             fleet_context=spec.context or "",
         )
+
+
+def efa_counts(request: LaunchRequest, instance_types: Sequence[InstanceType]) -> Sequence[int | None]:
+    """One entry per launch template an AMI needs: the distinct EFA interface counts of the candidate
+    types when the claim's pods request EFA and the node class describes no interfaces itself (as
+    Karpenter, a template per count), else a single entry (None) for every type."""
+    node_class: EC2NodeClass = request.node_class
+    if not request.efa or node_class.spec.network_interfaces:
+        return [None]
+    return sorted({efa_interfaces(t) for t in instance_types})
 
 
 def bottlerocket_version(node_class: EC2NodeClass) -> str:

@@ -32,6 +32,7 @@ class LaunchRequest:
     startup_taints: tuple[Taint, ...] = ()
     node_class: Any = None
     node_class_name: str = ""
+    efa: bool = False  # the claim's pods request vpc.amazonaws.com/efa: launch with EFA interfaces
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,9 +83,13 @@ def claim_record(
 
 
 def launch_request(
-    record: NodeClaimRecord, instance_types: Sequence[InstanceType], node_class: EC2NodeClass | None
+    record: NodeClaimRecord,
+    instance_types: Sequence[InstanceType],
+    node_class: EC2NodeClass | None,
+    *,
+    efa: bool = False,
 ) -> LaunchRequest:
-    """The provider's request for a recorded claim."""
+    """The provider's request for a recorded claim (``efa``: its pods request EFA devices)."""
     return LaunchRequest(
         nodeclaim=record.id,
         nodepool=record.nodepool,
@@ -97,6 +101,7 @@ def launch_request(
         startup_taints=tuple(parse_taint(t) for t in record.startup_taints),
         node_class=node_class,
         node_class_name=record.node_class,
+        efa=efa,
     )
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
+from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube import reasons
@@ -611,7 +612,8 @@ class Provisioner:
                     report.failed[claim.name] = f"claim id {record.id} already exists"
                     continue
                 self._launching.add(record.id)
-                planned.append((claim, record, launch_request(record, candidates, node_class)))
+                efa = claim.requests.get(EFA_RESOURCE, 0) > 0
+                planned.append((claim, record, launch_request(record, candidates, node_class, efa=efa)))
             refused_before = self._refused_offerings()
             self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
             for claim, record, _ in planned:
