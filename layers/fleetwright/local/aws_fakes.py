@@ -116,9 +116,11 @@ class PlacementGroups:
     def _keep(self, params: Mapping[str, Any], **_: Any) -> None:
         self._asked = dict(params)
 
-    def add(self, name: str, strategy: str, *, partitions: int = 0, state: str = "available") -> str:
+    def add(
+        self, name: str, strategy: str, *, partitions: int = 0, state: str = "available", group_id: str = ""
+    ) -> str:
         """Create a group; returns its id."""
-        group_id = f"pg-{len(self.groups) + 1:017x}"
+        group_id = group_id or f"pg-{len(self.groups) + 1:017x}"
         group: dict[str, Any] = {"GroupName": name, "GroupId": group_id, "Strategy": strategy, "State": state}
         if strategy == "partition":
             group["PartitionCount"] = partitions or 2
