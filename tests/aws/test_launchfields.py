@@ -14,6 +14,7 @@ from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.launchtemplates import launch_template_data, placement, template_name
 from fleetwright.aws.nodeclass import NodeClassNotReadyError, NodeClassResolver
+from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.request import LaunchRequest
 from fleetwright.local.aws_fakes import PlacementGroups
 from fleetwright.model import labels as wk
@@ -351,3 +352,21 @@ def test_without_efa_requests_one_template_serves_every_type(aws: Aws, amis: See
     [config] = sent["LaunchTemplateConfigs"]
     data = _template_data(aws, config["LaunchTemplateSpecification"]["LaunchTemplateName"])
     assert "NetworkInterfaces" not in data
+
+
+def test_nested_virtualization_narrows_the_instance_types(aws: Aws, amis: SeededAmis) -> None:
+    provider = AwsProvider(aws.cluster, "us-east-1", clients=aws.clients, unavailable=aws.unavailable)
+    every = {t.name for t in provider.instance_types(node_class())}
+    nested = {
+        t.name for t in provider.instance_types(node_class(cpuOptions={"nestedVirtualization": "enabled"}))
+    }
+    disabled = {
+        t.name for t in provider.instance_types(node_class(cpuOptions={"nestedVirtualization": "disabled"}))
+    }
+    supporting = {
+        str(e["InstanceType"])
+        for e in aws.clients.ec2.describe_instance_types(InstanceTypes=sorted(every)[:100])["InstanceTypes"]
+        if "nested-virtualization" in (e.get("ProcessorInfo") or {}).get("SupportedFeatures", [])
+    }
+    assert nested and nested < every and disabled == every
+    assert supporting & set(sorted(every)[:100]) == nested & set(sorted(every)[:100])

@@ -10,6 +10,7 @@ from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import LaunchContext, TemplateChoice, efa_interfaces
 from fleetwright.aws.instanceprofiles import ensure_instance_profile
+from fleetwright.aws.instancetypes import describe_instance_types
 from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
 from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
 from fleetwright.aws.request import LaunchRequest
@@ -104,9 +105,15 @@ class NodeClassResolver:
         return resolve_placement_group(self.clients, node_class.spec.placement_group_selector)
 
     def instance_type_filter(self, node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
-        """Accepts the instance types the node class's resolved AMIs can boot."""
+        """Accepts the instance types the node class's resolved AMIs can boot (and, with
+        ``cpuOptions.nestedVirtualization: enabled``, only those EC2 lists as supporting it)."""
         amis = resolve_amis(self.clients, node_class.spec.ami_selector_terms, self.cluster.version)
-        return ami_filter(amis)
+        bootable = ami_filter(amis)
+        options = node_class.spec.cpu_options
+        if options is None or options.nested_virtualization != "enabled":
+            return bootable
+        nested = nested_virtualization_types(self.clients)
+        return lambda instance_type: instance_type.name in nested and bootable(instance_type)
 
     def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext:
         """Subnets and launch templates (one per AMI) for a request and the chosen capacity type."""
@@ -156,6 +163,15 @@ class NodeClassResolver:
             labels=decided,
             fleet_context=spec.context or "",
         )
+
+
+def nested_virtualization_types(clients: AwsClients) -> frozenset[str]:
+    """Instance types whose ``ProcessorInfo.SupportedFeatures`` include ``nested-virtualization``."""
+    return frozenset(
+        str(entry["InstanceType"])
+        for entry in describe_instance_types(clients)
+        if "nested-virtualization" in ((entry.get("ProcessorInfo") or {}).get("SupportedFeatures") or [])
+    )
 
 
 def efa_counts(request: LaunchRequest, instance_types: Sequence[InstanceType]) -> Sequence[int | None]:
