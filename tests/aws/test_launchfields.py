@@ -370,3 +370,30 @@ def test_nested_virtualization_narrows_the_instance_types(aws: Aws, amis: Seeded
     }
     assert nested and nested < every and disabled == every
     assert supporting & set(sorted(every)[:100]) == nested & set(sorted(every)[:100])
+
+
+def test_a_cluster_placement_group_offers_only_types_supporting_the_strategy(
+    aws: Aws, amis: SeededAmis
+) -> None:
+    groups = _groups(aws)
+    cluster_id = groups.add("training", "cluster")
+    groups.add("kafka", "partition", partitions=2)
+    provider = AwsProvider(aws.cluster, "us-east-1", clients=aws.clients, unavailable=aws.unavailable)
+    every = {t.name for t in provider.instance_types(node_class())}
+    clustered = {
+        t.name for t in provider.instance_types(node_class(placementGroupSelector={"id": cluster_id}))
+    }
+    partitioned = {
+        t.name for t in provider.instance_types(node_class(placementGroupSelector={"name": "kafka"}))
+    }
+    # EC2 lists t3 types with partition and spread placement only.
+    assert "t3.micro" in every and "t3.micro" not in clustered and "t3.micro" in partitioned
+    assert "m5.large" in clustered and clustered < every
+
+
+def test_an_unresolvable_placement_group_does_not_narrow_the_catalog(aws: Aws, amis: SeededAmis) -> None:
+    _groups(aws)
+    provider = AwsProvider(aws.cluster, "us-east-1", clients=aws.clients, unavailable=aws.unavailable)
+    every = {t.name for t in provider.instance_types(node_class())}
+    missing = {t.name for t in provider.instance_types(node_class(placementGroupSelector={"name": "nope"}))}
+    assert missing == every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from fleetwright.aws.variants import arch_of, family_supports, variant_of
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
+
+log = logging.getLogger(__name__)
 
 
 class NodeClassNotReadyError(Exception):
@@ -106,14 +109,33 @@ class NodeClassResolver:
 
     def instance_type_filter(self, node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
         """Accepts the instance types the node class's resolved AMIs can boot (and, with
-        ``cpuOptions.nestedVirtualization: enabled``, only those EC2 lists as supporting it)."""
+        ``cpuOptions.nestedVirtualization: enabled``, only those EC2 lists as supporting it; with a
+        placement group, only those whose ``PlacementGroupInfo`` supports its strategy, as Karpenter)."""
         amis = resolve_amis(self.clients, node_class.spec.ami_selector_terms, self.cluster.version)
         bootable = ami_filter(amis)
+        allowed: list[frozenset[str]] = []
         options = node_class.spec.cpu_options
-        if options is None or options.nested_virtualization != "enabled":
+        if options is not None and options.nested_virtualization == "enabled":
+            allowed.append(nested_virtualization_types(self.clients))
+        group = self._placement_group_if_known(node_class)
+        if group is not None:
+            allowed.append(placement_strategy_types(self.clients, group.strategy))
+        if not allowed:
             return bootable
-        nested = nested_virtualization_types(self.clients)
-        return lambda instance_type: instance_type.name in nested and bootable(instance_type)
+        return lambda instance_type: (
+            all(instance_type.name in names for names in allowed) and bootable(instance_type)
+        )
+
+    def _placement_group_if_known(self, node_class: EC2NodeClass) -> PlacementGroup | None:
+        """The node class's placement group, or None when it selects none or the lookup fails (the
+        launch then fails with the reason; the catalog is not narrowed meanwhile)."""
+        if node_class.spec.placement_group_selector is None:
+            return None
+        try:
+            return self.placement_group(node_class)
+        except Exception as error:
+            log.warning("placement group lookup failed for %s: %s", node_class.name, error)
+            return None
 
     def __call__(self, request: LaunchRequest, capacity_type: str) -> LaunchContext:
         """Subnets and launch templates (one per AMI) for a request and the chosen capacity type."""
@@ -171,6 +193,15 @@ def nested_virtualization_types(clients: AwsClients) -> frozenset[str]:
         str(entry["InstanceType"])
         for entry in describe_instance_types(clients)
         if "nested-virtualization" in ((entry.get("ProcessorInfo") or {}).get("SupportedFeatures") or [])
+    )
+
+
+def placement_strategy_types(clients: AwsClients, strategy: str) -> frozenset[str]:
+    """Instance types whose ``PlacementGroupInfo.SupportedStrategies`` include ``strategy``."""
+    return frozenset(
+        str(entry["InstanceType"])
+        for entry in describe_instance_types(clients)
+        if strategy in ((entry.get("PlacementGroupInfo") or {}).get("SupportedStrategies") or [])
     )
 
 
