@@ -130,7 +130,7 @@ def test_a_pod_selecting_a_placement_group_needs_a_node_class_with_one(world: Wo
 def test_a_failing_placement_group_lookup_launches_nothing_outside_the_group(world: World) -> None:
     """EC2 refuses DescribePlacementGroups: the claim fails with the reason and no instance is launched
     (not into the group, not outside it); once EC2 answers again, exactly one node lands in the group."""
-    refusal = FailCall("DescribePlacementGroups", "UnauthorizedOperation", times=2)
+    refusal = FailCall("DescribePlacementGroups", "UnauthorizedOperation", times=1_000_000)
     refusal.install(world.aws.clients.ec2)
     groups = PlacementGroups([])
     groups.install(world.aws.clients.ec2)
@@ -145,6 +145,7 @@ def test_a_failing_placement_group_lookup_launches_nothing_outside_the_group(wor
     assert "UnauthorizedOperation" in reason and "NodeClassNotReady" in reason
     assert world.create_fleet_calls() == 0 and world.instances() == []
 
+    refusal.times = 0  # EC2 answers again
     [claim] = provisioner.run_once().launched
     assert _template_placement(world) == {"GroupId": group_id}
     assert claim.labels[wk.PLACEMENT_GROUP_ID] == group_id
