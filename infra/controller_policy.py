@@ -46,6 +46,7 @@ EC2_READ_ACTIONS = (
     "ec2:DescribeInstances",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribeLaunchTemplates",
+    "ec2:DescribePlacementGroups",
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeSpotPriceHistory",
     "ec2:DescribeSubnets",

@@ -410,6 +410,151 @@ class ReservationTargets(Rule):
             )
 
 
+# ------------------------------------------------------------------------ launch template launch fields
+
+
+INTERFACE_TYPES = ("interface", "efa", "efa-only")
+TENANCIES = ("default", "dedicated", "host")
+CONNECTION_TRACKING_RANGES = {
+    "TcpEstablishedTimeout": (60, 432000),
+    "UdpStreamTimeout": (60, 180),
+    "UdpTimeout": (30, 60),
+}
+VOLUME_INITIALIZATION_RATE = (100, 300)
+
+
+@dataclass
+class LaunchTemplateFieldRules(Rule):
+    """CreateLaunchTemplate's network, CPU, placement and EBS fields as EC2 checks them.
+
+    Security groups go on the network interfaces once any is described, never on both levels; each
+    (network card, device index) slot is used once; an ``efa-only`` interface carries no IP addresses,
+    prefixes, public IP or connection tracking; ``Ipv4PrefixCount`` is not combined with ``Ipv4Prefixes``
+    or secondary private addresses; connection tracking timeouts stay within 60–432000 (TCP established),
+    60–180 (UDP stream) and 30–60 seconds (UDP); ``CpuOptions.NestedVirtualization`` is ``enabled`` or
+    ``disabled``; ``Placement.Tenancy`` is ``default``, ``dedicated`` or ``host`` and a
+    ``PartitionNumber`` needs a placement group; ``VolumeInitializationRate`` is 100–300 MiB/s and only
+    for a volume created from a snapshot.
+
+    RequestLaunchTemplateData:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateInstanceNetworkInterfaceSpecificationRequest.html
+    ConnectionTrackingSpecificationRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ConnectionTrackingSpecificationRequest.html
+    LaunchTemplateCpuOptionsRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateCpuOptionsRequest.html
+    LaunchTemplatePlacementRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplatePlacementRequest.html
+    LaunchTemplateEbsBlockDeviceRequest:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html
+    """
+
+    def install(self, client: Any) -> None:
+        self._on(client, "provide-client-params.ec2.CreateLaunchTemplate", self._check)
+
+    def _check(self, params: Mapping[str, Any], **_: Any) -> None:
+        data = params.get("LaunchTemplateData") or {}
+        self._interfaces(data)
+        self._cpu(data.get("CpuOptions"))
+        self._placement(data.get("Placement"))
+        for mapping in data.get("BlockDeviceMappings") or []:
+            self._ebs(mapping.get("Ebs") or {})
+
+    @staticmethod
+    def _interfaces(data: Mapping[str, Any]) -> None:
+        op = "CreateLaunchTemplate"
+        interfaces = data.get("NetworkInterfaces") or []
+        if not interfaces:
+            return
+        if data.get("SecurityGroupIds") or data.get("SecurityGroups"):
+            refuse(
+                op,
+                "InvalidParameterCombination",
+                "Network interfaces and an instance-level security groups may not be specified on the same "
+                "request",
+            )
+        slots = [(i.get("NetworkCardIndex", 0), i.get("DeviceIndex")) for i in interfaces]
+        if len(set(slots)) != len(slots):
+            refuse(op, "InvalidParameterValue", "Each network card and device index may be used once")
+        for interface in interfaces:
+            kind = interface.get("InterfaceType", "interface")
+            if kind not in INTERFACE_TYPES:
+                refuse(op, "InvalidParameterValue", f"Invalid interface type {kind!r}")
+            if kind == "efa-only":
+                addressing = [
+                    name
+                    for name in (
+                        "Ipv4PrefixCount",
+                        "Ipv4Prefixes",
+                        "SecondaryPrivateIpAddressCount",
+                        "AssociatePublicIpAddress",
+                        "ConnectionTrackingSpecification",
+                        "PrivateIpAddress",
+                    )
+                    if name in interface
+                ]
+                if addressing:
+                    refuse(
+                        op,
+                        "InvalidParameterCombination",
+                        f"An EFA-only network interface cannot have {', '.join(addressing)}",
+                    )
+            if "Ipv4PrefixCount" in interface and (
+                "Ipv4Prefixes" in interface or "SecondaryPrivateIpAddressCount" in interface
+            ):
+                refuse(
+                    op,
+                    "InvalidParameterCombination",
+                    "Ipv4PrefixCount cannot be combined with Ipv4Prefixes or SecondaryPrivateIpAddressCount",
+                )
+            tracking = interface.get("ConnectionTrackingSpecification") or {}
+            for name, value in tracking.items():
+                low, high = CONNECTION_TRACKING_RANGES[name]
+                if not low <= int(value) <= high:
+                    refuse(op, "InvalidParameterValue", f"{name} must be between {low} and {high}")
+
+    @staticmethod
+    def _cpu(options: Mapping[str, Any] | None) -> None:
+        if not options:
+            return
+        nested = options.get("NestedVirtualization")
+        if nested is not None and nested not in ("enabled", "disabled"):
+            refuse(
+                "CreateLaunchTemplate", "InvalidParameterValue", f"Invalid NestedVirtualization {nested!r}"
+            )
+
+    @staticmethod
+    def _placement(placement: Mapping[str, Any] | None) -> None:
+        if not placement:
+            return
+        op = "CreateLaunchTemplate"
+        tenancy = placement.get("Tenancy")
+        if tenancy is not None and tenancy not in TENANCIES:
+            refuse(op, "InvalidParameterValue", f"Invalid tenancy {tenancy!r}")
+        if "PartitionNumber" in placement and not (placement.get("GroupId") or placement.get("GroupName")):
+            refuse(op, "InvalidParameterCombination", "PartitionNumber requires a placement group")
+
+    @staticmethod
+    def _ebs(ebs: Mapping[str, Any]) -> None:
+        rate = ebs.get("VolumeInitializationRate")
+        if rate is None:
+            return
+        low, high = VOLUME_INITIALIZATION_RATE
+        if not low <= int(rate) <= high:
+            refuse(
+                "CreateLaunchTemplate",
+                "InvalidParameterValue",
+                f"VolumeInitializationRate must be between {low} and {high} MiB/s",
+            )
+        if not ebs.get("SnapshotId"):
+            refuse(
+                "CreateLaunchTemplate",
+                "InvalidParameterCombination",
+                "VolumeInitializationRate can be specified only for volumes created from a snapshot",
+            )
+
+
 # ----------------------------------------------------------------------------------- instance id lists
 
 
@@ -605,6 +750,7 @@ RULES: dict[str, Callable[[], Rule]] = {
     "ClientTokenIdempotency": ClientTokenIdempotency,
     "LaunchTemplateRules": LaunchTemplateRules,
     "ReservationTargets": ReservationTargets,
+    "LaunchTemplateFieldRules": LaunchTemplateFieldRules,
     "InstanceCallLimits": InstanceCallLimits,
     "EventualConsistency": EventualConsistency,
 }
@@ -654,6 +800,7 @@ __all__ = [
     "FleetRequestLimits",
     "FleetTagging",
     "InstanceCallLimits",
+    "LaunchTemplateFieldRules",
     "LaunchTemplateRules",
     "ReservationTargets",
     "Rule",

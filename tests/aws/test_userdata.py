@@ -143,3 +143,50 @@ def test_windows_without_labels_or_taints_still_passes_empty_taints() -> None:
     text = user_data_for("Windows2025", BootstrapOptions(CLUSTER))
     assert "-KubeletExtraArgs '--register-with-taints=\"\"'" in text
     assert "-DNSClusterIP" not in text
+
+
+def _raid0(version: str = "") -> BootstrapOptions:
+    return BootstrapOptions(
+        CLUSTER, LABELS, TAINTS, KUBELET, None, instance_store_policy="RAID0", bottlerocket_version=version
+    )
+
+
+def test_raid0_al2023_asks_nodeadm_for_a_raid0_local_storage_strategy() -> None:
+    message = email.message_from_string(user_data_for("AL2023", _raid0()))
+    config = yaml.safe_load(message.get_payload()[-1].get_payload())
+    assert config["spec"]["instance"] == {"localStorage": {"strategy": "RAID0"}}
+    plain = email.message_from_string(user_data_for("AL2023", _options()))
+    assert "instance" not in yaml.safe_load(plain.get_payload()[-1].get_payload())["spec"]
+
+
+def test_raid0_al2_passes_local_disks_to_bootstrap_sh() -> None:
+    script = email.message_from_string(user_data_for("AL2", _raid0())).get_payload()[-1].get_payload()
+    assert script.rstrip().endswith("--local-disks raid0")
+    plain = email.message_from_string(user_data_for("AL2", _options())).get_payload()[-1].get_payload()
+    assert "--local-disks" not in plain
+
+
+def test_raid0_bottlerocket_mounts_the_instance_store_at_boot() -> None:
+    older = tomllib.loads(user_data_for("Bottlerocket", _raid0("v1.45.0")))
+    command = older["settings"]["bootstrap-commands"]["000-mount-instance-storage"]
+    assert command == {
+        "commands": [
+            ["apiclient", "ephemeral-storage", "init"],
+            [
+                "apiclient",
+                "ephemeral-storage",
+                "bind",
+                "--dirs",
+                "/var/lib/containerd",
+                "/var/lib/kubelet",
+                "/var/log/pods",
+            ],
+        ],
+        "essential": True,
+        "mode": "always",
+    }
+    for version in ("latest", "v1.46.0", "v2.0.1"):
+        newer = tomllib.loads(user_data_for("Bottlerocket", _raid0(version)))
+        commands = newer["settings"]["bootstrap-commands"]["000-mount-instance-storage"]["commands"]
+        assert commands[1] == ["apiclient", "ephemeral-storage", "bind"], version
+    assert "bootstrap-commands" not in tomllib.loads(user_data_for("Bottlerocket", _options()))["settings"]

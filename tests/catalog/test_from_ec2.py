@@ -180,3 +180,8 @@ def test_name_based_arch_guess_agrees_with_ec2_for_every_linux_type():
         if arch_from_name(name) != actual:
             disagreements.append((name, actual))
     assert disagreements == []
+
+
+def test_flex_types_carry_the_capability_flex_label():
+    assert convert("m7i-flex.large").labels[P + "instance-capability-flex"] == "true"
+    assert convert("m7i.large").labels[P + "instance-capability-flex"] == "false"

@@ -72,3 +72,20 @@ def test_a_provisioning_pass_records_the_hashes_on_its_claims(make_rig: RigFacto
     [claim] = rig.world.state.nodeclaims.list()
     assert claim.nodepool_hash == nodepool_hash(rig.config.nodepools[0])
     assert claim.nodeclass_hash == nodeclass_hash(rig.config.nodeclasses[0])
+
+
+def test_launch_fields_drift_nodes_but_ip_prefix_count_does_not() -> None:
+    base = nodeclass_hash(node_class())
+    interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
+    drifting: list[dict[str, Any]] = [
+        {"networkInterfaces": interfaces},
+        {"connectionTracking": {"udpTimeout": 30}},
+        {"cpuOptions": {"nestedVirtualization": "enabled"}},
+        {"placementGroupSelector": {"name": "kafka"}},
+        {"context": "ctx-0123"},
+        {"instanceStorePolicy": "RAID0"},
+        {"blockDeviceMappings": [{"ebs": {"snapshotID": "snap-0123", "volumeInitializationRate": 100}}]},
+    ]
+    for change in drifting:
+        assert nodeclass_hash(node_class(**change)) != base, change
+    assert nodeclass_hash(node_class(ipPrefixCount=2)) == base

@@ -105,6 +105,7 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
                 "ec2:DescribeInstances",
                 "ec2:DescribeLaunchTemplateVersions",
                 "ec2:DescribeLaunchTemplates",
+                "ec2:DescribePlacementGroups",
                 "ec2:DescribeSecurityGroups",
                 "ec2:DescribeSpotPriceHistory",
                 "ec2:DescribeSubnets",

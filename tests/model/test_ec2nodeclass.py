@@ -38,6 +38,7 @@ def test_kubelet_overrides_are_parsed_to_integer_units() -> None:
         system_reserved={"cpu": 100, "memory": 100 * 2**20, "ephemeral-storage": 2**30},
         eviction_hard={"memory.available": "5%", "nodefs.available": "10%"},
         eviction_soft={"memory.available": "500Mi"},
+        instance_store_raid0=True,  # the documented class sets instanceStorePolicy: RAID0
     )
 
 

@@ -39,6 +39,7 @@ NO_OFFERING_LEFT = "NoOfferingLeft"
 NO_LAUNCHABLE_OFFERING = "NoLaunchableOffering"
 NOTHING_LAUNCHED = "NothingLaunched"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+NODE_CLASS_NOT_READY = "NodeClassNotReady"  # its subnets, AMIs or placement group could not be resolved
 
 
 class FailureKind(enum.StrEnum):

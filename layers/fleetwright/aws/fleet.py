@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fleetwright.aws import deadline
@@ -31,6 +31,7 @@ from fleetwright.aws.failures import (
     DEADLINE_EXCEEDED,
     NO_LAUNCHABLE_OFFERING,
     NO_OFFERING_LEFT,
+    NODE_CLASS_NOT_READY,
     NOTHING_LAUNCHED,
     UNAVAILABLE_OFFERING_CODES,
     FailureKind,
@@ -39,6 +40,7 @@ from fleetwright.aws.failures import (
     classify,
 )
 from fleetwright.aws.instances import find_claimed_instances
+from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest, ReservationTarget
 from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
@@ -61,28 +63,43 @@ CLIENT_TOKEN_MAX = 64
 class TemplateChoice:
     """A launch template and the AMI it boots: its architecture and variant decide which types use it.
 
-    ``variant`` None accepts every variant (custom AMIs).
+    ``variant`` None accepts every variant (custom AMIs); ``efa_count`` set means the template describes
+    that many EFA interfaces and serves only types with that many.
     """
 
     name: str
     image_id: str
     arch: str
     variant: str | None = None
+    efa_count: int | None = None
 
     def accepts(self, instance_type: InstanceType) -> bool:
-        """True when this template's AMI can boot the instance type."""
+        """True when this template's AMI can boot the instance type (and its interfaces fit it)."""
         if arch_of(instance_type) != self.arch:
+            return False
+        if self.efa_count is not None and efa_interfaces(instance_type) != self.efa_count:
             return False
         return self.variant is None or self.variant == variant_of(instance_type)
 
 
+def efa_interfaces(instance_type: InstanceType) -> int:
+    """How many EFA interfaces the type supports (its ``vpc.amazonaws.com/efa`` capacity)."""
+    return int(instance_type.capacity.get(EFA_RESOURCE, 0))
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchContext:
-    """What a launch needs from the resolved EC2NodeClass: a subnet per zone and the launch templates."""
+    """What a launch needs from the resolved EC2NodeClass: a subnet per zone and the launch templates.
+
+    ``labels`` are what the launch decides for the node (tenancy, placement group); ``fleet_context`` is
+    the node class's ``context``, sent as CreateFleet's ``Context``.
+    """
 
     subnets: Mapping[str, str]  # zone → subnet id
     templates: Sequence[TemplateChoice]
     tags: Mapping[str, str]  # the node class's user tags
+    labels: Mapping[str, str] = field(default_factory=dict)
+    fleet_context: str = ""
 
 
 class Preparer(Protocol):
@@ -255,8 +272,10 @@ def fleet_request(
     count: int,
     token: str,
     tags: Mapping[str, str],
+    context: str = "",
 ) -> dict[str, Any]:
-    """The CreateFleet parameters: one launch template config per template, overrides cheapest first."""
+    """The CreateFleet parameters: one launch template config per template, overrides cheapest first;
+    ``context`` (the node class's) becomes ``Context``."""
     configs: dict[str, dict[str, Any]] = {}
     for override in overrides:
         config = configs.setdefault(
@@ -289,6 +308,8 @@ def fleet_request(
         "TagSpecifications": tag_specifications(("fleet", "instance"), tags),
     }
     reservation = overrides[0].reservation if overrides and capacity_type == RESERVED else None
+    if context:
+        params["Context"] = context
     if capacity_type == SPOT:
         params["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     elif reservation is not None and reservation.reservation_type == CAPACITY_BLOCK:
@@ -421,9 +442,9 @@ class FleetLauncher:
                 )
                 break
             if capacity_type == RESERVED:
-                context, overrides = self._reserved_overrides(request)
+                context, overrides = self._reserved_overrides(request, failures)
             else:
-                context = self.prepare(request, capacity_type)
+                context = self._prepare(request, capacity_type, failures)
                 overrides = plan_overrides(
                     request, context, capacity_type, self.unavailable, self.max_instance_types
                 )
@@ -474,7 +495,10 @@ class FleetLauncher:
                     image_id=template.image_id if template else "",
                     launch_template=template.name if template else "",
                     price=prices.get((instance_type, zone)),
-                    labels=reservation_labels(target) if target is not None else {},
+                    labels={
+                        **context.labels,
+                        **(reservation_labels(target) if target is not None else {}),
+                    },
                 )
             missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
             if missing and not templates_renewed:
@@ -499,7 +523,9 @@ class FleetLauncher:
                 break
         raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
 
-    def _reserved_overrides(self, request: LaunchRequest) -> tuple[LaunchContext, list[Override]]:
+    def _reserved_overrides(
+        self, request: LaunchRequest, failures: list[LaunchFailure]
+    ) -> tuple[LaunchContext, list[Override]]:
         """The overrides of a reserved launch: each reservation gets its own launch template targeting it,
         and only its own instance type and zone."""
         contexts: dict[str, LaunchContext] = {}
@@ -508,8 +534,7 @@ class FleetLauncher:
             target = target_of(offering)
             context = contexts.get(target.id)
             if context is None:
-                prepare: Any = self.prepare  # a Preparer: reserved launches name their reservation
-                context = prepare(request, RESERVED, target)
+                context = self._prepare(request, RESERVED, failures, target)
                 contexts[target.id] = context
             template = next((t for t in context.templates if t.accepts(instance_type)), None)
             subnet = context.subnets.get(offering.zone)
@@ -522,6 +547,28 @@ class FleetLauncher:
             return LaunchContext(subnets={}, templates=(), tags={}), []
         overrides.sort(key=lambda o: (o.price, o.instance_type, o.zone))
         return next(iter(contexts.values())), overrides[: self.max_instance_types]
+
+    def _prepare(
+        self,
+        request: LaunchRequest,
+        capacity_type: str,
+        failures: list[LaunchFailure],
+        target: ReservationTarget | None = None,
+    ) -> LaunchContext:
+        """The node class resolved for this launch (for a reserved one, with templates targeting
+        ``target``); a node class that cannot be resolved (no subnet, AMI or placement group; a lookup EC2
+        refused) fails the claim before any CreateFleet of this attempt."""
+        try:
+            if target is None:
+                return self.prepare(request, capacity_type)
+            prepare: Any = self.prepare  # a Preparer: reserved launches name their reservation
+            return prepare(request, RESERVED, target)  # type: ignore[no-any-return]
+        except deadline.DeadlineExceededError:
+            raise
+        except Exception as error:
+            log.warning("cannot prepare the launch of %s: %s", request.nodeclaim, error)
+            failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NODE_CLASS_NOT_READY, str(error)))
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
 
     def _create_fleet(
         self,
@@ -538,6 +585,7 @@ class FleetLauncher:
             1,
             client_token(request.nodeclaim, attempt),
             merge_tags(context.tags, ownership),
+            context.fleet_context,
         )
         try:
             response = self.clients.ec2.create_fleet(**params)

@@ -51,6 +51,8 @@ class Instance:
             wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if self.capacity_block else "default",
         }
 
+    placement: Mapping[str, str] = field(default_factory=dict, hash=False)  # see placement_labels
+
     @property
     def nodeclaim(self) -> str:
         """The NodeClaim id this instance was launched for ("" when untagged)."""
@@ -64,6 +66,16 @@ class Instance:
 
 class NotOwnedError(Exception):
     """An instance does not carry this cluster's ownership tag, so Fleetwright refuses to touch it."""
+
+
+def placement_labels(placement: Mapping[str, Any]) -> dict[str, str]:
+    """Node labels from an instance's ``Placement``: tenancy, placement group id and partition."""
+    labels = {wk.INSTANCE_TENANCY: "dedicated" if placement.get("Tenancy") == "dedicated" else "default"}
+    if placement.get("GroupId"):
+        labels[wk.PLACEMENT_GROUP_ID] = str(placement["GroupId"])
+        if placement.get("PartitionNumber"):
+            labels[wk.PLACEMENT_GROUP_PARTITION] = str(placement["PartitionNumber"])
+    return labels
 
 
 def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
@@ -89,6 +101,7 @@ def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
         tags=from_aws(entry.get("Tags")),
         capacity_reservation_id=reservation,
         capacity_block=lifecycle == "capacity-block",
+        placement=placement_labels(entry.get("Placement") or {}),
     )
 
 
@@ -180,7 +193,7 @@ def find_claimed_instances(
                     capacity_type=instance.capacity_type,
                     image_id=instance.image_id,
                     reused=True,
-                    labels=instance.reservation_labels,
+                    labels={**instance.placement, **instance.reservation_labels},
                 ),
             )
     return result

@@ -16,8 +16,9 @@ from typing import Any
 
 from fleetwright.aws.amis import Ami
 from fleetwright.aws.clients import AwsClients, error_code
+from fleetwright.aws.networkinterfaces import network_interfaces
 from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned, tag_specifications
-from fleetwright.model.ec2nodeclass import BlockDeviceMapping, EC2NodeClassSpec
+from fleetwright.model.ec2nodeclass import BlockDeviceMapping, CPUOptions, EC2NodeClassSpec
 from fleetwright.model.quantity import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -62,12 +63,35 @@ def block_device_mapping(mapping: BlockDeviceMapping) -> dict[str, Any]:
             ("KmsKeyId", ebs.kms_key_id),
             ("DeleteOnTermination", ebs.delete_on_termination),
             ("SnapshotId", ebs.snapshot_id),
+            ("VolumeInitializationRate", ebs.volume_initialization_rate),
         ):
             if value is not None:
                 fields[name] = value
         fields.setdefault("DeleteOnTermination", True)
         result["Ebs"] = fields
     return result
+
+
+def cpu_options(options: CPUOptions | None) -> dict[str, str] | None:
+    """``CpuOptions`` for ``cpuOptions`` (nested virtualization), or None when unset."""
+    if options is None or options.nested_virtualization is None:
+        return None
+    return {"NestedVirtualization": options.nested_virtualization}
+
+
+def placement(tenancy: str = "default", group_id: str = "", partition: int | None = None) -> dict[str, Any]:
+    """``Placement``: the tenancy, and the placement group (and partition) to launch into.
+
+    Empty for the EC2 defaults (shared tenancy, no group), so such templates keep their names.
+    """
+    fields: dict[str, Any] = {}
+    if tenancy != "default":
+        fields["Tenancy"] = tenancy
+    if group_id:
+        fields["GroupId"] = group_id
+        if partition:
+            fields["PartitionNumber"] = partition
+    return fields
 
 
 # What a launch creates besides the fleet and its instances; CreateFleet (instant) may tag only those two.
@@ -81,12 +105,17 @@ def launch_template_data(
     security_groups: Sequence[str],
     instance_profile: str,
     cluster_tags: Mapping[str, str] | None = None,
+    *,
+    placement_fields: Mapping[str, Any] | None = None,
+    efa_count: int = 0,
 ) -> dict[str, Any]:
     """``LaunchTemplateData`` for one AMI of a node class.
 
     ``cluster_tags`` go onto the volumes, network interfaces and spot requests the launch creates: an
     ``instant`` CreateFleet tags only the fleet and its instances, so the IAM policy's requirement of this
-    cluster's tag on every resource a launch creates is met through the template.
+    cluster's tag on every resource a launch creates is met through the template. ``placement_fields``
+    (see :func:`placement`) become ``Placement``; ``efa_count`` EFA interfaces are described when the
+    node class describes none itself.
     """
     family = spec.resolved_ami_family()
     metadata = spec.metadata_options
@@ -106,17 +135,17 @@ def launch_template_data(
         ),
         "Monitoring": {"Enabled": bool(spec.detailed_monitoring)},
     }
-    if spec.associate_public_ip_address is not None:
-        # The public-IP choice lives on the network interface, which then carries the groups too.
-        data["NetworkInterfaces"] = [
-            {
-                "DeviceIndex": 0,
-                "AssociatePublicIpAddress": spec.associate_public_ip_address,
-                "Groups": list(security_groups),
-            }
-        ]
+    interfaces = network_interfaces(spec, security_groups, efa_count)
+    if interfaces is not None:
+        # EC2 refuses groups both here and on interfaces: described interfaces carry them.
+        data["NetworkInterfaces"] = interfaces
     else:
         data["SecurityGroupIds"] = list(security_groups)
+    cpu = cpu_options(spec.cpu_options)
+    if cpu is not None:
+        data["CpuOptions"] = cpu
+    if placement_fields:
+        data["Placement"] = dict(placement_fields)
     if user_data:
         data["UserData"] = base64.b64encode(user_data.encode()).decode()
     if cluster_tags:

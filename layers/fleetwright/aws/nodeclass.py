@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwright.aws.amis import Ami, resolve_amis
 from fleetwright.aws.capacityreservations import reservation_labels, template_fields
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
-from fleetwright.aws.fleet import LaunchContext, TemplateChoice
+from fleetwright.aws.fleet import LaunchContext, TemplateChoice, efa_interfaces
 from fleetwright.aws.instanceprofiles import ensure_instance_profile
-from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data
+from fleetwright.aws.instancetypes import describe_instance_types
+from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
+from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
 from fleetwright.aws.request import LaunchRequest, ReservationTarget
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
@@ -21,6 +24,8 @@ from fleetwright.aws.variants import arch_of, family_supports, variant_of
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
+
+log = logging.getLogger(__name__)
 
 
 class NodeClassNotReadyError(Exception):
@@ -36,6 +41,7 @@ class ResolvedNodeClass:
     security_groups: tuple[str, ...]
     amis: tuple[Ami, ...]
     instance_profile: str
+    placement_group: PlacementGroup | None = None
 
 
 def ami_filter(amis: Sequence[Ami]) -> Callable[[InstanceType], bool]:
@@ -90,12 +96,47 @@ class NodeClassResolver:
         profile = spec.instance_profile or ensure_instance_profile(
             self.clients, self.cluster.name, spec.role or ""
         )
-        return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile)
+        group = resolve_placement_group(self.clients, spec.placement_group_selector)
+        if spec.placement_group_selector is not None and group is None:
+            selector = spec.placement_group_selector.id or spec.placement_group_selector.name
+            raise NodeClassNotReadyError(
+                f"EC2NodeClass {node_class.name}: placement group {selector} not found (or not available)"
+            )
+        return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile, group)
+
+    def placement_group(self, node_class: EC2NodeClass) -> PlacementGroup | None:
+        """The placement group the node class selects (None when it selects none or it is missing)."""
+        return resolve_placement_group(self.clients, node_class.spec.placement_group_selector)
 
     def instance_type_filter(self, node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
-        """Accepts the instance types the node class's resolved AMIs can boot."""
+        """Accepts the instance types the node class's resolved AMIs can boot (and, with
+        ``cpuOptions.nestedVirtualization: enabled``, only those EC2 lists as supporting it; with a
+        placement group, only those whose ``PlacementGroupInfo`` supports its strategy, as Karpenter)."""
         amis = resolve_amis(self.clients, node_class.spec.ami_selector_terms, self.cluster.version)
-        return ami_filter(amis)
+        bootable = ami_filter(amis)
+        allowed: list[frozenset[str]] = []
+        options = node_class.spec.cpu_options
+        if options is not None and options.nested_virtualization == "enabled":
+            allowed.append(nested_virtualization_types(self.clients))
+        group = self._placement_group_if_known(node_class)
+        if group is not None:
+            allowed.append(placement_strategy_types(self.clients, group.strategy))
+        if not allowed:
+            return bootable
+        return lambda instance_type: (
+            all(instance_type.name in names for names in allowed) and bootable(instance_type)
+        )
+
+    def _placement_group_if_known(self, node_class: EC2NodeClass) -> PlacementGroup | None:
+        """The node class's placement group, or None when it selects none or the lookup fails (the
+        launch then fails with the reason; the catalog is not narrowed meanwhile)."""
+        if node_class.spec.placement_group_selector is None:
+            return None
+        try:
+            return self.placement_group(node_class)
+        except Exception as error:
+            log.warning("placement group lookup failed for %s: %s", node_class.name, error)
+            return None
 
     def __call__(
         self, request: LaunchRequest, capacity_type: str, reservation: ReservationTarget | None = None
@@ -114,27 +155,93 @@ class NodeClassResolver:
             taints=(*request.taints, *request.startup_taints),
             kubelet=spec.kubelet,
             custom_user_data=spec.user_data,
+            instance_store_policy=spec.instance_store_policy,
+            bottlerocket_version=bottlerocket_version(node_class),
         )
         user_data = user_data_for(spec.resolved_ami_family(), options)
         template_tags = {CLUSTER_TAG: self.cluster.name, NODECLASS_TAG: node_class.name}
+        decided = launch_labels(request.labels, resolved.placement_group)
+        placement_fields = placement(
+            decided[wk.INSTANCE_TENANCY],
+            resolved.placement_group.id if resolved.placement_group else "",
+            int(decided.get(wk.PLACEMENT_GROUP_PARTITION) or 0) or None,
+        )
         choices = []
         for ami in resolved.amis:
-            if not any(ami_filter([ami])(t) for t in request.instance_types):
+            bootable = [t for t in request.instance_types if ami_filter([ami])(t)]
+            if not bootable:
                 continue  # no candidate type boots with it: do not create a template for nothing
-            data = launch_template_data(
-                spec,
-                ami,
-                user_data,
-                resolved.security_groups,
-                resolved.instance_profile,
-                ownership_tags(self.cluster.name),
-            )
-            if reservation is not None or spec.capacity_reservation_selector_terms:
-                data.update(template_fields(reservation))
-            name = self.templates.ensure(data, template_tags)
-            choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant))
+            for efa_count in efa_counts(request, bootable):
+                data = launch_template_data(
+                    spec,
+                    ami,
+                    user_data,
+                    resolved.security_groups,
+                    resolved.instance_profile,
+                    ownership_tags(self.cluster.name),
+                    placement_fields=placement_fields,
+                    efa_count=efa_count or 0,
+                )
+                if reservation is not None or spec.capacity_reservation_selector_terms:
+                    data.update(template_fields(reservation))
+                name = self.templates.ensure(data, template_tags)
+                choices.append(TemplateChoice(name, ami.id, ami.arch, ami.variant, efa_count))
         return LaunchContext(
             subnets={zone: subnet.id for zone, subnet in resolved.subnets.items()},
             templates=tuple(choices),
             tags=dict(spec.tags or {}),
+            labels=decided,
+            fleet_context=spec.context or "",
         )
+
+
+def nested_virtualization_types(clients: AwsClients) -> frozenset[str]:
+    """Instance types whose ``ProcessorInfo.SupportedFeatures`` include ``nested-virtualization``."""
+    return frozenset(
+        str(entry["InstanceType"])
+        for entry in describe_instance_types(clients)
+        if "nested-virtualization" in ((entry.get("ProcessorInfo") or {}).get("SupportedFeatures") or [])
+    )
+
+
+def placement_strategy_types(clients: AwsClients, strategy: str) -> frozenset[str]:
+    """Instance types whose ``PlacementGroupInfo.SupportedStrategies`` include ``strategy``."""
+    return frozenset(
+        str(entry["InstanceType"])
+        for entry in describe_instance_types(clients)
+        if strategy in ((entry.get("PlacementGroupInfo") or {}).get("SupportedStrategies") or [])
+    )
+
+
+def efa_counts(request: LaunchRequest, instance_types: Sequence[InstanceType]) -> Sequence[int | None]:
+    """One entry per launch template an AMI needs: the distinct EFA interface counts of the candidate
+    types when the claim's pods request EFA and the node class describes no interfaces itself (as
+    Karpenter, a template per count), else a single entry (None) for every type."""
+    node_class: EC2NodeClass = request.node_class
+    if not request.efa or node_class.spec.network_interfaces:
+        return [None]
+    return sorted({efa_interfaces(t) for t in instance_types})
+
+
+def bottlerocket_version(node_class: EC2NodeClass) -> str:
+    """The Bottlerocket release an alias pins (``bottlerocket@v1.46.0`` → ``v1.46.0``, ``latest``), or
+    "" when the terms name none."""
+    for term in node_class.spec.ami_selector_terms:
+        family, _, version = (term.alias or "").partition("@")
+        if family == "bottlerocket" and version:
+            return version
+    return ""
+
+
+def launch_labels(claim_labels: Mapping[str, str], group: PlacementGroup | None) -> dict[str, str]:
+    """The labels a launch decides, as Karpenter sets them: the tenancy (``default`` unless the claim
+    allows only ``dedicated``) and, in a placement group, its id and, for the partition strategy, the
+    partition the claim targets (one value)."""
+    tenancy = claim_labels.get(wk.INSTANCE_TENANCY, "default")
+    decided = {wk.INSTANCE_TENANCY: "dedicated" if tenancy == "dedicated" else "default"}
+    if group is not None:
+        decided[wk.PLACEMENT_GROUP_ID] = group.id
+        partition = claim_labels.get(wk.PLACEMENT_GROUP_PARTITION, "")
+        if group.strategy == PARTITION and partition in group.partitions():
+            decided[wk.PLACEMENT_GROUP_PARTITION] = partition
+    return decided

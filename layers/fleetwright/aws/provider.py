@@ -31,10 +31,12 @@ from fleetwright.aws.launchtemplates import (
     launch_template_image,
 )
 from fleetwright.aws.nodeclass import NodeClassResolver
+from fleetwright.aws.placementgroups import placement_group_requirements
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.requirements import Requirements
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,11 @@ class AwsProvider:
                 raise
             log.error("cannot list capacity reservations of EC2NodeClass %s: %s", node_class.name, error)
             return []
+
+    def node_class_requirements(self, node_class: EC2NodeClass) -> Requirements:
+        """What the node class adds to its NodePools' requirements: its placement group's id and
+        partitions (nothing without a group, or while the group cannot be found)."""
+        return placement_group_requirements(self.resolver.placement_group(node_class))
 
     def launch(self, request: LaunchRequest) -> LaunchedInstance:
         """Launch one NodeClaim with its own CreateFleet (or find the instance already launched for it);

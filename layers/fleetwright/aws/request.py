@@ -33,6 +33,7 @@ class LaunchRequest:
     node_class: Any = None
     node_class_name: str = ""
     reservation_ids: tuple[str, ...] = ()  # the capacity reservations a reserved launch may use (any)
+    efa: bool = False  # the claim's pods request vpc.amazonaws.com/efa: launch with EFA interfaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,8 @@ class LaunchedInstance:
     launch_template: str = ""
     price: float | None = None
     reused: bool = False  # found by the idempotency lookup instead of launched by this call
-    # Labels the launch fixed beyond type, zone and capacity type: the capacity reservation's.
+    # Node labels the launch decided: tenancy, placement group id and partition, the capacity
+    # reservation's.
     labels: dict[str, str] = field(default_factory=dict, hash=False)
 
     @property

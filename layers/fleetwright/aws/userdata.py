@@ -6,6 +6,11 @@
 * Windows2019/2022/2025: a PowerShell ``Start-EKSBootstrap.ps1`` call (``windows_userdata``).
 * Custom: the user's user data unchanged.
 
+With ``instanceStorePolicy: RAID0`` each family is told to put its local NVMe disks in a RAID-0 array for
+the kubelet's and containerd's data, as Karpenter writes it: AL2 ``--local-disks raid0``, AL2023
+``spec.instance.localStorage.strategy: RAID0``, Bottlerocket an ``apiclient ephemeral-storage`` bootstrap
+command (see :func:`raid0_bootstrap_command`).
+
 Output is deterministic (sorted keys, fixed MIME boundary) so equal settings give equal launch
 templates.
 """
@@ -52,6 +57,8 @@ class BootstrapOptions:
     taints: tuple[Taint, ...] = ()  # taints and startup taints, registered by the kubelet
     kubelet: KubeletConfiguration | None = None
     custom_user_data: str | None = None
+    instance_store_policy: str | None = None
+    bottlerocket_version: str = ""  # of the selected AMI ("latest", "v1.46.0", "" when unknown)
 
 
 def kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -114,6 +121,8 @@ def nodeconfig(options: BootstrapOptions) -> dict[str, Any]:
     }
     if kubelet:
         spec["kubelet"] = kubelet
+    if _raid0(options):
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
     return {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
 
 
@@ -213,6 +222,8 @@ def al2_user_data(options: BootstrapOptions) -> str:
     kubelet_args = _al2_kubelet_args(options)
     if kubelet_args:
         command += ["--kubelet-extra-args", " ".join(kubelet_args)]
+    if _raid0(options):
+        command += ["--local-disks", "raid0"]
     script = "#!/bin/bash -xe\n" + " ".join(shlex.quote(word) for word in command) + "\n"
     return _multipart([*_user_parts(options.custom_user_data, SHELL_TYPE), _part(*SHELL_TYPE, script)])
 
@@ -252,7 +263,41 @@ def bottlerocket_settings(options: BootstrapOptions) -> dict[str, Any]:
         for taint in options.taints:
             taints.setdefault(taint.key, []).append(f"{taint.value}:{taint.effect}")
         kubernetes["node-taints"] = dict(sorted(taints.items()))
-    return {"settings": {"kubernetes": kubernetes}}
+    settings: dict[str, Any] = {"kubernetes": kubernetes}
+    if _raid0(options):
+        settings["bootstrap-commands"] = raid0_bootstrap_command(options.bottlerocket_version)
+    return {"settings": settings}
+
+
+def _raid0(options: BootstrapOptions) -> bool:
+    return options.instance_store_policy == "RAID0"
+
+
+def bottlerocket_binds_default_paths(version: str) -> bool:
+    """True when this Bottlerocket release binds the default paths itself (``latest``, or v1.46.0 and
+    later): ``apiclient ephemeral-storage bind`` then needs no ``--dirs``."""
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    major, minor = int(parts[0]), int(parts[1])
+    return major > 1 or (major == 1 and minor >= 46)
+
+
+def raid0_bootstrap_command(version: str) -> dict[str, Any]:
+    """Bottlerocket's ``settings.bootstrap-commands`` entry that makes the instance store the node's
+    ephemeral storage, run on every boot and essential."""
+    bind = ["apiclient", "ephemeral-storage", "bind"]
+    if not bottlerocket_binds_default_paths(version):
+        bind += ["--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]
+    return {
+        "000-mount-instance-storage": {
+            "commands": [["apiclient", "ephemeral-storage", "init"], bind],
+            "essential": True,
+            "mode": "always",
+        }
+    }
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -44,9 +44,11 @@ UnsupportedInstanceType = UnsupportedInstanceTypeError  # earlier name, kept for
 
 
 def name_labels(name: str) -> dict[str, str]:
-    """Labels that follow from the instance type name alone: type, family, size, category, generation."""
+    """Labels that follow from the instance type name alone: type, family, size, category, generation,
+    and whether it is a flex type (``-flex`` in the family, as Karpenter decides it)."""
     result = {wk.INSTANCE_TYPE: name}
     family, dot, size = name.partition(".")
+    result[wk.INSTANCE_CAPABILITY_FLEX] = "true" if "-flex" in family else "false"
     if dot and family and size:
         result[wk.INSTANCE_FAMILY] = family
         result[wk.INSTANCE_SIZE] = size

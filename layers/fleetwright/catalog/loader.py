@@ -31,6 +31,7 @@ from fleetwright.model.allocatable import (
     default_max_pods,
     instance_type_allocatable,
     max_pods,
+    node_capacity,
 )
 from fleetwright.model.errors import DocumentError, DocumentRef
 from fleetwright.model.instancetype import InstanceType, Offering
@@ -261,7 +262,7 @@ def with_kubelet(types: Iterable[InstanceType], kubelet: KubeletOverrides | None
         if item.explicit_allocatable or kubelet is None:
             result.append(item)
             continue
-        capacity = dict(item.capacity)
+        capacity = node_capacity(item, kubelet)
         capacity[PODS] = max_pods(item.capacity, kubelet, item.eni_limits)
         allocatable = instance_type_allocatable(item, kubelet)
         result.append(dataclasses.replace(item, capacity=capacity, allocatable=allocatable))

@@ -9,7 +9,10 @@ current one has drifted. Left out, because they are checked another way or do no
   applies to existing nodes without replacing them), and everything outside ``spec.template``
   (``weight``, ``limits``, ``disruption``: behaviour, not the node).
 * EC2NodeClass: ``amiSelectorTerms``, ``subnetSelectorTerms``, ``securityGroupSelectorTerms`` (what they
-  resolve to is what matters: the planner compares the node's AMI with the AMIs the terms select now).
+  resolve to is what matters: the planner compares the node's AMI with the AMIs the terms select now),
+  and ``ipPrefixCount`` (as Karpenter: more or fewer prefixes on new nodes do not replace old ones). The
+  other launch fields (``networkInterfaces``, ``connectionTracking``, ``cpuOptions``,
+  ``placementGroupSelector``, ``context``, ``instanceStorePolicy``, block device settings) are covered.
 
 Fields left at their default are left out of the digest, so a Fleetwright upgrade that adds an optional
 field does not drift every node.
@@ -30,7 +33,7 @@ HASH_VERSION: Final = "v1"
 DIGEST_LENGTH: Final = 16
 
 NODECLASS_IGNORED: Final = frozenset(
-    {"ami_selector_terms", "subnet_selector_terms", "security_group_selector_terms"}
+    {"ami_selector_terms", "subnet_selector_terms", "security_group_selector_terms", "ip_prefix_count"}
 )
 TEMPLATE_SPEC_IGNORED: Final = frozenset({"requirements", "expire_after", "termination_grace_period"})
 

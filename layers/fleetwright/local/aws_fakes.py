@@ -350,6 +350,8 @@ class CapacityReservations:
                 instance["CapacityReservationId"] = rid
                 if self.reservations[rid].get("ReservationType") == "capacity-block":
                     instance["InstanceLifecycle"] = "capacity-block"
+
+
 def seed_windows_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> dict[str, str]:
     """Register EKS-optimized Windows Server Core images (2019, 2022, and 2025 from Kubernetes 1.35) and
     publish them under their public SSM parameter names; returns ``{family: image id}``."""
@@ -369,3 +371,72 @@ def seed_windows_amis(ec2: Any, k8s_version: str, region: str = "us-east-1") -> 
         seed_ssm_parameter(windows_alias_parameter(family, k8s_version), str(image), region)
         ids[family] = str(image)
     return ids
+
+
+@dataclass
+class PlacementGroups:
+    """Answers DescribePlacementGroups (moto lacks it) from ``groups``, as the API reference says EC2 does.
+
+    ``GroupIds`` and ``GroupNames`` select groups, and a name or id that matches none is refused with
+    ``InvalidPlacementGroup.Unknown``; filters ``state``, ``strategy``, ``group-name`` and
+    ``spread-level`` narrow the answer; no selection lists every group. Each group is a dict of the
+    response's fields (``GroupName``, ``GroupId``, ``Strategy``, ``State``, ``PartitionCount`` …).
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html
+    """
+
+    groups: list[dict[str, Any]]
+    calls: int = 0
+    _asked: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def install(self, ec2: Any) -> None:
+        # before-call sees the serialized request; the parameters as sent are kept one step earlier.
+        ec2.meta.events.register_first("provide-client-params.ec2.DescribePlacementGroups", self._keep)
+        ec2.meta.events.register_first("before-call.ec2.DescribePlacementGroups", self._answer)
+
+    def _keep(self, params: Mapping[str, Any], **_: Any) -> None:
+        self._asked = dict(params)
+
+    def add(
+        self, name: str, strategy: str, *, partitions: int = 0, state: str = "available", group_id: str = ""
+    ) -> str:
+        """Create a group; returns its id."""
+        group_id = group_id or f"pg-{len(self.groups) + 1:017x}"
+        group: dict[str, Any] = {"GroupName": name, "GroupId": group_id, "Strategy": strategy, "State": state}
+        if strategy == "partition":
+            group["PartitionCount"] = partitions or 2
+        self.groups.append(group)
+        return group_id
+
+    def _answer(self, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        self.calls += 1
+        params = self._asked
+        found = list(self.groups)
+        for field_name, key in (("GroupIds", "GroupId"), ("GroupNames", "GroupName")):
+            wanted = list(params.get(field_name) or [])
+            if not wanted:
+                continue
+            unknown = [value for value in wanted if value not in {g[key] for g in self.groups}]
+            if unknown:
+                body = (
+                    "<Response><Errors><Error><Code>InvalidPlacementGroup.Unknown</Code><Message>"
+                    f"The Placement Group '{unknown[0]}' is unknown.</Message></Error></Errors></Response>"
+                )
+                return _http(400, body), {
+                    "Error": {
+                        "Code": "InvalidPlacementGroup.Unknown",
+                        "Message": f"The Placement Group '{unknown[0]}' is unknown.",
+                    },
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                }
+            found = [g for g in found if g[key] in wanted]
+        filters = {
+            "state": "State",
+            "strategy": "Strategy",
+            "group-name": "GroupName",
+            "spread-level": "SpreadLevel",
+        }
+        for entry in params.get("Filters") or []:
+            attribute = filters.get(str(entry.get("Name")))
+            if attribute is not None:
+                found = [g for g in found if str(g.get(attribute, "")) in entry.get("Values", [])]
+        return _http(), {"PlacementGroups": [dict(g) for g in found]}

@@ -32,7 +32,13 @@ from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
 from fleetwright.local.apiserver.server import ApiServer
-from fleetwright.local.aws_fakes import CapacityReservations, SpotMarket, seed_eks_amis, seed_windows_amis
+from fleetwright.local.aws_fakes import (
+    CapacityReservations,
+    PlacementGroups,
+    SpotMarket,
+    seed_eks_amis,
+    seed_windows_amis,
+)
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
@@ -318,6 +324,17 @@ def _spot_market(clients: AwsClients) -> SpotMarket:
     return SpotMarket({k: frozenset(v) for k, v in offered.items() if k in prices}, price)
 
 
+def _placement_groups(nodeclasses: Sequence[Any]) -> PlacementGroups:
+    """A cluster placement group for every ``placementGroupSelector`` the manifests name (by name or id),
+    answered by the DescribePlacementGroups fake moto lacks."""
+    groups = PlacementGroups([])
+    for nodeclass in nodeclasses:
+        selector = nodeclass.spec.placement_group_selector
+        if selector is not None:
+            groups.add(selector.name or selector.id or "", "cluster", group_id=selector.id or "")
+    return groups
+
+
 def _seed_kubernetes(client: KubeClient, workloads: Sequence[dict[str, Any]]) -> None:
     """One system node (tainted for critical add-ons, as EKS system node groups often are), CoreDNS on
     it, a kube-proxy DaemonSet, and the manifests' workloads scaled to 0."""
@@ -446,6 +463,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
         _spot_market(clients).install(clients.ec2)
         reservations = CapacityReservations()
         reservations.install(clients.ec2)
+        _placement_groups(manifests.nodeclasses).install(clients.ec2)
         cluster = describe_cluster(clients, options.cluster_name)
         server = ApiServer(
             port=options.apiserver_port,

@@ -20,12 +20,13 @@ from collections.abc import Mapping
 
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kubelet import KubeletOverrides
-from fleetwright.model.labels import ARCH
+from fleetwright.model.labels import ARCH, INSTANCE_LOCAL_NVME
 from fleetwright.model.quantity import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, parse_resource
 from fleetwright.model.resources import ResourceList
 
 MIB = 2**20
 GIB = 2**30
+GB = 10**9
 
 VM_MEMORY_OVERHEAD_PERCENT = 0.075  # Karpenter's --vm-memory-overhead-percent default
 GRAVITON_CMA_MIB = 64
@@ -175,14 +176,27 @@ def allocatable_for(
     return allocatable
 
 
+def node_capacity(instance_type: InstanceType, kubelet: KubeletOverrides | None) -> ResourceList:
+    """The type's capacity on a node class's nodes: under ``instanceStorePolicy: RAID0`` ephemeral-storage
+    is the instance store's total size (decimal GB, as EC2 and Karpenter count it) on types that have one."""
+    capacity = dict(instance_type.capacity)
+    local = instance_type.labels.get(INSTANCE_LOCAL_NVME)
+    if kubelet is not None and kubelet.instance_store_raid0 and local:
+        capacity[EPHEMERAL_STORAGE] = int(local) * GB
+    return capacity
+
+
 def instance_type_allocatable(instance_type: InstanceType, kubelet: KubeletOverrides | None) -> ResourceList:
     """Allocatable of ``instance_type`` under a node class's kubelet settings.
 
     The catalog's verbatim allocatable wins; otherwise :func:`allocatable_for` with the type's ENI limits
-    and architecture (so Graviton's CMA memory is taken off).
+    and architecture (so Graviton's CMA memory is taken off), on :func:`node_capacity`.
     """
     if instance_type.explicit_allocatable or kubelet is None:
         return dict(instance_type.allocatable)
     return allocatable_for(
-        instance_type.capacity, kubelet, instance_type.eni_limits, arch=instance_type.labels.get(ARCH)
+        node_capacity(instance_type, kubelet),
+        kubelet,
+        instance_type.eni_limits,
+        arch=instance_type.labels.get(ARCH),
     )

@@ -6,6 +6,7 @@ quantity and duration checks), because ``nodepool`` builds on this module and no
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 from typing import Annotated, Any, ClassVar, Final, Literal
@@ -644,20 +645,7 @@ class EC2NodeClassSpec(KarpenterModel):
 
     def unhonoured_fields(self) -> list[str]:
         """Fields that are set and valid but that Fleetwright does not act on yet."""
-        names = {
-            "placement_group_selector": "spec.placementGroupSelector",
-            "network_interfaces": "spec.networkInterfaces",
-            "ip_prefix_count": "spec.ipPrefixCount",
-            "connection_tracking": "spec.connectionTracking",
-            "cpu_options": "spec.cpuOptions",
-            "instance_store_policy": "spec.instanceStorePolicy",
-            "context": "spec.context",
-        }
-        fields = [label for name, label in names.items() if getattr(self, name) is not None]
-        for index, mapping in enumerate(self.block_device_mappings or []):
-            if mapping.ebs is not None and mapping.ebs.volume_initialization_rate is not None:
-                fields.append(f"spec.blockDeviceMappings[{index}].ebs.volumeInitializationRate")
-        return fields
+        return []
 
     def resolved_ami_family(self) -> str:
         """``amiFamily``, or the family the alias names when it is left out."""
@@ -684,5 +672,9 @@ class EC2NodeClass(KarpenterDocument):
         return self.spec.unhonoured_fields()
 
     def kubelet_overrides(self) -> KubeletOverrides:
-        """The kubelet settings that change allocatable resources (EKS defaults when unset)."""
-        return self.spec.kubelet.overrides() if self.spec.kubelet else KubeletOverrides()
+        """The kubelet settings that change allocatable resources (EKS defaults when unset), with the
+        instance store as ephemeral storage under ``instanceStorePolicy: RAID0``."""
+        overrides = self.spec.kubelet.overrides() if self.spec.kubelet else KubeletOverrides()
+        if self.spec.instance_store_policy == "RAID0":
+            overrides = dataclasses.replace(overrides, instance_store_raid0=True)
+        return overrides

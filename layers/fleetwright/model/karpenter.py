@@ -114,7 +114,8 @@ def kubelet_for(nodepool: NodePool, nodeclass: EC2NodeClass | None) -> KubeletOv
     win (as Karpenter's own v1 conversion did), otherwise the node class's ``kubelet``."""
     legacy = nodepool.legacy_kubelet()
     if legacy is not None:
-        return legacy.kubelet.overrides()
+        raid0 = nodeclass is not None and nodeclass.kubelet_overrides().instance_store_raid0
+        return dataclasses.replace(legacy.kubelet.overrides(), instance_store_raid0=raid0)
     return nodeclass.kubelet_overrides() if nodeclass is not None else KubeletOverrides()
 
 

@@ -13,6 +13,8 @@ class KubeletOverrides:
 
     ``None`` / empty means "use the EKS default". ``eviction_hard`` keeps the raw threshold strings
     (``{"memory.available": "5%"}``) because percentages depend on the instance's capacity.
+    ``instance_store_raid0`` carries the node class's ``instanceStorePolicy: RAID0``: the kubelet's
+    ephemeral storage is then the instance store, not the root volume.
     """
 
     max_pods: int | None = None
@@ -21,3 +23,4 @@ class KubeletOverrides:
     system_reserved: ResourceList = field(default_factory=dict)
     eviction_hard: dict[str, str] = field(default_factory=dict)
     eviction_soft: dict[str, str] = field(default_factory=dict)
+    instance_store_raid0: bool = False

@@ -86,6 +86,11 @@ CAPACITY_RESERVATION_ID = AWS_PREFIX + "capacity-reservation-id"
 CAPACITY_RESERVATION_INTERRUPTIBLE = AWS_PREFIX + "capacity-reservation-interruptible"
 PLACEMENT_GROUP_ID = AWS_PREFIX + "placement-group-id"
 PLACEMENT_GROUP_PARTITION = AWS_PREFIX + "placement-group-partition"
+TENANCIES = ("default", "dedicated")
+
+# Labels the launch decides from the EC2NodeClass and the claim's requirements (tenancy, placement group):
+# every NodePool's requirements carry them (see fleetwright.scheduling.templates), so pods may select them.
+LAUNCH_DECIDED_LABELS = frozenset({INSTANCE_TENANCY, PLACEMENT_GROUP_ID, PLACEMENT_GROUP_PARTITION})
 
 # Labels a reserved offering (one capacity reservation) decides; nodes of other capacity types lack them.
 CAPACITY_RESERVATION_LABELS = frozenset(
@@ -93,15 +98,6 @@ CAPACITY_RESERVATION_LABELS = frozenset(
 )
 WELL_KNOWN_LABELS = WELL_KNOWN_LABELS | CAPACITY_RESERVATION_LABELS
 
-# AWS labels a NodePool may constrain (Karpenter v1.14 allows them) whose values Fleetwright does not
-# derive yet: they are accepted, not used to pick instance types or offerings.
-AWS_REQUIREMENT_ONLY_LABELS = frozenset(
-    {
-        INSTANCE_TENANCY,
-        PLACEMENT_GROUP_ID,
-        PLACEMENT_GROUP_PARTITION,
-    }
-)
 
 # Well-known labels an instance type itself decides (a type without one of these lacks that label).
 # The OS and Windows build are set per EC2NodeClass AMI family (fleetwright.catalog.os_family).

@@ -48,7 +48,7 @@ _AWS_ALLOWED = frozenset(
     | {
         wk.AWS_PREFIX + "ec2nodeclass",
     }
-    | wk.AWS_REQUIREMENT_ONLY_LABELS
+    | wk.LAUNCH_DECIDED_LABELS
 )
 
 
@@ -394,6 +394,10 @@ class NodePool(KarpenterDocument):
         """``spec.template.metadata.labels``."""
         return dict(self.spec.template.metadata.labels)
 
+    def annotations(self) -> dict[str, str]:
+        """``spec.template.metadata.annotations`` (copied onto its NodeClaims and Nodes)."""
+        return dict(self.spec.template.metadata.annotations)
+
     def taints(self) -> tuple[Taint, ...]:
         """``spec.template.spec.taints``."""
         return tuple(item.taint() for item in self.spec.template.spec.taints)
@@ -430,15 +434,10 @@ class NodePool(KarpenterDocument):
     def unhonoured_fields(self) -> list[str]:
         """Fields that are set and valid but that Fleetwright does not act on yet."""
         fields: list[str] = []
-        if self.spec.template.metadata.annotations:
-            fields.append("spec.template.metadata.annotations (not copied onto nodes)")
         if self.spec.replicas is not None:
             fields.append("spec.replicas (static capacity)")
         if self.spec.disruption.consolidation_policy == "Balanced":
             fields.append("spec.disruption.consolidationPolicy: Balanced")
-        for index, item in enumerate(self.spec.template.spec.requirements):
-            if item.key in wk.AWS_REQUIREMENT_ONLY_LABELS:
-                fields.append(f"spec.template.spec.requirements[{index}].key {item.key}")
         return fields
 
     def legacy_kubelet(self) -> LegacyKubelet | None:

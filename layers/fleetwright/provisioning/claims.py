@@ -95,9 +95,13 @@ def reservation_ids(claim: NewNodeClaim) -> list[str]:
 
 
 def launch_request(
-    record: NodeClaimRecord, instance_types: Sequence[InstanceType], node_class: EC2NodeClass | None
+    record: NodeClaimRecord,
+    instance_types: Sequence[InstanceType],
+    node_class: EC2NodeClass | None,
+    *,
+    efa: bool = False,
 ) -> LaunchRequest:
-    """The provider's request for a recorded claim."""
+    """The provider's request for a recorded claim (``efa``: its pods request EFA devices)."""
     return LaunchRequest(
         nodeclaim=record.id,
         nodepool=record.nodepool,
@@ -110,14 +114,15 @@ def launch_request(
         node_class=node_class,
         node_class_name=record.node_class,
         reservation_ids=tuple(record.reservation_ids),
+        efa=efa,
     )
 
 
 def launched_fields(
     instance: LaunchedInstance, now: float, price: float | None, labels: Mapping[str, str] | None = None
 ) -> dict[str, object]:
-    """The record fields set once the instance exists; the labels the launch fixed (a capacity
-    reservation's) join the claim's ``labels``."""
+    """The record fields set once the instance exists; the labels the launch decided (tenancy,
+    placement group, a capacity reservation's) join the claim's ``labels``."""
     fields: dict[str, object] = {
         "instance_id": instance.instance_id,
         "instance_type": instance.instance_type,
@@ -126,8 +131,9 @@ def launched_fields(
         "price": instance.price if instance.price is not None else price,
         "launched_at": now,
     }
-    if instance.labels:
-        fields["labels"] = {**(labels or {}), **instance.labels}
+    decided = {k: v for k, v in instance.labels.items() if (labels or {}).get(k) != v}
+    if decided:
+        fields["labels"] = {**(labels or {}), **decided}
     return fields
 
 

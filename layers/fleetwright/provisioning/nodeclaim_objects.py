@@ -343,6 +343,8 @@ class NodeClaimObjects:
         self, record: NodeClaimRecord, requests: Mapping[str, int] | None, owners: Mapping[str, JsonObject]
     ) -> None:
         meta: JsonObject = {"name": record.id, "labels": labels_of(record), "finalizers": [FINALIZER]}
+        if record.annotations:
+            meta["annotations"] = dict(record.annotations)
         owner = owners.get(record.nodepool)
         if owner is not None:
             meta["ownerReferences"] = [dict(owner)]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
+from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube import reasons
@@ -43,6 +44,7 @@ from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import DISRUPTED_TAINT_KEY, ZONE_ID
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
+from fleetwright.model.requirements import Requirements
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.provisioning import observability as obs
 from fleetwright.provisioning.batcher import Batcher
@@ -402,7 +404,9 @@ class Provisioner:
             with self._replacement_pass(deadline):
                 catalog, accepted = self.catalogs()
                 templates = own_reservations(
-                    nodepool_templates(self.config.nodepools, self.config.nodeclasses),
+                    nodepool_templates(
+                        self.config.nodepools, self.config.nodeclasses, (), self._node_class_requirements()
+                    ),
                     self.reservations_by_class,
                 )
                 by_name = {t.name: t for t in catalog}
@@ -438,7 +442,9 @@ class Provisioner:
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
         self._reserve_promised_pods(nodes, records, snapshot, cluster_nodes, pods)
         templates = own_reservations(
-            nodepool_templates(self.config.nodepools, self.config.nodeclasses, nodes),
+            nodepool_templates(
+                self.config.nodepools, self.config.nodeclasses, nodes, self._node_class_requirements()
+            ),
             self.reservations_by_class,
         )
         inp = SchedulingInput(
@@ -484,6 +490,31 @@ class Provisioner:
                 )
         self.reservations_by_class = reservations
         return sorted(catalog.values(), key=lambda t: t.name), accepted
+
+    def _template_annotations(self, nodepool: str) -> dict[str, str]:
+        """The NodePool template's annotations, which its NodeClaims and Nodes carry (as Karpenter)."""
+        pool = next((np for np in self.config.nodepools if np.name == nodepool), None)
+        return pool.annotations() if pool is not None else {}
+
+    def _node_class_requirements(self) -> dict[str, Requirements]:
+        """What each node class in use adds to its NodePools' requirements (its placement group), when the
+        cloud says; a node class whose lookup fails adds nothing (its launches report why)."""
+        lookup = getattr(self.cloud, "node_class_requirements", None)
+        if lookup is None:
+            return {}
+        found: dict[str, Requirements] = {}
+        for name in sorted({np.node_class_name() for np in self.config.nodepools}):
+            node_class = self.config.nodeclass(name)
+            if node_class is None or node_class.spec.placement_group_selector is None:
+                continue
+            try:
+                found[name] = lookup(node_class)
+            except Exception as error:
+                self.log.warning(
+                    "placement group lookup failed",
+                    extra={"nodeClass": name, "error": f"{type(error).__name__}: {error}"},
+                )
+        return found
 
     def warm_up(self) -> None:
         """Fill the provider's caches (instance types, prices, AMIs) before the first pod arrives."""
@@ -631,6 +662,7 @@ class Provisioner:
                     now=self.wall_clock(),
                 )
                 record.launch_deadline = deadline
+                record.annotations = self._template_annotations(claim.nodepool)
                 # What the node is meant to look like, so the disruption controller can tell drift.
                 record.nodepool_hash = pool_hashes.get(claim.nodepool, "")
                 record.nodeclass_hash = class_hashes.get(template.node_class, "")
@@ -640,7 +672,8 @@ class Provisioner:
                     report.failed[claim.name] = f"claim id {record.id} already exists"
                     continue
                 self._launching.add(record.id)
-                planned.append((claim, record, launch_request(record, candidates, node_class)))
+                efa = claim.requests.get(EFA_RESOURCE, 0) > 0
+                planned.append((claim, record, launch_request(record, candidates, node_class, efa=efa)))
             refused_before = self._refused_offerings()
             self._launch_parallel(planned, deadline, templates, by_name, report, refused_before)
             for claim, record, _ in planned:

@@ -3,9 +3,9 @@
 A real kubelet registers only its ``--node-labels`` and its own well-known labels (hostname, os, arch;
 the cloud controller adds instance type, zone and region). As Karpenter's registration does, Fleetwright
 then puts on the Node what the claim knows: its NodePool, EC2NodeClass, capacity type, the instance
-type's labels, the claim's labels and taints, ``karpenter.sh/registered`` and the termination finalizer
-(so ``kubectl delete node`` goes through the termination workflow); ``karpenter.sh/initialized`` once the
-node is Ready without startup taints.
+type's labels, the claim's labels, annotations and taints, ``karpenter.sh/registered`` and the
+termination finalizer (so ``kubectl delete node`` goes through the termination workflow);
+``karpenter.sh/initialized`` once the node is Ready without startup taints.
 """
 
 from __future__ import annotations
@@ -108,9 +108,9 @@ def _taint_list(texts: Iterable[str]) -> list[JsonObject]:
 def registration_change(
     record: NodeClaimRecord, type_labels: Mapping[str, str]
 ) -> Callable[[JsonObject], JsonObject | None]:
-    """A ``KubeCluster.modify`` change that syncs the claim onto its Node (labels, the termination
-    finalizer, ``karpenter.sh/registered=true``, and, until that label is there, the claim's taints and
-    startup taints); None when the Node has it all already."""
+    """A ``KubeCluster.modify`` change that syncs the claim onto its Node (labels, the NodePool template's
+    annotations, the termination finalizer, ``karpenter.sh/registered=true``, and, until that label is
+    there, the claim's taints and startup taints); None when the Node has it all already."""
     wanted = {**claim_labels(record, type_labels), REGISTERED_LABEL: "true"}
 
     def change(node: JsonObject) -> JsonObject | None:
@@ -120,6 +120,10 @@ def registration_change(
         missing = {k: v for k, v in wanted.items() if labels.get(k) != v}
         if missing:
             patch.setdefault("metadata", {})["labels"] = missing
+        annotations = meta.get("annotations") or {}
+        unset = {k: v for k, v in record.annotations.items() if annotations.get(k) != v}
+        if unset:
+            patch.setdefault("metadata", {})["annotations"] = unset
         finalizers = list(meta.get("finalizers") or [])
         if TERMINATION_FINALIZER not in finalizers and not meta.get("deletionTimestamp"):
             patch.setdefault("metadata", {})["finalizers"] = [*finalizers, TERMINATION_FINALIZER]

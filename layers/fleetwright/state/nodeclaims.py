@@ -67,6 +67,7 @@ _ATTRIBUTES = {
     "nodeclass_hash": "nodeClassHash",
     "launch_deadline": "launchDeadline",
     "reservation_ids": "reservationIds",
+    "annotations": "annotations",
 }
 
 
@@ -114,6 +115,7 @@ class NodeClaimRecord:
     nodeclass_hash: str = ""
     launch_deadline: float | None = None  # epoch seconds after which its launcher calls EC2 no more
     reservation_ids: list[str] = field(default_factory=list)  # reservations a reserved claim may use
+    annotations: dict[str, str] = field(default_factory=dict)  # the NodePool template's, at launch
 
     @property
     def provider_id(self) -> str:
