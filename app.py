@@ -23,7 +23,7 @@ from infra.stack import FleetwrightStack
 def build_app(app: cdk.App) -> FleetwrightStack:
     """Add the Fleetwright stack described by ``app``'s context; raises SettingsError or NodePoolFileError."""
     settings = settings_from_context({key: app.node.try_get_context(key) for key in CONTEXT_KEYS})
-    nodepools = load_nodepool_config(settings.nodepool_paths)
+    nodepools = load_nodepool_config(settings.nodepool_paths, settings.node_role_name)
     env = cdk.Environment(
         account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
     )
