@@ -7,7 +7,9 @@ plain dicts. Problems in all documents are collected and raised together as one 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -363,10 +365,25 @@ def load_manifests(paths: Sequence[str]) -> Manifests:
     Raises :class:`DocumentError` (one or many problems, each naming file, document and field).
     """
     builder = _Builder()
-    for path in manifest_files(paths):
-        try:
-            for ref, doc in read_documents(path):
-                builder.add(ref, doc)
-        except DocumentError as err:
-            builder.errors.append(err)
-    return builder.finish()
+    with _collector_paused():
+        for path in manifest_files(paths):
+            try:
+                for ref, doc in read_documents(path):
+                    builder.add(ref, doc)
+            except DocumentError as err:
+                builder.errors.append(err)
+        return builder.finish()
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: reading a cluster's pods allocates millions of dicts
+    and lists, none of them garbage, and each full collection walks them all (it doubled the time of
+    20,000 pods). Reference counting still frees what is dropped; the collector resumes afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
