@@ -38,6 +38,9 @@ def build_app(app: cdk.App) -> FleetwrightStack:
         provisioner_reserved_concurrency=settings.provisioner_reserved_concurrency,
         disruption=settings.disruption,
         disruption_options=settings.disruption_options,
+        function_sizes=settings.function_sizes,
+        economy_mode=settings.economy_mode,
+        vpc=settings.vpc,
     )
     return stack
 
