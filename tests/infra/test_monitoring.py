@@ -157,7 +157,7 @@ def test_alarms(synthesis: Synthesis) -> None:
     )
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
-    # and the provisioner's and the disruption function's near-limit alarms (tests/infra/test_private_cluster.py)
+    # with the provisioner's and the disruption function's near-limit alarms (test_private_cluster.py)
     assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 11
 
 
