@@ -193,6 +193,24 @@ def test_near_limit_alarms_watch_both_shares_at_80_percent(synthesis: Synthesis)
     assert services == {"fleetwright-provisioner", "fleetwright-disruption"}
 
 
+def test_the_dashboard_graphs_both_shares_per_function_against_the_alarm_line(synthesis: Synthesis) -> None:
+    (dashboard,) = synthesis.fleetwright.resources("AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(render(dashboard["Properties"]["DashboardBody"]))["widgets"]
+    graphs = {
+        w["properties"]["title"]: w["properties"]
+        for w in widgets
+        if w["type"] == "metric" and "share of the Lambda timeout" in w["properties"].get("title", "")
+    }
+    assert sorted(title.split(":")[0] for title in graphs) == ["Disruption", "Provisioner"]
+    for graph in graphs.values():
+        assert sorted(line[1] for line in graph["metrics"]) == ["DurationOfTimeout", "MemoryOfLimit"]
+        assert [a["value"] for a in graph["annotations"]["horizontal"]] == [0.8]
+    alarm_titles = {
+        w["properties"].get("title") for w in widgets if "alarms" in w["properties"].get("annotations", {})
+    }
+    assert {"Provisioner near its limits", "Disruption near its limits"} <= alarm_titles
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [
