@@ -23,7 +23,7 @@ from infra.stack import FleetwrightStack
 def build_app(app: cdk.App) -> FleetwrightStack:
     """Add the Fleetwright stack described by ``app``'s context; raises SettingsError or NodePoolFileError."""
     settings = settings_from_context({key: app.node.try_get_context(key) for key in CONTEXT_KEYS})
-    nodepools = load_nodepool_config(settings.nodepool_paths)
+    nodepools = load_nodepool_config(settings.nodepool_paths, settings.node_role_name)
     env = cdk.Environment(
         account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
     )
@@ -38,6 +38,9 @@ def build_app(app: cdk.App) -> FleetwrightStack:
         provisioner_reserved_concurrency=settings.provisioner_reserved_concurrency,
         disruption=settings.disruption,
         disruption_options=settings.disruption_options,
+        function_sizes=settings.function_sizes,
+        economy_mode=settings.economy_mode,
+        vpc=settings.vpc,
     )
     return stack
 

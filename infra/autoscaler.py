@@ -38,13 +38,14 @@ from constructs import Construct
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
 from infra.dashboard import FleetwrightDashboard
+from infra.function_network import FunctionNetwork, VpcOptions
 from infra.interruption_queue import VISIBILITY_TIMEOUT, VISIBILITY_TO_TIMEOUT_RATIO, InterruptionQueue
 from infra.kubernetes_access import controller_access_entry
 from infra.layer import ARCHITECTURE, RUNTIME, FleetwrightLayer
 from infra.node_role import NodeRole
 from infra.nodepool_parameter import NodePoolParameter, nodepools_digest
 from infra.nodepools import NodePoolConfig
-from infra.settings import DisruptionOptions
+from infra.settings import DisruptionOptions, FunctionSize
 from infra.state_table import StateTable
 from infra.termination_workflow import TerminationWorkflow
 
@@ -63,6 +64,7 @@ ENV_NODEPOOLS_PARAMETER = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
 ENV_NODEPOOLS_DIGEST = "FLEETWRIGHT_NODEPOOLS_DIGEST"
 ENV_STATE_MACHINE = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
 ENV_REPLACE_ON_REBALANCE = "FLEETWRIGHT_REPLACE_ON_REBALANCE"
+ENV_ECONOMY_MODE = "FLEETWRIGHT_ECONOMY_MODE"
 # Powertools' service name, which is also the metrics' ``service`` dimension (infra/controller_metrics.py).
 ENV_SERVICE = "POWERTOOLS_SERVICE_NAME"
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
@@ -86,6 +88,9 @@ DISRUPTION_TIMEOUT = Duration.seconds(60)
 DISRUPTION_MEMORY = 1024  # MB; consolidation simulates the scheduler over the whole cluster
 DISRUPTION_RESERVED_CONCURRENCY = 1
 DISRUPTION_MAX_EVENT_AGE = Duration.seconds(60)
+
+# The interruption handler and the termination steps: short calls whatever the cluster's size.
+EVENT_FUNCTION_MEMORY = 512  # MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +130,12 @@ class FleetwrightAutoscaler(Construct):
     notified by every alarm), ``state_removal_policy`` (the state table is retained by default),
     ``with_functions`` (False: only the infrastructure, for apps that add their own functions),
     ``provisioner_reserved_concurrency`` (None: unreserved), ``replace_on_rebalance``, ``disruption``
-    (False: no disruption function) and ``disruption_options`` (its settings; default: the function's).
+    (False: no disruption function), ``disruption_options`` (its settings; default: the function's) and
+    ``function_sizes`` (memory and timeout by function: ``provisioner``, ``disruption``, ``interruption``,
+    ``termination``; default 1024 MB / 60 s for the first two, 512 MB / 60 s for the others),
+    ``economy_mode`` (the provisioner makes one pass per invocation instead of watching) and ``vpc``
+    (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
+    a private endpoint only; ``network`` then holds the security groups and endpoints).
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``),
@@ -151,9 +161,19 @@ class FleetwrightAutoscaler(Construct):
         replace_on_rebalance: bool = False,
         disruption: bool = True,
         disruption_options: DisruptionOptions | None = None,
+        function_sizes: Mapping[str, FunctionSize] | None = None,
+        economy_mode: bool = False,
+        vpc: VpcOptions | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
+        self.function_sizes = dict(function_sizes or {})
+        self.economy_mode = economy_mode
+        self.network = (
+            FunctionNetwork(self, "Network", options=vpc, cluster_name=cluster_name)
+            if vpc is not None
+            else None
+        )
         self.nodepools = nodepools
         self.functions: list[lambda_.IFunction] = []
         self.access_entries: dict[str, eks.CfnAccessEntry] = {}  # by the role's construct path
@@ -210,6 +230,14 @@ class FleetwrightAutoscaler(Construct):
             )
         return name
 
+    def _size(self, name: str, memory_mb: int, timeout: Duration) -> tuple[int, Duration]:
+        """The memory and timeout of built-in function ``name``: ``function_sizes``, else the defaults."""
+        size = self.function_sizes.get(name, FunctionSize())
+        return (
+            size.memory_mb or memory_mb,
+            Duration.seconds(size.timeout_seconds) if size.timeout_seconds else timeout,
+        )
+
     @property
     def function_environment(self) -> dict[str, str]:
         """The environment variables that tell a handler where everything is."""
@@ -257,7 +285,8 @@ class FleetwrightAutoscaler(Construct):
     ) -> lambda_.Function:
         """A controller function: arm64, the shared layer, its own execution role (the controller policy,
         writing to its log group, an EKS access entry), the common environment (plus ``environment``), a log
-        group kept one month, a dashboard row and (unless ``error_alarm`` is False) an error alarm.
+        group kept one month, a dashboard row and (unless ``error_alarm`` is False) an error alarm; in the
+        VPC's subnets when the autoscaler has ``vpc``.
 
         ``reserved_concurrency``, ``retry_attempts`` and ``max_event_age`` are Lambda's own settings (the
         last two for asynchronous invocations).
@@ -290,6 +319,8 @@ class FleetwrightAutoscaler(Construct):
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
         )
+        if self.network is not None:
+            self.network.attach(function)
         self.register_function(function, error_alarm=error_alarm)
         return function
 
@@ -338,23 +369,28 @@ class FleetwrightAutoscaler(Construct):
         self, *, reserved_concurrency: int | None = PROVISIONER_RESERVED_CONCURRENCY
     ) -> Provisioner:
         """The provisioner (docs/provisioner.md) on a one-minute EventBridge schedule, with alarms on failing
-        passes and on instances that never register."""
+        passes, on instances that never register and on invocations near their timeout or memory."""
         self.dashboard.add_section("Provisioning")
         self.dashboard.add_provisioning_widgets()
         alarms = self.dashboard.add_provisioning_alarms()
+        memory, timeout = self._size("provisioner", PROVISIONER_MEMORY, PROVISIONER_TIMEOUT)
         function = self.add_function(
             "Provisioner",
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "provisioner")),
             description="Fleetwright provisioner (launches nodes for unschedulable pods)",
-            timeout=PROVISIONER_TIMEOUT,
-            memory_size=PROVISIONER_MEMORY,
-            environment=self._service_environment(cm.PROVISIONER_SERVICE),
+            timeout=timeout,
+            memory_size=memory,
+            environment={
+                **self._service_environment(cm.PROVISIONER_SERVICE),
+                ENV_ECONOMY_MODE: "true" if self.economy_mode else "false",
+            },
             reserved_concurrency=reserved_concurrency,
             # The next scheduled invocation is the retry.
             retry_attempts=0,
             max_event_age=PROVISIONER_MAX_EVENT_AGE,
         )
+        alarms.append(self.dashboard.add_limit_alarm("Provisioner", cm.PROVISIONER_SERVICE))
         schedule = events.Rule(
             self,
             "ProvisionerSchedule",
@@ -369,11 +405,15 @@ class FleetwrightAutoscaler(Construct):
         and the workflow's failure alarm (docs/termination.md)."""
         self.dashboard.add_section("Interruptions and node terminations")
         self.dashboard.add_interruption_widgets()
+        steps_memory, steps_timeout = self._size("termination", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
+        handler_memory, handler_timeout = self._size("interruption", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
         steps = self.add_function(
             "TerminationSteps",
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "termination")),
             description="Fleetwright termination workflow steps (cordon, drain, terminate, clean up)",
+            timeout=steps_timeout,
+            memory_size=steps_memory,
             environment=self._service_environment(cm.TERMINATION_SERVICE),
             # Its errors are the workflow's to retry (TransientError) or to report (the failure alarm).
             error_alarm=False,
@@ -389,6 +429,8 @@ class FleetwrightAutoscaler(Construct):
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "interruption")),
             description="Fleetwright interruption handler (Spot warnings, rebalance, state changes, Health)",
+            timeout=handler_timeout,
+            memory_size=handler_memory,
             environment={
                 **self._service_environment(cm.INTERRUPTION_SERVICE),
                 ENV_REPLACE_ON_REBALANCE: "true" if replace_on_rebalance else "false",
@@ -411,13 +453,14 @@ class FleetwrightAutoscaler(Construct):
         self.dashboard.add_section("Disruption")
         self.dashboard.add_disruption_widgets()
         alarms = self.dashboard.add_disruption_alarms()
+        memory, timeout = self._size("disruption", DISRUPTION_MEMORY, DISRUPTION_TIMEOUT)
         function = self.add_function(
             "Disruption",
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / "disruption")),
             description="Fleetwright disruption (consolidation, drift, expiration, garbage collection)",
-            timeout=DISRUPTION_TIMEOUT,
-            memory_size=DISRUPTION_MEMORY,
+            timeout=timeout,
+            memory_size=memory,
             environment={
                 **self._service_environment(cm.DISRUPTION_SERVICE),
                 **(options or DisruptionOptions()).environment(),
@@ -427,6 +470,7 @@ class FleetwrightAutoscaler(Construct):
             retry_attempts=0,
             max_event_age=DISRUPTION_MAX_EVENT_AGE,
         )
+        alarms.append(self.dashboard.add_limit_alarm("Disruption", cm.DISRUPTION_SERVICE))
         self.grant_terminations(function)
         # The sweep lists the workflow's running executions to find nodes nobody is working on.
         self.interruption_handling.workflow.state_machine.grant(function, "states:ListExecutions")

@@ -22,7 +22,7 @@ from fleetwright.disruption import deletion
 from fleetwright.disruption import metrics as disruption
 from fleetwright.interruption import controller as interruption
 from fleetwright.kube import events
-from fleetwright.provisioning import nodeclaim_objects, nodepool_source, registration
+from fleetwright.provisioning import limits, nodeclaim_objects, nodepool_source, registration
 from fleetwright.provisioning import observability as provisioning
 from fleetwright.termination import steps as termination
 
@@ -47,6 +47,10 @@ REGISTRATION_TIMEOUTS = provisioning.REGISTRATION_TIMEOUTS
 PROVISIONING_ERRORS = provisioning.PASS_ERRORS
 LEASE_LOST = provisioning.LEASE_LOST
 SCHEDULING_DURATION = provisioning.SCHEDULING_DURATION
+# How close an invocation came to its Lambda timeout and memory (provisioner and disruption).
+DURATION_OF_TIMEOUT = limits.DURATION_OF_TIMEOUT
+MEMORY_OF_LIMIT = limits.MEMORY_OF_LIMIT
+LIMIT_ALARM_FRACTION = limits.WARNING_FRACTION
 NO_NODEPOOLS = nodepool_source.NO_NODEPOOLS
 INVALID_KARPENTER_OBJECTS = nodepool_source.INVALID_KARPENTER_OBJECTS
 NODEPOOL_READ_ERRORS = nodepool_source.NODEPOOL_READ_ERRORS

@@ -426,6 +426,42 @@ class FleetwrightDashboard(Construct):
             ),
         )
 
+    def add_limit_alarm(self, function_title: str, service: str) -> cloudwatch.Alarm:
+        """An alarm when an invocation of ``service`` used 80% of its timeout or memory
+        (``DurationOfTimeout``, ``MemoryOfLimit``), and a row graphing both against the threshold."""
+        fraction = cm.LIMIT_ALARM_FRACTION
+        duration = cm.metric(cm.DURATION_OF_TIMEOUT, service, statistic="Maximum", period=EVENT_PERIOD)
+        memory = cm.metric(cm.MEMORY_OF_LIMIT, service, statistic="Maximum", period=EVENT_PERIOD)
+        alarm = cloudwatch.Alarm(
+            self,
+            f"{function_title}NearLimits",
+            alarm_description=f"An invocation of the {function_title} function used {fraction:.0%} or more "
+            "of its Lambda timeout or memory: the cluster is outgrowing the function's size. Raise "
+            "functionSizes (docs/performance.md, Sizing) before passes are cut off.",
+            metric=cloudwatch.MathExpression(
+                expression="MAX([duration, memory])",
+                using_metrics={"duration": duration, "memory": memory},
+                period=EVENT_PERIOD,
+                label=f"{function_title}: largest share of a limit",
+            ),
+            threshold=fraction,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"{function_title}: share of the Lambda timeout and memory used (max)",
+                left=[duration, memory],
+                left_annotations=[cloudwatch.HorizontalAnnotation(value=fraction, label="alarm")],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.AlarmWidget(
+                title=f"{function_title} near its limits", alarm=alarm, width=WIDGET_WIDTH
+            ),
+        )
+        return self.add_alarm(alarm)
+
     def add_disruption_alarms(self) -> list[cloudwatch.Alarm]:
         """An alarm on disruption errors in three consecutive minutes, and a row showing it."""
         failing = cloudwatch.Alarm(

@@ -96,6 +96,19 @@ def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
             ),
         ],
     )
+    if autoscaler.network is not None:
+        NagSuppressions.add_resource_suppressions(
+            autoscaler.network.attach_policy,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="What Lambda needs to attach the functions to their subnets (the actions of "
+                    "AWSLambdaVPCAccessExecutionRole): Lambda creates and deletes the network interfaces "
+                    "itself, so their IDs are not known in advance.",
+                    applies_to=["Resource::*"],
+                )
+            ],
+        )
     _acknowledge_functions(autoscaler)
 
 

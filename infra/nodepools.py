@@ -14,6 +14,7 @@ from typing import Any
 from fleetwright.manifests import manifest_files, read_documents
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.karpenter import is_karpenter_document, parse_karpenter_document
+from fleetwright.model.legacy import STACK_NODE_ROLE, stack_node_role
 from fleetwright.model.nodepool import NodePool
 from fleetwright.validation import validate
 
@@ -49,12 +50,21 @@ class NodePoolConfig:
         return not self.documents
 
     def node_roles(self) -> set[str]:
-        """The IAM role names the EC2NodeClasses ask for (``spec.role``; ARNs reduced to the name)."""
-        return {nc.spec.role.rpartition("/")[2] for nc in self.nodeclasses if nc.spec.role}
+        """The IAM role names the EC2NodeClasses ask for (``spec.role``; ARNs reduced to the name), not
+        counting converted AWSNodeTemplates that take whatever role the stack creates."""
+        return {
+            nc.spec.role.rpartition("/")[2]
+            for nc in self.nodeclasses
+            if nc.spec.role and nc.spec.role != STACK_NODE_ROLE
+        }
 
 
-def load_nodepool_config(paths: Sequence[str]) -> NodePoolConfig:
+def load_nodepool_config(paths: Sequence[str], node_role_name: str | None = None) -> NodePoolConfig:
     """Validate ``paths`` (files or directories) like ``fleetwright validate`` and read their NodePools.
+
+    ``node_role_name`` (the ``nodeRoleName`` setting) is the role v1alpha5 AWSNodeTemplates without
+    ``instanceProfile`` are converted with; unset, a stand-in that counts as no role (the functions
+    convert them with the role the stack created).
 
     No path, or only :data:`NO_FILE` (``-c nodePoolsFile=none``), deploys no documents: the NodePools are
     managed in the cluster (kubectl, Helm, Argo CD) and the functions read them there only.
@@ -64,6 +74,11 @@ def load_nodepool_config(paths: Sequence[str]) -> NodePoolConfig:
     """
     if is_cluster_only(paths):
         return NodePoolConfig(paths=[])
+    with stack_node_role(node_role_name or STACK_NODE_ROLE):
+        return _load(paths)
+
+
+def _load(paths: Sequence[str]) -> NodePoolConfig:
     _, warnings, errors = validate(list(paths))
     if errors:
         raise NodePoolFileError(errors)

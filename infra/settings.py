@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +15,7 @@ from fleetwright.disruption.config import (
     ENV_MIN_SAVING_FRACTION,
     ENV_SPOT_TO_SPOT,
 )
+from infra.function_network import VpcOptions
 
 DEFAULT_NODEPOOLS = "examples/inflate"
 DEFAULT_PROVISIONER_CONCURRENCY = 1
@@ -29,7 +33,19 @@ CONTEXT_KEYS = (
     "disruptionMinNodeAgeSeconds",
     "disruptionSpotToSpot",
     "disruptionDryRun",
+    "functionSizes",
+    "economyMode",
+    "vpcId",
+    "vpcSubnetIds",
+    "vpcSecurityGroupIds",
+    "clusterSecurityGroupId",
+    "createVpcEndpoints",
+    "vpcRouteTableIds",
 )
+# The functions whose memory and timeout ``functionSizes`` sets (docs/performance.md, "Sizing").
+SIZED_FUNCTIONS = ("provisioner", "disruption", "interruption", "termination")
+MEMORY_RANGE = (128, 10240)  # MB, Lambda's limits
+TIMEOUT_RANGE = (1, 900)  # seconds, Lambda's limits
 
 
 class SettingsError(ValueError):
@@ -65,13 +81,24 @@ class DisruptionOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionSize:
+    """A function's Lambda memory (MB) and timeout (seconds); ``None`` keeps the stack's default."""
+
+    memory_mb: int | None = None
+    timeout_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AppSettings:
     """``clusterName`` (required), ``nodePoolsFile`` (files/directories, comma-separated), and the options
     ``nodeRoleName``, ``alarmTopicArn``, ``stackName`` (default ``Fleetwright-<clusterName>``) and
     ``provisionerReservedConcurrency`` (default 1; ``none`` for unreserved), ``disruption`` (``false``
     leaves the disruption function out) and its settings ``disruptionMinSavingFraction`` (0 to 1),
     ``disruptionMinSavingDollars``, ``disruptionMinNodeAgeSeconds``, ``disruptionSpotToSpot`` and
-    ``disruptionDryRun`` (unset: the function's defaults)."""
+    ``disruptionDryRun`` (unset: the function's defaults), ``functionSizes`` (memory and timeout per
+    function, see :func:`function_sizes_from_context`), ``economyMode`` (the provisioner makes one pass per
+    scheduled invocation instead of watching; docs/cost.md) and the VPC settings of
+    :func:`vpc_from_context`."""
 
     cluster_name: str
     nodepool_paths: tuple[str, ...]
@@ -81,6 +108,9 @@ class AppSettings:
     provisioner_reserved_concurrency: int | None = DEFAULT_PROVISIONER_CONCURRENCY
     disruption: bool = True
     disruption_options: DisruptionOptions = field(default_factory=DisruptionOptions)
+    function_sizes: dict[str, FunctionSize] = field(default_factory=dict)
+    economy_mode: bool = False
+    vpc: VpcOptions | None = None
 
 
 def _text(context: dict[str, Any], key: str) -> str | None:
@@ -149,6 +179,113 @@ def disruption_options_from_context(context: dict[str, Any]) -> DisruptionOption
     )
 
 
+def _size_value(value: Any, where: str, bounds: tuple[int, int], unit: str) -> int:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise SettingsError(f"context {where} must be a whole number of {unit}, got {value!r}")
+    number = int(str(value).strip())
+    if not low <= number <= high:
+        raise SettingsError(f"context {where} must be from {low} to {high} {unit}, got {number}")
+    return number
+
+
+def _suggest(name: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+
+
+def function_sizes_from_context(context: dict[str, Any]) -> dict[str, FunctionSize]:
+    """``functionSizes``: a mapping (in cdk.json) or its JSON text (``-c functionSizes='{...}'``) from a
+    function (``provisioner``, ``disruption``, ``interruption``, ``termination``) to ``memoryMB`` (128 to
+    10240) and/or ``timeoutSeconds`` (1 to 900); functions and fields left out keep the defaults."""
+    raw = context.get("functionSizes")
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SettingsError(f"context 'functionSizes' is not valid JSON: {err}") from None
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"context 'functionSizes' must map function names to sizes, got {raw!r}")
+    sizes: dict[str, FunctionSize] = {}
+    for name, size in raw.items():
+        where = f"'functionSizes.{name}'"
+        if name not in SIZED_FUNCTIONS:
+            raise SettingsError(f"context {where}: unknown function{_suggest(str(name), SIZED_FUNCTIONS)}")
+        if not isinstance(size, Mapping) or not size:
+            raise SettingsError(
+                f'context {where} must be {{"memoryMB": N, "timeoutSeconds": N}}, got {size!r}'
+            )
+        unknown = [key for key in size if key not in ("memoryMB", "timeoutSeconds")]
+        if unknown:
+            fields = ("memoryMB", "timeoutSeconds")
+            raise SettingsError(
+                f"context {where}: unknown field {unknown[0]!r}{_suggest(str(unknown[0]), fields)}"
+            )
+        sizes[name] = FunctionSize(
+            memory_mb=_size_value(size["memoryMB"], f"{where[:-1]}.memoryMB'", MEMORY_RANGE, "MB")
+            if "memoryMB" in size
+            else None,
+            timeout_seconds=_size_value(
+                size["timeoutSeconds"], f"{where[:-1]}.timeoutSeconds'", TIMEOUT_RANGE, "seconds"
+            )
+            if "timeoutSeconds" in size
+            else None,
+        )
+    return sizes
+
+
+def _ids(context: dict[str, Any], key: str, prefix: str) -> tuple[str, ...]:
+    value = context.get(key)
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        items = [item.strip() for item in value]
+    else:
+        raise SettingsError(
+            f"context {key!r} must be a comma-separated list of {prefix}... ids, got {value!r}"
+        )
+    wrong = [item for item in items if not item.startswith(prefix) or len(item) <= len(prefix)]
+    if wrong:
+        raise SettingsError(f"context {key!r}: {wrong[0]!r} is not a {prefix}... id")
+    return tuple(items)
+
+
+def vpc_from_context(context: dict[str, Any]) -> VpcOptions | None:
+    """``vpcSubnetIds`` (functions in these subnets; unset: no VPC), ``vpcId``, ``vpcSecurityGroupIds``
+    (default: a group the stack creates), ``clusterSecurityGroupId`` (gets an HTTPS ingress rule from the
+    functions), ``createVpcEndpoints`` and ``vpcRouteTableIds`` (see docs/deploy.md, private clusters)."""
+    subnets = _ids(context, "vpcSubnetIds", "subnet-")
+    others = [
+        k for k in ("vpcSecurityGroupIds", "clusterSecurityGroupId", "vpcRouteTableIds") if context.get(k)
+    ]
+    if not subnets:
+        if others or _flag(context, "createVpcEndpoints"):
+            raise SettingsError(
+                f"context {others[0] if others else 'createVpcEndpoints'!r} needs vpcSubnetIds"
+            )
+        return None
+    vpc_ids = _ids(context, "vpcId", "vpc-")
+    cluster_groups = _ids(context, "clusterSecurityGroupId", "sg-")
+    if len(vpc_ids) > 1 or len(cluster_groups) > 1:
+        raise SettingsError("context 'vpcId' and 'clusterSecurityGroupId' take one id each")
+    options = VpcOptions(
+        subnet_ids=subnets,
+        vpc_id=vpc_ids[0] if vpc_ids else None,
+        security_group_ids=_ids(context, "vpcSecurityGroupIds", "sg-"),
+        cluster_security_group_id=cluster_groups[0] if cluster_groups else None,
+        create_endpoints=_flag(context, "createVpcEndpoints") is True,
+        route_table_ids=_ids(context, "vpcRouteTableIds", "rtb-"),
+    )
+    problems = options.problems()
+    if problems:
+        raise SettingsError("context: " + "; ".join(problems))
+    return options
+
+
 def settings_from_context(context: dict[str, Any]) -> AppSettings:
     """Build the settings from a context mapping; raises :class:`SettingsError` with what to pass."""
     cluster = _text(context, "clusterName")
@@ -170,4 +307,7 @@ def settings_from_context(context: dict[str, Any]) -> AppSettings:
         provisioner_reserved_concurrency=_concurrency(context),
         disruption=_flag(context, "disruption") is not False,
         disruption_options=disruption_options_from_context(context),
+        function_sizes=function_sizes_from_context(context),
+        economy_mode=_flag(context, "economyMode") is True,
+        vpc=vpc_from_context(context),
     )

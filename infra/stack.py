@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
@@ -9,9 +10,10 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.autoscaler import PROVISIONER_RESERVED_CONCURRENCY, FleetwrightAutoscaler
+from infra.function_network import VpcOptions
 from infra.nag import acknowledge_findings
 from infra.nodepools import NodePoolConfig
-from infra.settings import DisruptionOptions
+from infra.settings import DisruptionOptions, FunctionSize
 
 
 class FleetwrightStack(Stack):
@@ -29,6 +31,9 @@ class FleetwrightStack(Stack):
         provisioner_reserved_concurrency: int | None = PROVISIONER_RESERVED_CONCURRENCY,
         disruption: bool = True,
         disruption_options: DisruptionOptions | None = None,
+        function_sizes: Mapping[str, FunctionSize] | None = None,
+        economy_mode: bool = False,
+        vpc: VpcOptions | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("description", f"Fleetwright node autoscaler for EKS cluster {cluster_name}")
@@ -44,6 +49,9 @@ class FleetwrightStack(Stack):
             provisioner_reserved_concurrency=provisioner_reserved_concurrency,
             disruption=disruption,
             disruption_options=disruption_options,
+            function_sizes=function_sizes,
+            economy_mode=economy_mode,
+            vpc=vpc,
         )
         acknowledge_findings(self.autoscaler)
         a = self.autoscaler

@@ -106,15 +106,33 @@ def reset_controller() -> None:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point: one disruption pass; its summary."""
+    from fleetwright.provisioning.limits import remaining_ms
+
+    started_with = remaining_ms(context)
     try:
         runner = controller()
     except Exception as error:
         logger.error("disruption cannot start", extra={"error": str(error)})
         raise
-    source = _RUNTIME.get("nodepools")
-    if source is not None:
-        source.refresh()
-    report = runner.run_once()
+    try:
+        source = _RUNTIME.get("nodepools")
+        if source is not None:
+            source.refresh()
+        report = runner.run_once()
+    finally:
+        report_limits(started_with, remaining_ms(context))
     summary: dict[str, Any] = report.summary()
     logger.info("disruption pass finished", extra={"summary": summary})
     return summary
+
+
+def report_limits(started_with: float | None, left: float | None) -> dict[str, float]:
+    """``DurationOfTimeout`` (of the time the invocation started with) and ``MemoryOfLimit``
+    (``fleetwright.provisioning.limits``); a warning in the log from 0.8 on."""
+    from fleetwright.provisioning import limits
+    from fleetwright.provisioning.observability import PowertoolsMetrics
+
+    published = limits.report_limits(PowertoolsMetrics(metrics), budget_ms=started_with, left_ms=left)
+    if any(value >= limits.WARNING_FRACTION for value in published.values()):
+        logger.warning("disruption close to its Lambda limits", extra={"limits": published})
+    return published

@@ -143,11 +143,32 @@ def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point."""
+    from fleetwright.provisioning.limits import remaining_ms
+
+    started_with = remaining_ms(context)
     try:
         rt = runtime()
     except Exception as error:
         logger.error("provisioner cannot start", extra={"error": str(error)})
         raise
     rt.idempotency_config.register_lambda_context(context)
-    result: dict[str, Any] = rt.idempotent_run(event=event, context=context)
+    try:
+        result: dict[str, Any] = rt.idempotent_run(event=event, context=context)
+    finally:
+        report_limits(rt.settings.config, started_with, remaining_ms(context))
     return result
+
+
+def report_limits(config: Any, started_with: float | None, left: float | None) -> dict[str, float]:
+    """``DurationOfTimeout`` and ``MemoryOfLimit`` (``fleetwright.provisioning.limits``). Watching, the
+    provisioner runs until its deadline on purpose: its budget is the deadline margin it keeps."""
+    from fleetwright.provisioning import limits
+    from fleetwright.provisioning.observability import PowertoolsMetrics
+
+    budget = started_with
+    if not config.economy and started_with is not None:
+        budget = min(started_with, config.deadline_margin_seconds * 1000.0)
+    published = limits.report_limits(PowertoolsMetrics(metrics), budget_ms=budget, left_ms=left)
+    if any(value >= limits.WARNING_FRACTION for value in published.values()):
+        logger.warning("provisioner close to its Lambda limits", extra={"limits": published})
+    return published

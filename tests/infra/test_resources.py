@@ -30,8 +30,9 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::SSM::Parameter": 1,
         "AWS::CloudWatch::Dashboard": 1,
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
-        # failing provisioning passes, registration timeouts, failing disruption
-        "AWS::CloudWatch::Alarm": 9,
+        # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
+        # disruption function near their timeout or memory
+        "AWS::CloudWatch::Alarm": 11,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run

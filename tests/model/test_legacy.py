@@ -324,21 +324,6 @@ def test_aws_node_template_problems(spec: str, path: str, text: str) -> None:
     assert text in problems[path]
 
 
-def test_aws_node_template_needs_an_instance_profile() -> None:
-    text = """
-apiVersion: karpenter.k8s.aws/v1alpha1
-kind: AWSNodeTemplate
-metadata: {name: t}
-spec:
-  subnetSelector: {a: b}
-  securityGroupSelector: {a: b}
-"""
-    with pytest.raises(DocumentError) as caught:
-        parse_text(text)
-    assert [path for path, _ in caught.value.problems] == ["spec.instanceProfile"]
-    assert "no cluster-wide default instance profile" in str(caught.value)
-
-
 def test_v1beta1_document_that_only_needs_a_new_api_version_still_warns() -> None:
     parsed = parse_text(
         """

@@ -11,9 +11,12 @@ are returned separately (:attr:`Conversion.kubelet`) so the NodePool can carry t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,34 @@ LEGACY_KINDS = frozenset(
 # v1beta1 and older defaulted the IMDS hop limit to 2 (v1: 1); keeping 2 keeps pods' IMDS access working.
 LEGACY_HOP_LIMIT = 2
 _ID_KEYS = ("aws-ids", "aws::ids")
+
+# v1alpha5 AWSNodeTemplates could leave out instanceProfile: Karpenter then used its global setting
+# aws.defaultInstanceProfile. v1 has no such default, so they get the node role of the Fleetwright
+# deployment: the one the CDK stack creates, named to every function in this variable.
+ENV_NODE_ROLE = "FLEETWRIGHT_NODE_ROLE_NAME"
+# The role written where no deployment is known (``fleetwright plan``/``validate`` without
+# FLEETWRIGHT_NODE_ROLE_NAME, ``cdk synth`` without nodeRoleName): a stand-in, never a real role name
+# (IAM names have no spaces), replaced by the real one where the functions convert the document.
+STACK_NODE_ROLE = "<node role of the Fleetwright stack>"
+_NODE_ROLE: ContextVar[str | None] = ContextVar("fleetwright_legacy_node_role", default=None)
+
+
+@contextlib.contextmanager
+def stack_node_role(name: str | None) -> Iterator[None]:
+    """Within the block, AWSNodeTemplates without instanceProfile get ``name`` (None: the default)."""
+    token = _NODE_ROLE.set(name)
+    try:
+        yield
+    finally:
+        _NODE_ROLE.reset(token)
+
+
+def node_role_for_legacy() -> str:
+    """The role given to AWSNodeTemplates without instanceProfile: :func:`stack_node_role`'s, else
+    ``FLEETWRIGHT_NODE_ROLE_NAME``, else :data:`STACK_NODE_ROLE`."""
+    return _NODE_ROLE.get() or os.environ.get(ENV_NODE_ROLE, "").strip() or STACK_NODE_ROLE
+
+
 _METADATA_KEYS = ("name", "namespace", "labels", "annotations")
 
 
@@ -494,13 +525,16 @@ def _awsnodetemplate(doc: Mapping[str, Any], conversion: Conversion) -> None:
         if name in spec:
             out[name] = spec[name]
     if "instanceProfile" not in spec:
-        conversion.problems.append(
-            (
-                "spec.instanceProfile",
-                "required: v1 has no cluster-wide default instance profile; "
-                "set instanceProfile (or write an EC2NodeClass with role)",
-            )
+        role = node_role_for_legacy()
+        out["role"] = role
+        shown = "a stand-in for it" if role == STACK_NODE_ROLE else repr(role)
+        conversion.changes.append(
+            "spec.instanceProfile is not set: v1 has no cluster-wide default instance profile "
+            "(v1alpha5's aws.defaultInstanceProfile), so spec.role is the Fleetwright stack's node role "
+            f"({shown}; stack output NodeRoleName, {ENV_NODE_ROLE} in the functions), "
+            "for which Fleetwright manages an instance profile"
         )
+        conversion.paths.append(("spec.role", "spec.instanceProfile", False))
     _hop_limit(out, conversion)
 
 

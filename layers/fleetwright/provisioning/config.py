@@ -242,7 +242,11 @@ def settings_from_env(
     else:
         paths = []
     # No documents configured: NodePools come only from the cluster (kubectl, Helm, Argo CD).
-    nodepools, nodeclasses, warnings = load_documents(paths) if paths else ([], [], [])
+    # v1alpha5 AWSNodeTemplates without instanceProfile take the deployment's node role.
+    from fleetwright.model.legacy import ENV_NODE_ROLE, stack_node_role
+
+    with stack_node_role(env.get(ENV_NODE_ROLE, "").strip() or None):
+        nodepools, nodeclasses, warnings = load_documents(paths) if paths else ([], [], [])
     options = options_from_env(env)
     config = ProvisionerConfig(
         cluster_name=env[ENV_CLUSTER].strip(),

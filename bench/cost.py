@@ -1,0 +1,225 @@
+"""Fleetwright's own monthly AWS bill, computed from its configuration and measured pass durations.
+
+Usage: python bench/cost.py [--markdown]
+
+Prints, for an idle cluster and for 100 / 1,000 / 10,000 nodes, in the default watching mode and in
+economy mode, the monthly cost per service. Prices: AWS's public price pages for us-east-1 (arm64 Lambda,
+Step Functions Standard, DynamoDB on-demand, SQS standard, CloudWatch), read 2026-11-24; free tiers are
+not subtracted (an account uses them for other things too). Every input is a named constant below, with
+where it comes from, so changing one (memory, schedule, how long the provisioner watches) shows its effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+
+# --- prices (us-east-1, USD; read 2026-11-24) ------------------------------------------------------------
+# https://aws.amazon.com/lambda/pricing/ (Arm, first 7.5 billion GB-seconds a month)
+LAMBDA_GB_SECOND = 0.0000133334
+LAMBDA_REQUEST = 0.20 / 1e6
+# https://aws.amazon.com/step-functions/pricing/ (Standard workflows)
+STATE_TRANSITION = 0.025 / 1000
+# https://aws.amazon.com/dynamodb/pricing/on-demand/
+DYNAMODB_WRITE = 0.625 / 1e6  # per write request unit
+DYNAMODB_READ = 0.125 / 1e6  # per read request unit
+DYNAMODB_GB_MONTH = 0.25
+# https://aws.amazon.com/sqs/pricing/ (standard queue)
+SQS_REQUEST = 0.40 / 1e6
+# https://aws.amazon.com/cloudwatch/pricing/
+LOGS_INGESTED_GB = 0.50
+LOGS_STORED_GB_MONTH = 0.03
+CUSTOM_METRIC_MONTH = 0.30  # first 10,000 metrics
+ALARM_METRIC_MONTH = 0.10  # standard resolution, per metric an alarm reads
+DASHBOARD_MONTH = 3.00  # beyond the account's first three
+# EventBridge: events of AWS services (EC2 and Health, the interruption rules) are free; the two
+# schedule rules invoke their targets without an event charge (https://aws.amazon.com/eventbridge/pricing/).
+
+MINUTES_PER_MONTH = 730 * 60  # AWS's 730-hour month
+DAYS_PER_MONTH = 730 / 24
+
+# --- what the stack deploys (infra/) -----------------------------------------------------------------------
+SCHEDULE_SECONDS = 60  # both schedules: rate(1 minute)
+DEADLINE_MARGIN_SECONDS = 10  # the watching provisioner stops this long before its timeout
+# The default stack's 11 alarms read 15 metrics (the workflow-execution alarm 3, the near-limit ones 2 each;
+# counted in the synthesized template).
+ALARM_METRICS = 15
+DASHBOARDS = 1
+LOG_RETENTION_MONTHS = 1
+# SQS: Lambda's event source mapping long-polls (20 s) the interruption queue with 5 pollers when idle.
+SQS_POLLERS = 5
+SQS_LONG_POLL_SECONDS = 20
+
+# --- measured or estimated per pass (docs/performance.md) -----------------------------------------------
+# Economy-mode provisioner pass (lease, list pods and nodes, reconcile) and disruption pass (read the
+# cluster, plan, sweep, garbage collection), warm, seconds. The plan times are docs/performance.md's
+# consolidation figures (100: 0.07-0.14 s, 1,000: 0.34-1.03 s, 5,000: 0.87-2.08 s); reading the cluster is
+# estimated at 0.2 s + 0.5 ms per node and 0.05 ms per pod. 10,000 nodes: PENDING bench/scale.py.
+PROVISIONER_IDLE_PASS = 0.3
+DISRUPTION_IDLE_PASS = 0.3
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster size and how busy it is."""
+
+    name: str
+    nodes: int
+    pods_per_node: int = 10
+    node_churn_per_day: float = 0.10  # share of the nodes replaced a day (launched and removed)
+    disruption_plan_seconds: float = 0.0  # docs/performance.md, Consolidation
+
+
+CLUSTERS = (
+    Cluster("idle (0 nodes)", 0),
+    Cluster("100 nodes", 100, disruption_plan_seconds=0.1),
+    Cluster("1,000 nodes", 1000, disruption_plan_seconds=0.6),
+    # Extrapolated from 5,000 nodes (2.1 s): PENDING the 10,000-node figure of bench/scale.py.
+    Cluster("10,000 nodes*", 10000, disruption_plan_seconds=4.5),
+)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The settings that move the bill."""
+
+    name: str
+    economy: bool = False
+    provisioner_memory_mb: int = 1024
+    disruption_memory_mb: int = 1024
+    event_memory_mb: int = 512  # interruption handler and termination steps
+    provisioner_timeout: int = 60
+    # Metrics an idle cluster publishes every minute (read from the code): the provisioner's PendingPods,
+    # SchedulingDuration, DurationOfTimeout, MemoryOfLimit; the disruption function's
+    # DisruptionDecisionDuration, DisruptionCandidates, NodeCount (total and per NodePool),
+    # ClusterHourlyCost, DurationOfTimeout, MemoryOfLimit.
+    custom_metrics_idle: int = 11
+    alarm_metrics: int = ALARM_METRICS
+    dashboards: int = DASHBOARDS
+
+
+WATCHING = Deployment("watching (default)")
+ECONOMY = Deployment("economy", economy=True)
+
+# Transitions of infra/termination_workflow.py for one node removed: Resumed?, Cordon, ReplacementWanted?,
+# Drain, Drained?, Terminate, InstanceGone?, WaitForShutdown, CheckInstance, InstanceGone?, DeleteNode,
+# FinalizeClaim, Terminated = 13; each further drain pass adds WaitBetweenPasses, Drain, Drained? (3)
+# and each further shutdown poll WaitForShutdown, CheckInstance, InstanceGone? (3).
+BASE_TRANSITIONS = 13
+DRAIN_PASSES = 3  # a node with pods: evict, then two passes until they are gone
+SHUTDOWN_POLLS = 8  # EC2 takes ~40 s to terminate; pollSeconds 5
+TRANSITIONS_PER_REMOVAL = BASE_TRANSITIONS + 3 * (DRAIN_PASSES - 1) + 3 * (SHUTDOWN_POLLS - 1)
+STEP_INVOCATIONS_PER_REMOVAL = 1 + DRAIN_PASSES + 1 + SHUTDOWN_POLLS + 2  # Cordon, Drain, Terminate, ...
+STEP_SECONDS = 0.3  # one step (a few Kubernetes and EC2 calls), warm
+
+
+def read_seconds(cluster: Cluster) -> float:
+    """Reading the cluster once (nodes, pods, NodeClaims) — an estimate, see above."""
+    return 0.2 + 0.0005 * cluster.nodes + 0.00005 * cluster.nodes * cluster.pods_per_node
+
+
+def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
+    """The month's cost by line."""
+    invocations = MINUTES_PER_MONTH * 60 / SCHEDULE_SECONDS
+    gb = 1 / 1024
+    # Provisioner: watching, it runs until its deadline every invocation, however idle the cluster.
+    if deployment.economy:
+        provisioner_seconds = PROVISIONER_IDLE_PASS + read_seconds(cluster)
+    else:
+        provisioner_seconds = deployment.provisioner_timeout - DEADLINE_MARGIN_SECONDS
+    disruption_seconds = DISRUPTION_IDLE_PASS + read_seconds(cluster) + cluster.disruption_plan_seconds
+    removals = cluster.nodes * cluster.node_churn_per_day * DAYS_PER_MONTH
+    step_seconds = removals * STEP_INVOCATIONS_PER_REMOVAL * STEP_SECONDS
+    interruption_invocations = removals * 0.2  # a fifth of removals start with an interruption event
+    gb_seconds = (
+        invocations * provisioner_seconds * deployment.provisioner_memory_mb * gb
+        + invocations * disruption_seconds * deployment.disruption_memory_mb * gb
+        + (step_seconds + interruption_invocations * 0.5) * deployment.event_memory_mb * gb
+    )
+    requests = 2 * invocations + removals * STEP_INVOCATIONS_PER_REMOVAL + interruption_invocations
+    # DynamoDB: a pass takes and gives back the lease (2 writes, 1 read); a launch writes its claim 3 times
+    # and reads it twice; the disruption pass reads the claims (1 KB each: 1 read unit per 4 KB).
+    passes = invocations * (1 if deployment.economy else (SCHEDULE_SECONDS - DEADLINE_MARGIN_SECONDS) / 5)
+    writes = passes * 2 + removals * 3 * 2  # launches as many as removals; removal updates its claim too
+    reads = passes + removals * 2 + invocations * (cluster.nodes / 4)
+    # Logs: ~1.5 kB per invocation (START/END/REPORT, the summary, EMF), ~2 kB per launch or removal.
+    log_gb = (
+        2 * invocations * 1.5e3 + removals * 2 * 2e3 + removals * STEP_INVOCATIONS_PER_REMOVAL * 1e3
+    ) / 1e9
+    # Custom metrics: the idle ones, plus per-NodePool and per-instance-type series once nodes come and go.
+    metrics = deployment.custom_metrics_idle + (0 if not cluster.nodes else 6 + min(40, cluster.nodes // 50))
+    sqs_requests = SQS_POLLERS * MINUTES_PER_MONTH * 60 / SQS_LONG_POLL_SECONDS + interruption_invocations * 2
+    return {
+        "Lambda compute": gb_seconds * LAMBDA_GB_SECOND,
+        "Lambda requests": requests * LAMBDA_REQUEST,
+        "Step Functions": removals * TRANSITIONS_PER_REMOVAL * STATE_TRANSITION,
+        "DynamoDB": writes * DYNAMODB_WRITE + reads * DYNAMODB_READ + DYNAMODB_GB_MONTH * 0.01,
+        "SQS": sqs_requests * SQS_REQUEST,
+        "CloudWatch Logs": log_gb * (LOGS_INGESTED_GB + LOGS_STORED_GB_MONTH * LOG_RETENTION_MONTHS),
+        "custom metrics": metrics * CUSTOM_METRIC_MONTH,
+        "alarms": deployment.alarm_metrics * ALARM_METRIC_MONTH,
+        "dashboard": deployment.dashboards * DASHBOARD_MONTH,
+    }
+
+
+def table(deployments: tuple[Deployment, ...], markdown: bool) -> str:
+    """One row per deployment and cluster: the lines and the total."""
+    lines = list(monthly(WATCHING, CLUSTERS[0]))
+    head = ["mode", "cluster", *lines, "total"]
+    rows = []
+    for deployment in deployments:
+        for cluster in CLUSTERS:
+            cost = monthly(deployment, cluster)
+            rows.append(
+                [
+                    deployment.name,
+                    cluster.name,
+                    *(f"{cost[k]:.2f}" for k in lines),
+                    f"{sum(cost.values()):.2f}",
+                ]
+            )
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+        out += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(out)
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
+    )
+
+
+def main() -> None:
+    """Print the tables: the defaults, then the levers."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    print("USD per month, us-east-1 prices of 2026-11-24, free tiers not subtracted")
+    print(table((WATCHING, ECONOMY), args.markdown))
+    print()
+    print("Levers (idle cluster):")
+    levers = (
+        replace(WATCHING, name="watching, provisioner 512 MB", provisioner_memory_mb=512),
+        replace(
+            WATCHING,
+            name="watching, provisioner 512 MB, account's free dashboard",
+            provisioner_memory_mb=512,
+            dashboards=0,
+        ),
+        replace(ECONOMY, name="economy, disruption 512 MB", disruption_memory_mb=512),
+        replace(
+            ECONOMY,
+            name="economy, no dashboard, no alarms, metrics in free tier",
+            dashboards=0,
+            alarm_metrics=0,
+            custom_metrics_idle=0,
+        ),
+    )
+    for lever in levers:
+        cost = monthly(lever, CLUSTERS[0])
+        print(f"  {lever.name}: {sum(cost.values()):.2f}")
+
+
+if __name__ == "__main__":
+    main()
