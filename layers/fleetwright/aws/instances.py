@@ -37,6 +37,8 @@ class Instance:
     private_dns_name: str = ""
     launch_time: str = ""
     tags: Mapping[str, str] = field(default_factory=dict)
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
     @property
     def nodeclaim(self) -> str:
@@ -65,6 +67,10 @@ def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
         private_dns_name=str(entry.get("PrivateDnsName", "")),
         launch_time=str(entry.get("LaunchTime", "")),
         tags=from_aws(entry.get("Tags")),
+        subnet_id=str(entry.get("SubnetId", "")),
+        security_group_ids=tuple(
+            sorted(str(g["GroupId"]) for g in entry.get("SecurityGroups") or [] if g.get("GroupId"))
+        ),
     )
 
 

@@ -46,7 +46,8 @@ class Instances(Protocol):
 
     def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
         """This cluster's instances among ``instance_ids`` (objects with ``instance_type``, ``zone``,
-        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``)."""
+        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``, and optionally
+        ``subnet_id`` and ``security_group_ids``)."""
         ...
 
 
@@ -75,6 +76,27 @@ def provider_amis(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
             a.id
             for a in resolve_amis(cloud.clients, node_class.spec.ami_selector_terms, cloud.cluster.version)
         }
+
+    return current
+
+
+def provider_subnets(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
+    """The subnet ids an EC2NodeClass's ``subnetSelectorTerms`` select now (cached a minute, as for
+    launches)."""
+    from fleetwright.aws.subnets import resolve_subnets
+
+    def current(node_class: EC2NodeClass) -> set[str]:
+        return {s.id for s in resolve_subnets(cloud.clients, node_class.spec.subnet_selector_terms)}
+
+    return current
+
+
+def provider_security_groups(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
+    """The security-group ids an EC2NodeClass's ``securityGroupSelectorTerms`` select now."""
+    from fleetwright.aws.securitygroups import resolve_security_groups
+
+    def current(node_class: EC2NodeClass) -> set[str]:
+        return set(resolve_security_groups(cloud.clients, node_class.spec.security_group_selector_terms))
 
     return current
 
@@ -181,7 +203,8 @@ class InputReader:
 
     ``catalogs`` returns the instance types the NodePools' node classes can boot (the provisioner's
     :meth:`~fleetwright.provisioning.provisioner.Provisioner.catalogs`); ``amis`` the AMI ids a node class
-    selects now (None: no AMI drift is reported). ``clock`` gives epoch seconds.
+    selects now (None: no AMI drift is reported); ``subnets``/``security_groups`` likewise the subnet and
+    security-group ids (None: no such drift). ``clock`` gives epoch seconds.
     """
 
     def __init__(
@@ -193,6 +216,8 @@ class InputReader:
         *,
         catalogs: Catalogs,
         amis: Callable[[EC2NodeClass], set[str]] | None = None,
+        subnets: Callable[[EC2NodeClass], set[str]] | None = None,
+        security_groups: Callable[[EC2NodeClass], set[str]] | None = None,
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
@@ -203,6 +228,8 @@ class InputReader:
         self.config = config
         self.catalogs = catalogs
         self.amis = amis
+        self.subnets = subnets
+        self.security_groups = security_groups
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
@@ -263,6 +290,8 @@ class InputReader:
             in_flight=in_flight,
             volumes=self._volumes(states),
             amis=self._amis(problems),
+            subnets=self._per_class(self.subnets, "subnets", problems),
+            security_groups=self._per_class(self.security_groups, "security groups", problems),
             nodepool_hashes=nodepool_hashes(self.config.nodepools),
             nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
             settings=self.settings,
@@ -321,6 +350,8 @@ class InputReader:
             image_id=str(getattr(instance, "image_id", "") or ""),
             nodepool_hash=record.nodepool_hash if record is not None else "",
             nodeclass_hash=record.nodeclass_hash if record is not None else "",
+            subnet_id=str(getattr(instance, "subnet_id", "") or ""),
+            security_group_ids=frozenset(getattr(instance, "security_group_ids", ()) or ()),
         )
 
     def _volumes(self, states: Sequence[NodeState]) -> dict[str, Any]:
@@ -342,4 +373,22 @@ class InputReader:
                 found[node_class.name] = self.amis(node_class)
             except Exception as error:  # no AMI drift for this class this pass; everything else goes on
                 problems.append(f"EC2NodeClass {node_class.name}: cannot resolve AMIs: {error}")
+        return found
+
+    def _per_class(
+        self, resolve: Callable[[EC2NodeClass], set[str]] | None, what: str, problems: list[str]
+    ) -> dict[str, set[str]]:
+        """``resolve`` for each EC2NodeClass a NodePool uses; a class that fails is left out (no such drift
+        for it this pass) and named in ``problems``."""
+        if resolve is None:
+            return {}
+        used = {np.node_class_name() for np in self.config.nodepools}
+        found: dict[str, set[str]] = {}
+        for node_class in self.config.nodeclasses:
+            if node_class.name not in used:
+                continue
+            try:
+                found[node_class.name] = resolve(node_class)
+            except Exception as error:
+                problems.append(f"EC2NodeClass {node_class.name}: cannot resolve {what}: {error}")
         return found

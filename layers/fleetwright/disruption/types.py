@@ -71,7 +71,8 @@ class NodeState:
     deleted, or a termination workflow runs for it. ``annotations`` are the Node's annotations.
     ``claim_id``/``instance_id`` tie it to its NodeClaim record and EC2 instance; ``image_id`` is the AMI it
     booted; ``nodepool_hash``/``nodeclass_hash`` were recorded at launch (""
-    when unknown: no hash drift is reported).
+    when unknown: no hash drift is reported). ``subnet_id``/``security_group_ids`` are its instance's now
+    ("" / empty when unknown: no subnet or security-group drift is reported).
     """
 
     node: Node
@@ -89,6 +90,8 @@ class NodeState:
     image_id: str = ""
     nodepool_hash: str = ""
     nodeclass_hash: str = ""
+    subnet_id: str = ""
+    security_group_ids: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -118,8 +121,10 @@ class DisruptionInput:
     ``nodes`` are all nodes of the cluster (Fleetwright's and others: others only receive pods).
     ``in_flight`` are launched NodeClaims not registered yet, as scheduler nodes. ``instance_types`` is the
     catalog the provisioner would use (offerings carry prices and availability). ``amis`` maps an
-    EC2NodeClass name to the AMI ids it resolves to now; ``nodepool_hashes``/``nodeclass_hashes`` are the
-    current hashes. ``now`` is epoch seconds.
+    EC2NodeClass name to the AMI ids it resolves to now, ``subnets``/``security_groups`` to the subnet and
+    security-group ids its selector terms resolve to now (a class missing, or resolving to none: no such
+    drift is reported); ``nodepool_hashes``/``nodeclass_hashes`` are the current hashes. ``now`` is epoch
+    seconds.
     """
 
     nodes: list[NodeState]
@@ -133,6 +138,8 @@ class DisruptionInput:
     volumes: dict[str, Requirements | str] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     amis: dict[str, set[str]] = field(default_factory=dict)
+    subnets: dict[str, set[str]] = field(default_factory=dict)
+    security_groups: dict[str, set[str]] = field(default_factory=dict)
     nodepool_hashes: dict[str, str] = field(default_factory=dict)
     nodeclass_hashes: dict[str, str] = field(default_factory=dict)
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)

@@ -16,7 +16,12 @@ from typing import Any
 
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
-from fleetwright.disruption.inputs import InputReader, provider_amis
+from fleetwright.disruption.inputs import (
+    InputReader,
+    provider_amis,
+    provider_security_groups,
+    provider_subnets,
+)
 from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
@@ -141,7 +146,8 @@ def build_controller(
         logger=logger,
         holder=holder or "disruption",
     )
-    amis = provider_amis(cloud) if hasattr(cloud, "clients") and hasattr(cloud, "cluster") else None
+    aws = hasattr(cloud, "clients") and hasattr(cloud, "cluster")
+    amis = provider_amis(cloud) if aws else None
     reader = InputReader(
         kube,
         cloud,
@@ -149,6 +155,8 @@ def build_controller(
         config,
         catalogs=provisioner.catalogs,
         amis=amis,
+        subnets=provider_subnets(cloud) if aws else None,
+        security_groups=provider_security_groups(cloud) if aws else None,
         settings=options.settings,
         clock=clock,
         logger=logger,
