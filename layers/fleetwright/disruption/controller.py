@@ -306,12 +306,15 @@ class DisruptionController:
         self.nodeclaim_objects.set_conditions(claim_conditions(gathered.input), self.clock())
 
     def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
-        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim."""
+        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim;
+        InvalidDoNotDisruptAnnotation on pods whose annotation is ignored."""
         if self.events is None:
             return
-        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, plan_notices
+        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, invalid_do_not_disrupt, plan_notices
 
-        found: list[Event] = []
+        found: list[Event] = [
+            reasons.invalid_do_not_disrupt(pod, why) for pod, why in invalid_do_not_disrupt(gathered.input)
+        ]
         for notice in plan_notices(gathered.input, plan):
             node = gathered.node_objects.get(notice.node)
             refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]

@@ -10,7 +10,10 @@ from typing import Final
 
 from fleetwright.disruption.candidates import Cluster, node_is_empty
 from fleetwright.disruption.consolidation import WHEN_EMPTY_OR_UNDERUTILIZED
+from fleetwright.disruption.emptiness import is_terminal
 from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
+from fleetwright.model.donotdisrupt import pod_protection
+from fleetwright.model.pod import Pod
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
@@ -48,6 +51,19 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
         if why:
             notices.append(Notice(state.name, state.claim_id, UNCONSOLIDATABLE, why))
     return notices
+
+
+def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:
+    """Running pods on our nodes whose ``karpenter.sh/do-not-disrupt`` value is ignored, and why."""
+    found: list[tuple[Pod, str]] = []
+    for state in Cluster(inp).ours:
+        for pod in state.node.pods:
+            if is_terminal(pod):
+                continue
+            invalid = pod_protection(pod.annotations, pod.started_at, inp.now).invalid
+            if invalid:
+                found.append((pod, invalid))
+    return found
 
 
 def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
