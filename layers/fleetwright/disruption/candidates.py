@@ -105,6 +105,7 @@ class Cluster:
             if state.nodepool in self.pools:
                 self.pool_nodes[state.nodepool].append(state)
         self._allowed: dict[tuple[str, str], int] = {}
+        self.memo: dict[str, object] = {}  # per-pass figures a method computes once (e.g. Balanced totals)
         # Durations parsed once per pool, not once per node.
         self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
         self.consolidate_after = {

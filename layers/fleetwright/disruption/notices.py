@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from fleetwright.disruption.candidates import Cluster, node_is_empty
-from fleetwright.disruption.consolidation import WHEN_EMPTY_OR_UNDERUTILIZED
+from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES
 from fleetwright.disruption.emptiness import is_terminal
 from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
 from fleetwright.model.donotdisrupt import pod_protection
@@ -103,7 +103,7 @@ def _unconsolidatable(cluster: Cluster, state: NodeState, plan: Plan) -> str:
         return ""
     if cluster.consolidate_after.get(pool.name) is None:
         return f'NodePool "{pool.name}" has consolidation disabled'
-    if pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+    if pool.spec.disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
         if not node_is_empty(state):
             return f'NodePool "{pool.name}" has consolidation policy WhenEmpty, but node is not empty'
         return ""

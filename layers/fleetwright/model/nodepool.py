@@ -436,8 +436,6 @@ class NodePool(KarpenterDocument):
             fields.append("spec.template.metadata.annotations (not copied onto nodes)")
         if self.spec.replicas is not None:
             fields.append("spec.replicas (static capacity)")
-        if self.spec.disruption.consolidation_policy == "Balanced":
-            fields.append("spec.disruption.consolidationPolicy: Balanced")
         for index, item in enumerate(self.spec.template.spec.requirements):
             if item.key in wk.AWS_REQUIREMENT_ONLY_LABELS:
                 fields.append(f"spec.template.spec.requirements[{index}].key {item.key}")
