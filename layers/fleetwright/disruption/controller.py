@@ -10,8 +10,9 @@ A pass (``DisruptionController.run_once``):
    normal nodes in this very pass instead of holding their NodePool's budget;
 1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
    markers in the state table;
-2. plans (``planner.plan``): forceful expirations and at most one graceful command; every decision is
-   logged with its nodes, instance types, replacements and expected saving;
+2. plans (``planner.plan``): repairs of unhealthy nodes (with node repair on), forceful expirations and
+   at most one graceful command; every decision is logged with its nodes, instance types, replacements
+   and expected saving; unhealthy nodes the NodePool's 20 % rule keeps get ``NodeRepairBlocked``;
 3. when acting comes more than ``revalidate_after_seconds`` after the cluster was read, reads it again and
    drops the commands ``planner.validate`` no longer accepts;
 4. executes the rest (``execution.CommandExecutor``): replacements first, then one termination workflow
@@ -40,7 +41,7 @@ from fleetwright.disruption.execution import (
     CommandOutcome,
 )
 from fleetwright.disruption.inputs import Gathered, InputReader
-from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
+from fleetwright.disruption.types import REPAIR, Command, DisruptionInput, DisruptionSettings, Plan
 from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
@@ -260,10 +261,11 @@ class DisruptionController:
         report.decision_seconds = time.perf_counter() - started
         self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
         report.skipped = dict(plan.skipped)
-        commands = [*plan.expirations, *([plan.command] if plan.command else [])]
+        commands = [*plan.repairs, *plan.expirations, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
         if not self.dry_run:
             self._publish_notices(plan, gathered)
+            self._repair_blocked(plan, gathered)
             self._mark_claims(gathered)
         if not commands:
             return
@@ -274,7 +276,13 @@ class DisruptionController:
             commands = self._revalidate(commands, report)
         pools = {np.name: np for np in gathered.input.nodepools}
         for command in commands:
-            report.commands.append(self.executor.execute(command, pools))
+            outcome = self.executor.execute(command, pools)
+            report.commands.append(outcome)
+            if command.method == REPAIR:
+                for state in command.candidates:
+                    if state.name in outcome.executions:
+                        dimensions = {"Condition": command.condition, "NodePool": state.nodepool}
+                        self.metrics.add(m.NODES_REPAIRED, 1, COUNT, dimensions)
 
     def _revalidate(self, commands: list[Command], report: DisruptionReport) -> list[Command]:
         """Read the cluster again and keep the commands the planner still accepts."""
@@ -304,6 +312,30 @@ class DisruptionController:
         from fleetwright.disruption.notices import claim_conditions
 
         self.nodeclaim_objects.set_conditions(claim_conditions(gathered.input), self.clock())
+
+    def _repair_blocked(self, plan: Plan, gathered: Gathered) -> None:
+        """NodeRepairBlocked (Warning) on each unhealthy node the 20 % rule keeps, and on its NodeClaim;
+        a metric per NodePool; a log line per node."""
+        if not plan.repair_blocked:
+            return
+        states = {s.name: s for s in gathered.input.nodes}
+        per_pool: Counter[str] = Counter()
+        found: list[Event] = []
+        for name, why in sorted(plan.repair_blocked.items()):
+            state = states.get(name)
+            pool = state.nodepool if state is not None else ""
+            per_pool[pool] += 1
+            extra = {"node": name, "nodePool": pool, "why": why}
+            self.log.warning("unhealthy node not repaired", extra=extra)
+            node = gathered.node_objects.get(name)
+            refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(name)]
+            if state is not None and state.claim_id:
+                refs.append(reasons.nodeclaim_ref(state.claim_id))
+            found.extend(reasons.node_repair_blocked(ref, why) for ref in refs)
+        for pool, count in sorted(per_pool.items()):
+            self.metrics.add(m.NODE_REPAIR_BLOCKED, count, COUNT, {"NodePool": pool})
+        if self.events is not None:
+            self.events.publish(*found)
 
     def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
         """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim;

@@ -146,6 +146,19 @@ def node_initialized(obj: Mapping[str, Any], record: NodeClaimRecord | None) -> 
     return True
 
 
+def node_conditions(obj: Mapping[str, Any]) -> dict[str, tuple[str, float | None]]:
+    """The Node's status conditions: type → (status, lastTransitionTime as epoch seconds or None)."""
+    found: dict[str, tuple[str, float | None]] = {}
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        kind = condition.get("type")
+        if kind:
+            found[str(kind)] = (
+                str(condition.get("status") or ""),
+                _parse_time(condition.get("lastTransitionTime")),
+            )
+    return found
+
+
 def being_disrupted(obj: Mapping[str, Any]) -> bool:
     """The Node carries ``karpenter.sh/disrupted`` (a termination workflow cordoned it) or is being
     deleted."""
@@ -352,6 +365,7 @@ class InputReader:
             nodeclass_hash=record.nodeclass_hash if record is not None else "",
             subnet_id=str(getattr(instance, "subnet_id", "") or ""),
             security_group_ids=frozenset(getattr(instance, "security_group_ids", ()) or ()),
+            conditions=node_conditions(obj),
         )
 
     def _volumes(self, states: Sequence[NodeState]) -> dict[str, Any]:
