@@ -11,7 +11,8 @@ from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.planner import plan, validate
 from fleetwright.disruption.types import REPAIR, UNHEALTHY, DisruptionSettings, NodeState, Plan
 from fleetwright.disruption.wiring import run_disruption
-from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS
+from fleetwright.local.apiserver import ApiServer
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool
@@ -164,6 +165,90 @@ def test_the_controller_terminates_a_repaired_node_at_once(make_rig: RigFactory)
     assert [c.method for c in report.commands] == ["repair"]
     assert rig.metrics.total(m.NODES_REPAIRED, Condition="Ready", NodePool="default") == 1
     assert rig.metrics.total(m.NODES_DISRUPTED, Reason="Unhealthy") == 1
+
+
+def _set_ready(rig: Any, name: str, status: str) -> None:
+    """What the kubelet (or the node lifecycle controller) does: a new Ready status, transitioned now."""
+    condition = {"type": "Ready", "status": status, "lastTransitionTime": _stamp(rig.world.wall())}
+    rig.world.client.patch(NODES, name, {"status": {"conditions": [condition]}}, subresource="status")
+
+
+def test_fault_the_api_server_unreachable_deletes_nothing_and_the_repair_waits(
+    make_rig: RigFactory, apiserver: ApiServer
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never"))
+    bad = rig.node("m5.large", conditions=_not_ready(rig, 45))
+    for _ in range(4):
+        rig.node("m5.large")
+    controller = rig.controller(settings=DisruptionSettings(min_node_age_seconds=0, node_repair=True))
+
+    # Down for the whole pass: the cluster cannot be read, nothing is decided.
+    apiserver.faults.down()
+    assert controller.run_once().error is not None
+    apiserver.faults.up()
+    assert rig.workflows.started == {}
+
+    # Down between the decision and the act: the re-read fails, nothing is acted on.
+    read = controller.reader.read
+    calls: list[int] = []
+
+    def read_then_fail(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            rig.ticker.now += 60  # acting comes late enough to re-read first
+        else:
+            apiserver.faults.down()
+        return read(*args, **kwargs)
+
+    controller.reader.read = read_then_fail  # type: ignore[method-assign]
+    report = controller.run_once()
+    apiserver.faults.up()
+    assert report.error is not None and len(calls) == 2
+    assert rig.workflows.started == {}
+    assert rig.metrics.total(m.DISRUPTION_ERRORS, Stage="Pass") == 2
+    assert rig.metrics.total(m.NODES_REPAIRED, Condition="Ready", NodePool="default") == 0
+
+    # Back up: the node is still unhealthy and is repaired, once.
+    controller.reader.read = read  # type: ignore[method-assign]
+    controller.run_once()
+    controller.run_once()
+    assert [r.node for r in rig.workflows.started.values()] == [bad]
+    assert rig.metrics.total(m.NODES_REPAIRED, Condition="Ready", NodePool="default") == 1
+
+
+def test_fault_a_node_that_flaps_is_not_repaired_until_it_stays_broken(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never"))
+    bad = rig.node("m5.large", conditions=_not_ready(rig, 45))
+    for _ in range(4):
+        rig.node("m5.large")
+    controller = rig.controller(settings=DisruptionSettings(min_node_age_seconds=0, node_repair=True))
+    read = controller.reader.read
+    calls: list[int] = []
+
+    def recover_before_acting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            rig.ticker.now += 60
+        else:
+            _set_ready(rig, bad, "True")  # the node came back between the decision and the act
+        return read(*args, **kwargs)
+
+    controller.reader.read = recover_before_acting  # type: ignore[method-assign]
+    report = controller.run_once()
+    controller.reader.read = read  # type: ignore[method-assign]
+    assert [(c.method, c.status, c.detail) for c in report.commands] == [
+        ("repair", "invalidated", f"node {bad} is no longer unhealthy long enough")
+    ]
+    assert rig.workflows.started == {}
+
+    # It goes NotReady again: the toleration starts over from this transition.
+    _set_ready(rig, bad, "False")
+    rig.world.wall.now += 29 * MINUTE
+    controller.run_once()
+    assert rig.workflows.started == {}
+    rig.world.wall.now += 2 * MINUTE
+    controller.run_once()
+    assert [r.node for r in rig.workflows.started.values()] == [bad]
 
 
 def test_fault_an_unhealthy_nodepool_is_not_repaired_and_says_so(make_rig: RigFactory) -> None:

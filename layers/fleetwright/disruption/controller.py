@@ -41,7 +41,7 @@ from fleetwright.disruption.execution import (
     CommandOutcome,
 )
 from fleetwright.disruption.inputs import Gathered, InputReader
-from fleetwright.disruption.types import REPAIR, Command, DisruptionInput, DisruptionSettings, Plan
+from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
 from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
@@ -276,13 +276,7 @@ class DisruptionController:
             commands = self._revalidate(commands, report)
         pools = {np.name: np for np in gathered.input.nodepools}
         for command in commands:
-            outcome = self.executor.execute(command, pools)
-            report.commands.append(outcome)
-            if command.method == REPAIR:
-                for state in command.candidates:
-                    if state.name in outcome.executions:
-                        dimensions = {"Condition": command.condition, "NodePool": state.nodepool}
-                        self.metrics.add(m.NODES_REPAIRED, 1, COUNT, dimensions)
+            report.commands.append(self.executor.execute(command, pools))
 
     def _revalidate(self, commands: list[Command], report: DisruptionReport) -> list[Command]:
         """Read the cluster again and keep the commands the planner still accepts."""

@@ -166,6 +166,9 @@ class CommandExecutor:
             outcome.executions[candidate.name] = started.execution
             if started.started:
                 self.metrics.add(m.NODES_DISRUPTED, 1, COUNT, {"Reason": command.reason})
+                if command.reason == UNHEALTHY:
+                    repaired = {"Condition": command.condition, "NodePool": candidate.nodepool}
+                    self.metrics.add(m.NODES_REPAIRED, 1, COUNT, repaired)
             self.log.info(
                 "termination workflow started" if started.started else "termination workflow already running",
                 extra={
