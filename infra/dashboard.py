@@ -350,8 +350,8 @@ class FleetwrightDashboard(Construct):
 
     def add_disruption_widgets(self) -> None:
         """What the disruption function publishes: Fleetwright's nodes and their hourly cost, commands by
-        method, nodes disrupted by reason, expected savings, garbage collected, what blocked disruption,
-        how long deciding took and errors by stage."""
+        method, nodes disrupted by reason and repaired by condition, expected savings, garbage collected, what
+        blocked disruption or repair, how long deciding took and errors by stage."""
         service = cm.DISRUPTION_SERVICE
         third = 2 * WIDGET_WIDTH // 3
         self.dashboard.add_widgets(
@@ -381,8 +381,9 @@ class FleetwrightDashboard(Construct):
                 width=third,
             ),
             cloudwatch.GraphWidget(
-                title="Nodes disrupted by reason",
+                title="Nodes disrupted by reason; repaired by condition",
                 left=[cm.insights(cm.NODES_DISRUPTED, service, group_by="Reason")],
+                right=[cm.insights(cm.NODES_REPAIRED, service, group_by="Condition")],
                 stacked=True,
                 width=third,
             ),
@@ -408,8 +409,11 @@ class FleetwrightDashboard(Construct):
                 width=third,
             ),
             cloudwatch.GraphWidget(
-                title="Disruption blocked by why; candidates",
-                left=[cm.insights(cm.DISRUPTION_BLOCKED, service, group_by="Why")],
+                title="Disruption blocked by why; repair blocked by NodePool; candidates",
+                left=[
+                    cm.insights(cm.DISRUPTION_BLOCKED, service, group_by="Why"),
+                    cm.insights(cm.NODE_REPAIR_BLOCKED, service, group_by="NodePool"),
+                ],
                 right=[
                     cm.metric(cm.DISRUPTION_CANDIDATES, service, statistic="Maximum", period=EVENT_PERIOD)
                 ],

@@ -13,6 +13,7 @@ from fleetwright.disruption.config import (
     ENV_MIN_NODE_AGE_SECONDS,
     ENV_MIN_SAVING_DOLLARS,
     ENV_MIN_SAVING_FRACTION,
+    ENV_NODE_REPAIR,
     ENV_SPOT_TO_SPOT,
 )
 from infra.function_network import VpcOptions
@@ -41,6 +42,7 @@ CONTEXT_KEYS = (
     "clusterSecurityGroupId",
     "createVpcEndpoints",
     "vpcRouteTableIds",
+    "disruptionNodeRepair",
 )
 # The functions whose memory and timeout ``functionSizes`` sets (docs/performance.md, "Sizing").
 SIZED_FUNCTIONS = ("provisioner", "disruption", "interruption", "termination")
@@ -56,13 +58,15 @@ class SettingsError(ValueError):
 class DisruptionOptions:
     """Settings of the disruption function; ``None`` leaves the function's own default
     (docs/disruption.md): the minimum saving of a consolidation as a fraction of the price replaced and in
-    dollars per hour, the minimum node age, consolidating spot to spot, and dry-run (decide and log only)."""
+    dollars per hour, the minimum node age, consolidating spot to spot, dry-run (decide and log only), and
+    node repair (replace nodes unhealthy past their condition's toleration)."""
 
     min_saving_fraction: float | None = None
     min_saving_dollars: float | None = None
     min_node_age_seconds: float | None = None
     spot_to_spot: bool | None = None
     dry_run: bool | None = None
+    node_repair: bool | None = None
 
     def environment(self) -> dict[str, str]:
         """The function's environment variables for the settings that are set."""
@@ -72,6 +76,7 @@ class DisruptionOptions:
             ENV_MIN_NODE_AGE_SECONDS: self.min_node_age_seconds,
             ENV_SPOT_TO_SPOT: self.spot_to_spot,
             ENV_DRY_RUN: self.dry_run,
+            ENV_NODE_REPAIR: self.node_repair,
         }
         return {
             name: ("true" if value else "false") if isinstance(value, bool) else f"{value:.15g}"
@@ -176,6 +181,7 @@ def disruption_options_from_context(context: dict[str, Any]) -> DisruptionOption
         min_node_age_seconds=_number(context, "disruptionMinNodeAgeSeconds"),
         spot_to_spot=_flag(context, "disruptionSpotToSpot"),
         dry_run=_flag(context, "disruptionDryRun"),
+        node_repair=_flag(context, "disruptionNodeRepair"),
     )
 
 

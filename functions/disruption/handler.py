@@ -58,6 +58,7 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
                 "minSavingDollars": options.settings.min_saving_dollars,
                 "minNodeAgeSeconds": options.settings.min_node_age_seconds,
                 "spotToSpot": options.settings.spot_to_spot,
+                "nodeRepair": options.settings.node_repair,
             },
         },
     )

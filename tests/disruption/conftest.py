@@ -144,6 +144,9 @@ class Rig:
         annotations: dict[str, str] | None = None,
         ready: bool = True,
         capacity_type: str = "on-demand",
+        subnet: str | None = None,
+        security_groups: list[str] | None = None,
+        conditions: list[dict[str, Any]] | None = None,
     ) -> str:
         """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
         current hashes, and a Ready Node with the instance type's labels and allocatable."""
@@ -155,12 +158,14 @@ class Rig:
         market: dict[str, Any] = (
             {"InstanceMarketOptions": {"MarketType": "spot"}} if capacity_type == "spot" else {}
         )
+        if security_groups is not None:
+            market["SecurityGroupIds"] = security_groups
         instance = ec2.run_instances(
             ImageId=image or self.world.amis.ids[("amd64", "standard")],
             InstanceType=instance_type,
             MinCount=1,
             MaxCount=1,
-            SubnetId=self.world.aws.subnets[SUBNET_BY_ZONE[zone]],
+            SubnetId=subnet or self.world.aws.subnets[SUBNET_BY_ZONE[zone]],
             TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
             **market,
         )["Instances"][0]
@@ -209,7 +214,7 @@ class Rig:
             "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
             "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
             "status": {
-                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "conditions": conditions or [{"type": "Ready", "status": "True" if ready else "False"}],
                 "allocatable": quantities,
                 "capacity": quantities,
             },

@@ -10,6 +10,8 @@ from typing import Any
 from fleetwright.aws import amis as aws_amis
 from fleetwright.aws.amis import alias_parameters
 from fleetwright.disruption import metrics as m
+from fleetwright.disruption.candidates import Cluster
+from fleetwright.disruption.drift import drift_reason
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, Plan
 from fleetwright.disruption.wiring import run_disruption
@@ -423,3 +425,31 @@ def test_an_expired_node_without_a_grace_period_stays_cordoned_for_most_of_a_day
     [request] = rig.workflows.started.values()
     assert request.reason == "Expired" and request.on_deadline == "abandon"
     assert abs(request.deadline_epoch - (rig.world.wall() + 23 * 3600)) < 2
+
+
+def test_nodes_outside_the_selected_subnets_or_security_groups_are_replaced(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never"))
+    aws = rig.world.aws
+    ec2 = aws.clients.ec2
+    other = ec2.create_security_group(GroupName="old-nodes", Description="old", VpcId=aws.vpc_id)["GroupId"]
+    steady = rig.node("m5.large", security_groups=[aws.security_group])
+    rig.pod("web-0", steady, cpu="1500m")
+    controller = rig.controller()
+    controller.run_once()
+    assert rig.workflows.started == {}  # its subnet and security group are the selected ones
+
+    wrong_group = rig.node("m5.large", security_groups=[other])
+    rig.pod("web-1", wrong_group, cpu="1500m")
+    controller.run_once()
+    [request] = rig.workflows.started.values()
+    assert request.node == wrong_group and request.reason == "Drifted"
+
+    untagged = rig.node("m5.large", subnet=aws.subnets["c-untagged"], security_groups=[aws.security_group])
+    rig.pod("web-2", untagged, cpu="1500m")
+    cluster = Cluster(controller.reader.read().input)
+    reasons = {name: drift_reason(cluster, cluster.by_name[name]) for name in (steady, wrong_group, untagged)}
+    assert reasons[steady] is None
+    assert reasons[wrong_group] is not None and other in reasons[wrong_group]
+    assert reasons[untagged] == (
+        f"subnet {aws.subnets['c-untagged']} is no longer selected by EC2NodeClass default"
+    )

@@ -139,3 +139,42 @@ def test_a_pass_with_expirations_leaves_graceful_methods_for_the_next() -> None:
     assert result.skipped["empty"] == "expirations go first this pass"
     later = plan(planner_input([nodes[1]], [pool(expire_after="720h")]))
     assert later.command is not None and later.command.node_names == ["empty"]
+
+
+def test_a_subnet_no_longer_selected_drifts() -> None:
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 12, cpu="300m"), subnet_id="subnet-old")]
+    command = plan(planner_input(nodes, subnets={"default": {"subnet-a", "subnet-b"}})).command
+    assert command is not None and command.method == DRIFT
+    assert "subnet subnet-old is no longer selected by EC2NodeClass default" in command.explanation
+    kept = plan(planner_input(nodes, subnets={"default": {"subnet-old", "subnet-b"}})).command
+    assert kept is None or kept.method != DRIFT
+
+
+def test_security_groups_that_differ_from_the_selected_ones_drift() -> None:
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 12, cpu="300m"), security_group_ids=frozenset({"sg-1"}))]
+    for selected in ({"sg-2"}, {"sg-1", "sg-2"}):  # replaced, or one more group selected now
+        command = plan(planner_input(nodes, security_groups={"default": selected})).command
+        assert command is not None and command.method == DRIFT
+        assert "security groups sg-1 differ" in command.explanation
+    same = plan(planner_input(nodes, security_groups={"default": {"sg-1"}})).command
+    assert same is None or same.method != DRIFT
+
+
+def test_unresolved_selectors_or_unknown_instance_networking_are_no_drift() -> None:
+    unknown = [node("n", "m5.xlarge", pods=busy("w", 12, cpu="300m"))]
+    inp = planner_input(unknown, subnets={"default": {"subnet-a"}}, security_groups={"default": {"sg-2"}})
+    command = plan(inp).command
+    assert command is None or command.method != DRIFT
+    known = [
+        node(
+            "n",
+            "m5.xlarge",
+            pods=busy("w", 12, cpu="300m"),
+            subnet_id="subnet-old",
+            security_group_ids=frozenset({"sg-1"}),
+        )
+    ]
+    # A selector resolving to nothing (or not resolved this pass) says nothing about the node.
+    inp = planner_input(known, subnets={"default": set()}, security_groups={})
+    command = plan(inp).command
+    assert command is None or command.method != DRIFT

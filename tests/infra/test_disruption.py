@@ -243,6 +243,14 @@ def test_disruption_can_be_left_out_or_dry_run() -> None:
     assert options_from_env(dry.environment()).dry_run is True
 
 
+def test_node_repair_is_off_unless_the_context_turns_it_on() -> None:
+    plain = settings_from_context({"clusterName": "prod"}).disruption_options
+    assert options_from_env(plain.environment()).settings.node_repair is False
+    on = settings_from_context({"clusterName": "prod", "disruptionNodeRepair": "true"}).disruption_options
+    assert on.environment() == {"FLEETWRIGHT_DISRUPTION_NODE_REPAIR": "true"}
+    assert options_from_env(on.environment()).settings.node_repair is True
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
@@ -251,6 +259,7 @@ def test_disruption_can_be_left_out_or_dry_run() -> None:
         ("disruptionMinSavingDollars", "-1"),
         ("disruptionMinNodeAgeSeconds", "inf"),
         ("disruptionSpotToSpot", "maybe"),
+        ("disruptionNodeRepair", "sometimes"),
         ("disruption", "off-ish"),
     ],
 )

@@ -52,6 +52,8 @@ class Instance:
         }
 
     placement: Mapping[str, str] = field(default_factory=dict, hash=False)  # see placement_labels
+    subnet_id: str = ""
+    security_group_ids: tuple[str, ...] = ()
 
     @property
     def nodeclaim(self) -> str:
@@ -102,6 +104,10 @@ def instance_from_ec2(entry: Mapping[str, Any]) -> Instance:
         capacity_reservation_id=reservation,
         capacity_block=lifecycle == "capacity-block",
         placement=placement_labels(entry.get("Placement") or {}),
+        subnet_id=str(entry.get("SubnetId", "")),
+        security_group_ids=tuple(
+            sorted(str(g["GroupId"]) for g in entry.get("SecurityGroups") or [] if g.get("GroupId"))
+        ),
     )
 
 

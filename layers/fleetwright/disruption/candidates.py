@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from fleetwright.disruption.budgets import allowed_disruptions
-from fleetwright.disruption.emptiness import blocked_by_annotation, is_empty, is_terminal
+from fleetwright.disruption.emptiness import is_empty, is_terminal
 from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
+from fleetwright.model.donotdisrupt import node_protected, pod_protection
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod, is_node_bound
@@ -104,6 +105,7 @@ class Cluster:
             if state.nodepool in self.pools:
                 self.pool_nodes[state.nodepool].append(state)
         self._allowed: dict[tuple[str, str], int] = {}
+        self.memo: dict[str, object] = {}  # per-pass figures a method computes once (e.g. Balanced totals)
         # Durations parsed once per pool, not once per node.
         self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
         self.consolidate_after = {
@@ -141,19 +143,30 @@ class Cluster:
             return "already being disrupted"
         if state.node.in_flight or not state.initialized:
             return "not initialized yet"
-        if state.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true":
+        if node_protected(state.annotations):
             return f"node is annotated {DO_NOT_DISRUPT_ANNOTATION}"
-        if blocked_by_annotation(state.node, {}):
-            pod = next(
-                p
-                for p in state.node.pods
-                if not is_terminal(p) and p.annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true"
-            )
-            return f"pod {pod.key} is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        protected = self.protected_pod(state)
+        if protected is not None:
+            return protected
         pdb = PdbLedger(self.input.pdbs).blocking(evictable_pods(state))
         if pdb is not None:
             allowed = pdb.disruptions_allowed
             return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows {allowed} disruption(s)"
+        return None
+
+    def protected_pod(self, state: NodeState) -> str | None:
+        """Why a running pod's ``karpenter.sh/do-not-disrupt`` holds ``state`` now (None when none does):
+        ``"true"``, or a duration not yet elapsed since the pod started."""
+        for pod in state.node.pods:
+            if is_terminal(pod):
+                continue
+            protection = pod_protection(pod.annotations, pod.started_at, self.now)
+            if not protection.active:
+                continue
+            if protection.until is None:
+                return f"pod {pod.key} is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+            until = datetime.fromtimestamp(protection.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return f"pod {pod.key} is annotated {DO_NOT_DISRUPT_ANNOTATION} until {until}"
         return None
 
 

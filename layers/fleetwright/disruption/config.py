@@ -16,6 +16,7 @@ ENV_MIN_SAVING_DOLLARS: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_DOLLARS"
 ENV_MIN_NODE_AGE_SECONDS: Final = "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS"
 ENV_SPOT_TO_SPOT: Final = "FLEETWRIGHT_DISRUPTION_SPOT_TO_SPOT"
 ENV_DRY_RUN: Final = "FLEETWRIGHT_DISRUPTION_DRY_RUN"
+ENV_NODE_REPAIR: Final = "FLEETWRIGHT_DISRUPTION_NODE_REPAIR"
 
 
 @dataclass(slots=True)
@@ -40,5 +41,6 @@ def options_from_env(environ: Mapping[str, str] | None = None) -> DisruptionOpti
         min_saving_dollars=env_number(env, ENV_MIN_SAVING_DOLLARS, defaults.min_saving_dollars),
         min_node_age_seconds=env_number(env, ENV_MIN_NODE_AGE_SECONDS, defaults.min_node_age_seconds),
         spot_to_spot=env_flag(env, ENV_SPOT_TO_SPOT, defaults.spot_to_spot),
+        node_repair=env_flag(env, ENV_NODE_REPAIR, defaults.node_repair),
     )
     return DisruptionOptions(settings=settings, dry_run=env_flag(env, ENV_DRY_RUN, False))

@@ -1,11 +1,12 @@
 """Consolidation (reason ``Underutilized``): remove nodes whose pods fit elsewhere, or replace several nodes
 (or one) by a single cheaper node.
 
-Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderutilized`` and a
-consolidateAfter other than ``Never``, at least ``max(consolidateAfter, min_node_age_seconds)`` old, with
-a known price, not empty (empty nodes wait for emptiness' own timer), and not blocked (see
-:meth:`Cluster.graceful_block`). They are ordered by the dollars they waste — price × the unused share of
-their tightest resource (cpu or memory), most first — then fewer evictable pods, then name.
+Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderutilized`` (or
+``Balanced``) and a consolidateAfter other than ``Never``, at least ``max(consolidateAfter,
+min_node_age_seconds)`` old, with a known price, not empty (empty nodes wait for emptiness' own timer),
+and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the dollars they waste —
+price × the unused share of their tightest resource (cpu or memory), most first — then fewer evictable
+pods, then name.
 
 A set of candidates forms a valid command when the scheduler places every evictable pod on the other
 nodes (plus the NodeClaims in flight) opening at most one new NodeClaim, and, with one, that claim still
@@ -13,6 +14,10 @@ has instance types after :func:`cheaper_replacement`'s filters. Multi-node conso
 the longest valid prefix (at least two nodes) of the first ``max_candidates`` candidates that the budgets
 and PodDisruptionBudgets allow together; single-node consolidation tries candidates one by one, first
 valid wins, at most :data:`SINGLE_NODE_ATTEMPTS` simulations per pass (deterministic, unlike a timer).
+
+A command taking nodes of a ``Balanced`` NodePool must also pass that pool's score
+(:mod:`fleetwright.disruption.balanced`); single-node consolidation skips, without simulating, a
+Balanced candidate that would fail it even if deleted outright.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
+from fleetwright.disruption import balanced
 from fleetwright.disruption.candidates import (
     Cluster,
     CommandBuilder,
@@ -39,12 +45,14 @@ from fleetwright.scheduling.types import NewNodeClaim
 
 SINGLE_NODE_ATTEMPTS: Final = 50
 WHEN_EMPTY_OR_UNDERUTILIZED: Final = "WhenEmptyOrUnderutilized"
+# Policies under which busy nodes are consolidated (not only empty ones).
+UNDERUTILIZED_POLICIES: Final = frozenset({WHEN_EMPTY_OR_UNDERUTILIZED, balanced.BALANCED})
 
 
 def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     """True when ``state``'s NodePool lets it be consolidated now (policy, consolidateAfter, age, price)."""
     pool = cluster.pool_of(state)
-    if pool is None or pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+    if pool is None or pool.spec.disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
         return False
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
@@ -183,14 +191,27 @@ def evaluate(
     if not results.new_claims:
         if before < required_saving(cluster, nodes):
             return None, f"saving ${before:.3f}/h is below the minimum"
-        text = f"{head} onto existing nodes: saves ${before:.3f}/h"
+        refused = balanced.rejection(cluster, nodes, before)
+        if refused is not None:
+            return None, refused
+        text = _scored(cluster, nodes, before, f"{head} onto existing nodes: saves ${before:.3f}/h")
         return Command(method, UNDERUTILIZED, list(nodes), savings=before, explanation=text), ""
     claim, why = cheaper_replacement(cluster, results.new_claims[0], nodes, method == SINGLE_NODE)
     if claim is None:
         return None, why
     saving = before - claim.price
+    refused = balanced.rejection(cluster, nodes, saving)
+    if refused is not None:
+        return None, refused
     text = f"{head} into 1 {claim.instance_types[0].name} (${claim.price:.3f}/h): saves ${saving:.3f}/h"
+    text = _scored(cluster, nodes, saving, text)
     return Command(method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text), ""
+
+
+def _scored(cluster: Cluster, nodes: Sequence[NodeState], saving: float, text: str) -> str:
+    """``text`` with the Balanced pools' scores, when the command takes nodes of any."""
+    scores = balanced.approval(cluster, nodes, saving)
+    return f"{text}; {scores}" if scores else text
 
 
 def multi_node_command(
@@ -232,6 +253,12 @@ def single_node_command(
             continue
         if attempts >= SINGLE_NODE_ATTEMPTS:
             break
+        if not balanced.could_pass(cluster, state):
+            if unconsolidatable is not None:
+                unconsolidatable[state.name] = (
+                    balanced.rejection(cluster, [state], state.price) or "consolidationPolicy Balanced"
+                )
+            continue
         attempts += 1
         command, why = evaluate(cluster, simulator, [state], SINGLE_NODE)
         if command is not None:

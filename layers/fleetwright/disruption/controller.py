@@ -11,8 +11,9 @@ A pass (``DisruptionController.run_once``):
 1. reads the cluster into a :class:`DisruptionInput` (``inputs.InputReader``), updating the "empty since"
    markers in the state table; nodes whose capacity reservation ended are relabelled on-demand
    (``demotion``);
-2. plans (``planner.plan``): forceful expirations and at most one graceful command; every decision is
-   logged with its nodes, instance types, replacements and expected saving;
+2. plans (``planner.plan``): repairs of unhealthy nodes (with node repair on), forceful expirations and
+   at most one graceful command; every decision is logged with its nodes, instance types, replacements
+   and expected saving; unhealthy nodes the NodePool's 20 % rule keeps get ``NodeRepairBlocked``;
 3. when acting comes more than ``revalidate_after_seconds`` after the cluster was read, reads it again and
    drops the commands ``planner.validate`` no longer accepts;
 4. executes the rest (``execution.CommandExecutor``): replacements first, then one termination workflow
@@ -263,10 +264,11 @@ class DisruptionController:
         report.decision_seconds = time.perf_counter() - started
         self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
         report.skipped = dict(plan.skipped)
-        commands = [*plan.expirations, *([plan.command] if plan.command else [])]
+        commands = [*plan.repairs, *plan.expirations, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
         if not self.dry_run:
             self._publish_notices(plan, gathered)
+            self._repair_blocked(plan, gathered)
             self._mark_claims(gathered)
         if not commands:
             return
@@ -318,13 +320,40 @@ class DisruptionController:
 
         self.nodeclaim_objects.set_conditions(claim_conditions(gathered.input), self.clock())
 
+    def _repair_blocked(self, plan: Plan, gathered: Gathered) -> None:
+        """NodeRepairBlocked (Warning) on each unhealthy node the 20 % rule keeps, and on its NodeClaim;
+        a metric per NodePool; a log line per node."""
+        if not plan.repair_blocked:
+            return
+        states = {s.name: s for s in gathered.input.nodes}
+        per_pool: Counter[str] = Counter()
+        found: list[Event] = []
+        for name, why in sorted(plan.repair_blocked.items()):
+            state = states.get(name)
+            pool = state.nodepool if state is not None else ""
+            per_pool[pool] += 1
+            extra = {"node": name, "nodePool": pool, "why": why}
+            self.log.warning("unhealthy node not repaired", extra=extra)
+            node = gathered.node_objects.get(name)
+            refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(name)]
+            if state is not None and state.claim_id:
+                refs.append(reasons.nodeclaim_ref(state.claim_id))
+            found.extend(reasons.node_repair_blocked(ref, why) for ref in refs)
+        for pool, count in sorted(per_pool.items()):
+            self.metrics.add(m.NODE_REPAIR_BLOCKED, count, COUNT, {"NodePool": pool})
+        if self.events is not None:
+            self.events.publish(*found)
+
     def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
-        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim."""
+        """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim;
+        InvalidDoNotDisruptAnnotation on pods whose annotation is ignored."""
         if self.events is None:
             return
-        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, plan_notices
+        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, invalid_do_not_disrupt, plan_notices
 
-        found: list[Event] = []
+        found: list[Event] = [
+            reasons.invalid_do_not_disrupt(pod, why) for pod, why in invalid_do_not_disrupt(gathered.input)
+        ]
         for notice in plan_notices(gathered.input, plan):
             node = gathered.node_objects.get(notice.node)
             refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]

@@ -1,7 +1,9 @@
 """Drift: nodes that no longer look like what their NodePool and EC2NodeClass would launch today.
 
 A node has drifted when its recorded NodePool or EC2NodeClass hash differs from the current one (only when
-both are known), when the AMI it booted is no longer among those its EC2NodeClass resolves to, or when
+both are known), when the AMI it booted is no longer among those its EC2NodeClass resolves to, when its
+instance's security groups are not exactly those the class's ``securityGroupSelectorTerms`` resolve to
+now, when its instance's subnet is not among those the ``subnetSelectorTerms`` resolve to now, or when
 its well-known labels (instance type, zone, capacity type, architecture, ...) no longer satisfy the
 NodePool's requirements. Labels a node lacks are not held against it.
 
@@ -39,6 +41,15 @@ def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
     images = inp.amis.get(node_class)
     if state.image_id and images is not None and state.image_id not in images:
         return f"AMI {state.image_id} is no longer selected by EC2NodeClass {node_class}"
+    groups = inp.security_groups.get(node_class)
+    if groups and state.security_group_ids and set(state.security_group_ids) != groups:
+        return (
+            f"security groups {', '.join(sorted(state.security_group_ids))} differ from those EC2NodeClass "
+            f"{node_class} selects ({', '.join(sorted(groups))})"
+        )
+    subnets = inp.subnets.get(node_class)
+    if subnets and state.subnet_id and state.subnet_id not in subnets:
+        return f"subnet {state.subnet_id} is no longer selected by EC2NodeClass {node_class}"
     labels = state.node.labels
     for requirement in pool.requirements():
         key = requirement.key

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from fleetwright.disruption import metrics as m
-from fleetwright.disruption.types import EXPIRED, Command, DisruptionSettings
+from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings
 from fleetwright.interruption.workflow import WorkflowStarter, execution_name
 from fleetwright.kube.events import EventRecorder
 from fleetwright.kube.reasons import disruption_launching, nodeclaim_ref
@@ -97,11 +97,11 @@ class CommandOutcome:
 class CommandExecutor:
     """Launches a command's replacements through ``launcher`` and starts its workflows on ``workflow``.
 
-    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, at which pods still on
-    the node are deleted; when the pool sets none, ``settings.default_drain_seconds``, at which the
-    disruption is called off instead (the node uncordoned and kept: PodDisruptionBudgets and
-    ``karpenter.sh/do-not-disrupt`` are never overridden without an explicit deadline). ``clock`` gives
-    epoch seconds.
+    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, at which pods still on the
+    node are deleted (a repair's deadline is now: its pods are deleted at once); when the pool sets none,
+    ``settings.default_drain_seconds``, at which the disruption is called off instead (the node uncordoned and
+    kept: PodDisruptionBudgets and ``karpenter.sh/do-not-disrupt`` are never overridden without an explicit
+    deadline). ``clock`` gives epoch seconds.
     """
 
     def __init__(
@@ -148,7 +148,7 @@ class CommandExecutor:
                 claim_id=candidate.claim_id,
                 reason=command.reason,
                 deadline=self._deadline(nodepools.get(candidate.nodepool), command.reason),
-                on_deadline=self._on_deadline(nodepools.get(candidate.nodepool)),
+                on_deadline=self._on_deadline(nodepools.get(candidate.nodepool), command.reason),
                 uncordon_on_failure=True,
                 wait_for_replacement=bool(launched),
                 replacement_claims=launched,
@@ -166,6 +166,9 @@ class CommandExecutor:
             outcome.executions[candidate.name] = started.execution
             if started.started:
                 self.metrics.add(m.NODES_DISRUPTED, 1, COUNT, {"Reason": command.reason})
+                if command.reason == UNHEALTHY:
+                    repaired = {"Condition": command.condition, "NodePool": candidate.nodepool}
+                    self.metrics.add(m.NODES_REPAIRED, 1, COUNT, repaired)
             self.log.info(
                 "termination workflow started" if started.started else "termination workflow already running",
                 extra={
@@ -227,15 +230,20 @@ class CommandExecutor:
         return outcome
 
     @staticmethod
-    def _on_deadline(nodepool: NodePool | None) -> str:
+    def _on_deadline(nodepool: NodePool | None, reason: str = "") -> str:
         """Pods still on the node at the deadline are deleted only when the NodePool says how long they
-        may hold it (``terminationGracePeriod``); otherwise the disruption is called off."""
+        may hold it (``terminationGracePeriod``), or for a repair; otherwise the disruption is called off."""
+        if reason == UNHEALTHY:
+            return DELETE_AT_DEADLINE
         grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
         return DELETE_AT_DEADLINE if grace is not None else ABANDON_AT_DEADLINE
 
     def _deadline(self, nodepool: NodePool | None, reason: str) -> datetime:
         grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
-        if grace is not None:
+        if reason == UNHEALTHY:
+            # A repair does not wait for the pods (Karpenter sets the termination timestamp to now).
+            seconds = 0.0
+        elif grace is not None:
             seconds = float(grace)
         elif reason == EXPIRED:
             # Karpenter keeps an expired node cordoned until its pods may go; here for most of a day

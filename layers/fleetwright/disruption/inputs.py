@@ -49,7 +49,8 @@ class Instances(Protocol):
 
     def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
         """This cluster's instances among ``instance_ids`` (objects with ``instance_type``, ``zone``,
-        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``)."""
+        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``, and optionally
+        ``subnet_id`` and ``security_group_ids``)."""
         ...
 
 
@@ -102,6 +103,27 @@ def provider_amis(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
     return current
 
 
+def provider_subnets(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
+    """The subnet ids an EC2NodeClass's ``subnetSelectorTerms`` select now (cached a minute, as for
+    launches)."""
+    from fleetwright.aws.subnets import resolve_subnets
+
+    def current(node_class: EC2NodeClass) -> set[str]:
+        return {s.id for s in resolve_subnets(cloud.clients, node_class.spec.subnet_selector_terms)}
+
+    return current
+
+
+def provider_security_groups(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
+    """The security-group ids an EC2NodeClass's ``securityGroupSelectorTerms`` select now."""
+    from fleetwright.aws.securitygroups import resolve_security_groups
+
+    def current(node_class: EC2NodeClass) -> set[str]:
+        return set(resolve_security_groups(cloud.clients, node_class.spec.security_group_selector_terms))
+
+    return current
+
+
 def _parse_time(text: Any) -> float | None:
     if not text:
         return None
@@ -147,6 +169,19 @@ def node_initialized(obj: Mapping[str, Any], record: NodeClaimRecord | None) -> 
         if taint.get("key") in EPHEMERAL_TAINTS or (taint.get("key"), taint.get("effect")) in startup:
             return False
     return True
+
+
+def node_conditions(obj: Mapping[str, Any]) -> dict[str, tuple[str, float | None]]:
+    """The Node's status conditions: type → (status, lastTransitionTime as epoch seconds or None)."""
+    found: dict[str, tuple[str, float | None]] = {}
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        kind = condition.get("type")
+        if kind:
+            found[str(kind)] = (
+                str(condition.get("status") or ""),
+                _parse_time(condition.get("lastTransitionTime")),
+            )
+    return found
 
 
 def being_disrupted(obj: Mapping[str, Any]) -> bool:
@@ -206,7 +241,8 @@ class InputReader:
 
     ``catalogs`` returns the instance types the NodePools' node classes can boot (the provisioner's
     :meth:`~fleetwright.provisioning.provisioner.Provisioner.catalogs`); ``amis`` the AMI ids a node class
-    selects now (None: no AMI drift is reported). ``clock`` gives epoch seconds. ``cache``: the
+    selects now (None: no AMI drift is reported); ``subnets``/``security_groups`` likewise the subnet and
+    security-group ids (None: no such drift). ``clock`` gives epoch seconds. ``cache``: the
     watch-fed :class:`ClusterCache` to read nodes, pods, DaemonSets and PDBs from (synced at each read);
     without it each read lists them.
     """
@@ -221,6 +257,8 @@ class InputReader:
         catalogs: Catalogs,
         amis: Callable[[EC2NodeClass], set[str]] | None = None,
         reservations: Callable[[Sequence[str]], dict[str, float]] | None = None,
+        subnets: Callable[[EC2NodeClass], set[str]] | None = None,
+        security_groups: Callable[[EC2NodeClass], set[str]] | None = None,
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
@@ -234,6 +272,8 @@ class InputReader:
         self.catalogs = catalogs
         self.amis = amis
         self.reservations = reservations
+        self.subnets = subnets
+        self.security_groups = security_groups
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
@@ -303,6 +343,8 @@ class InputReader:
             in_flight=in_flight,
             volumes=self._volumes(states),
             amis=self._amis(problems),
+            subnets=self._per_class(self.subnets, "subnets", problems),
+            security_groups=self._per_class(self.security_groups, "security groups", problems),
             nodepool_hashes=nodepool_hashes(self.config.nodepools),
             nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
             settings=self.settings,
@@ -381,6 +423,9 @@ class InputReader:
             image_id=str(getattr(instance, "image_id", "") or ""),
             nodepool_hash=record.nodepool_hash if record is not None else "",
             nodeclass_hash=record.nodeclass_hash if record is not None else "",
+            subnet_id=str(getattr(instance, "subnet_id", "") or ""),
+            security_group_ids=frozenset(getattr(instance, "security_group_ids", ()) or ()),
+            conditions=node_conditions(obj),
         )
 
     def _volumes(self, states: Sequence[NodeState]) -> dict[str, Any]:
@@ -402,4 +447,22 @@ class InputReader:
                 found[node_class.name] = self.amis(node_class)
             except Exception as error:  # no AMI drift for this class this pass; everything else goes on
                 problems.append(f"EC2NodeClass {node_class.name}: cannot resolve AMIs: {error}")
+        return found
+
+    def _per_class(
+        self, resolve: Callable[[EC2NodeClass], set[str]] | None, what: str, problems: list[str]
+    ) -> dict[str, set[str]]:
+        """``resolve`` for each EC2NodeClass a NodePool uses; a class that fails is left out (no such drift
+        for it this pass) and named in ``problems``."""
+        if resolve is None:
+            return {}
+        used = {np.node_class_name() for np in self.config.nodepools}
+        found: dict[str, set[str]] = {}
+        for node_class in self.config.nodeclasses:
+            if node_class.name not in used:
+                continue
+            try:
+                found[node_class.name] = resolve(node_class)
+            except Exception as error:
+                problems.append(f"EC2NodeClass {node_class.name}: cannot resolve {what}: {error}")
         return found

@@ -20,3 +20,5 @@ NODE_COUNT: Final = "NodeCount"  # gauge: Fleetwright's nodes, per pass (dimensi
 CLUSTER_HOURLY_COST: Final = "ClusterHourlyCost"  # gauge: USD per hour of Fleetwright's nodes
 NODES_UNCORDONED_BY_SWEEP: Final = "NodesUncordonedBySweep"  # marked nodes nobody was working on, given back
 INTERRUPTIONS_REDRIVEN: Final = "InterruptionsRedriven"  # dimension Kind: a new workflow attempt by the sweep
+NODES_REPAIRED: Final = "NodesRepaired"  # dimensions Condition, NodePool: unhealthy nodes sent to termination
+NODE_REPAIR_BLOCKED: Final = "NodeRepairBlocked"  # dimension NodePool: unhealthy nodes kept by the 20 % rule

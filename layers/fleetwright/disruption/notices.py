@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from fleetwright.disruption.candidates import Cluster, node_is_empty
-from fleetwright.disruption.consolidation import WHEN_EMPTY_OR_UNDERUTILIZED
+from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES
+from fleetwright.disruption.emptiness import is_terminal
 from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
+from fleetwright.model.donotdisrupt import pod_protection
+from fleetwright.model.pod import Pod
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
@@ -50,6 +53,19 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
     return notices
 
 
+def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:
+    """Running pods on our nodes whose ``karpenter.sh/do-not-disrupt`` value is ignored, and why."""
+    found: list[tuple[Pod, str]] = []
+    for state in Cluster(inp).ours:
+        for pod in state.node.pods:
+            if is_terminal(pod):
+                continue
+            invalid = pod_protection(pod.annotations, pod.started_at, inp.now).invalid
+            if invalid:
+                found.append((pod, invalid))
+    return found
+
+
 def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
     """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
     message of a condition that holds, None for one that does not."""
@@ -87,7 +103,7 @@ def _unconsolidatable(cluster: Cluster, state: NodeState, plan: Plan) -> str:
         return ""
     if cluster.consolidate_after.get(pool.name) is None:
         return f'NodePool "{pool.name}" has consolidation disabled'
-    if pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
+    if pool.spec.disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
         if not node_is_empty(state):
             return f'NodePool "{pool.name}" has consolidation policy WhenEmpty, but node is not empty'
         return ""

@@ -1,9 +1,10 @@
 """The disruption planner: one pass's decisions, from a :class:`DisruptionInput` alone (pure, deterministic).
 
-:func:`plan` returns the forceful expirations (several may go at once) or, in a pass with none, at most
-one graceful command, trying the methods in Karpenter's order — emptiness, drift, multi-node
-consolidation, single-node consolidation — and stopping at the first that finds one. :func:`validate`
-re-checks a command against a fresh input before the controller acts on it. See docs/disruption.md.
+:func:`plan` returns the repairs of unhealthy nodes (with node repair on), else the forceful expirations
+(several may go at once), else at most one graceful command, trying the methods in Karpenter's order —
+emptiness, drift, multi-node consolidation, single-node consolidation — and stopping at the first that finds
+one. :func:`validate` re-checks a command against a fresh input before the controller acts on it. See
+docs/disruption.md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fleetwright.disruption.consolidation import (
 )
 from fleetwright.disruption.drift import drift_command, drift_reason
 from fleetwright.disruption.expiration import expiration_commands, is_expired
+from fleetwright.disruption.repair import repair_commands, still_due
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import (
     DRIFT,
@@ -33,6 +35,7 @@ from fleetwright.disruption.types import (
     EMPTY,
     EXPIRATION,
     MULTI_NODE,
+    REPAIR,
     SINGLE_NODE,
     Command,
     DisruptionInput,
@@ -84,10 +87,20 @@ def emptiness_command(cluster: Cluster, excluded: set[str], skipped: dict[str, s
 
 
 def plan(inp: DisruptionInput) -> Plan:
-    """Decide this pass's expirations and at most one graceful command (see the module docstring)."""
+    """Decide this pass's repairs, expirations and at most one graceful command (see the module
+    docstring)."""
     cluster = Cluster(inp)
-    simulator = Simulator(cluster)
     result = Plan()
+    if inp.settings.node_repair:
+        result.repairs = repair_commands(cluster, result.repair_blocked)
+        if result.repairs:
+            # The other methods wait for the next pass, when the repaired nodes count as disrupting.
+            repaired = {c.name for command in result.repairs for c in command.candidates}
+            for state in cluster.ours:
+                if state.name not in repaired and not state.terminating:
+                    result.skipped.setdefault(state.name, "unhealthy nodes are repaired first this pass")
+            return result
+    simulator = Simulator(cluster)
     result.expirations = expiration_commands(cluster, simulator)
     skipped = result.skipped
     if result.expirations:
@@ -145,6 +158,8 @@ def validate(command: Command, inp: DisruptionInput) -> str | None:
         if state.terminating:
             return f"node {planned.name} is already being disrupted"
         fresh.append(state)
+    if command.method == REPAIR:
+        return next((why for why in (still_due(cluster, s) for s in fresh) if why), None)
     if command.method == EXPIRATION:
         expired = [s.name for s in fresh if not is_expired(cluster, s)]
         return f"node {expired[0]} has not expired any more" if expired else None

@@ -2,7 +2,7 @@
 
 The simulation sees every other node except those already being disrupted and cordoned ones, plus the
 NodeClaims in flight, and may open new NodeClaims from the NodePools. NodePool limits count the nodes
-that stay (the leaving nodes' capacity is released).
+that stay (the leaving nodes' capacity is released, and each leaving node's place under ``limits.nodes``).
 
 Speed: a cluster of thousands of nodes is simulated many times per pass. When no pod anywhere uses
 topology spread or pod (anti-)affinity, nodes without room for even the smallest pending pod cannot
@@ -23,7 +23,7 @@ from fleetwright.model.pod import Pod
 from fleetwright.model.quantity import CPU, MEMORY, PODS
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates
-from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
+from fleetwright.scheduling.types import NODES, NodePoolTemplate, Results, SchedulingInput
 
 _BASE = (CPU, MEMORY, PODS)
 
@@ -82,7 +82,7 @@ class Simulator:
         released: dict[str, res.ResourceList] = {}
         for state in leaving:
             given = state.node.capacity or state.node.allocatable
-            released[state.nodepool] = res.add(released.get(state.nodepool, {}), given)
+            released[state.nodepool] = res.add(released.get(state.nodepool, {}), given, {NODES: 1})
         templates = [
             replace(t, usage=res.subtract(t.usage, released[t.name])) if t.name in released else t
             for t in self.templates

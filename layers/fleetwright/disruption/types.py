@@ -21,11 +21,13 @@ from fleetwright.model.pod import LabelSelector, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.types import NewNodeClaim
 
-# Disruption reasons (budgets' ``reasons`` use the first three; Expired is forceful and not budgeted).
+# Disruption reasons (budgets' ``reasons`` use the first three; Expired and Unhealthy are forceful and not
+# budgeted).
 EMPTY: Final = "Empty"
 DRIFTED: Final = "Drifted"
 UNDERUTILIZED: Final = "Underutilized"
 EXPIRED: Final = "Expired"
+UNHEALTHY: Final = "Unhealthy"
 
 # Methods, in the order a pass tries them.
 EMPTINESS: Final = "emptiness"
@@ -33,6 +35,7 @@ DRIFT: Final = "drift"
 MULTI_NODE: Final = "multi-node-consolidation"
 SINGLE_NODE: Final = "single-node-consolidation"
 EXPIRATION: Final = "expiration"
+REPAIR: Final = "repair"
 
 
 @dataclass(slots=True)
@@ -46,7 +49,8 @@ class DisruptionSettings:
     replacing a spot node by a cheaper spot node when at least ``spot_to_spot_min_types`` cheaper types
     remain. A command older than ``revalidate_after_seconds``
     is recomputed before acting. ``default_drain_seconds`` bounds draining when the NodePool sets no
-    terminationGracePeriod (``expiration_drain_seconds`` for expirations).
+    terminationGracePeriod (``expiration_drain_seconds`` for expirations). ``node_repair`` (off by default,
+    like Karpenter's ``NodeRepair`` feature gate) replaces nodes unhealthy past their condition's toleration.
     """
 
     min_saving_fraction: float = 0.10
@@ -58,6 +62,7 @@ class DisruptionSettings:
     revalidate_after_seconds: float = 15.0
     default_drain_seconds: float = 3600.0
     expiration_drain_seconds: float = 23 * 3600.0
+    node_repair: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -71,7 +76,9 @@ class NodeState:
     deleted, or a termination workflow runs for it. ``annotations`` are the Node's annotations.
     ``claim_id``/``instance_id`` tie it to its NodeClaim record and EC2 instance; ``image_id`` is the AMI it
     booted; ``nodepool_hash``/``nodeclass_hash`` were recorded at launch (""
-    when unknown: no hash drift is reported).
+    when unknown: no hash drift is reported). ``subnet_id``/``security_group_ids`` are its instance's now
+    ("" / empty when unknown: no subnet or security-group drift is reported). ``conditions`` are the Node's
+    status conditions: type → (status, lastTransitionTime in epoch seconds, None when absent).
     """
 
     node: Node
@@ -89,6 +96,9 @@ class NodeState:
     image_id: str = ""
     nodepool_hash: str = ""
     nodeclass_hash: str = ""
+    subnet_id: str = ""
+    security_group_ids: frozenset[str] = frozenset()
+    conditions: dict[str, tuple[str, float | None]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -118,8 +128,10 @@ class DisruptionInput:
     ``nodes`` are all nodes of the cluster (Fleetwright's and others: others only receive pods).
     ``in_flight`` are launched NodeClaims not registered yet, as scheduler nodes. ``instance_types`` is the
     catalog the provisioner would use (offerings carry prices and availability). ``amis`` maps an
-    EC2NodeClass name to the AMI ids it resolves to now; ``nodepool_hashes``/``nodeclass_hashes`` are the
-    current hashes. ``now`` is epoch seconds.
+    EC2NodeClass name to the AMI ids it resolves to now, ``subnets``/``security_groups`` to the subnet and
+    security-group ids its selector terms resolve to now (a class missing, or resolving to none: no such
+    drift is reported); ``nodepool_hashes``/``nodeclass_hashes`` are the current hashes. ``now`` is epoch
+    seconds.
     """
 
     nodes: list[NodeState]
@@ -133,6 +145,8 @@ class DisruptionInput:
     volumes: dict[str, Requirements | str] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     amis: dict[str, set[str]] = field(default_factory=dict)
+    subnets: dict[str, set[str]] = field(default_factory=dict)
+    security_groups: dict[str, set[str]] = field(default_factory=dict)
     nodepool_hashes: dict[str, str] = field(default_factory=dict)
     nodeclass_hashes: dict[str, str] = field(default_factory=dict)
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)
@@ -145,7 +159,8 @@ class Command:
     """One disruption decision: remove ``candidates`` (node names) and launch ``replacements`` first.
 
     ``savings`` is the expected change in USD per hour (price of the removed nodes less the replacements'
-    price; 0 for drift and expiration that replace like for like). ``explanation`` is the log line's text.
+    price; 0 for drift and expiration that replace like for like). ``explanation`` is the log line's text;
+    ``condition`` names the node condition a repair acts on.
     """
 
     method: str
@@ -154,6 +169,7 @@ class Command:
     replacements: list[NewNodeClaim] = field(default_factory=list)
     savings: float = 0.0
     explanation: str = ""
+    condition: str = ""
 
     @property
     def node_names(self) -> list[str]:
@@ -163,11 +179,15 @@ class Command:
 
 @dataclass(slots=True)
 class Plan:
-    """A pass's decisions: ``expirations`` (forceful, not budgeted, may be several), at most one graceful
-    ``command``, why notable nodes were left alone (``skipped``: node name → reason), and why single-node
-    consolidation found no command for the candidates it tried (``unconsolidatable``: node name → reason)."""
+    """A pass's decisions: ``repairs`` of unhealthy nodes and ``expirations`` (forceful, not budgeted, may be
+    several), at most one graceful ``command``, why notable nodes were left alone (``skipped``: node name →
+    reason), why single-node consolidation found no command for the candidates it tried
+    (``unconsolidatable``: node name → reason), and why unhealthy nodes are not repaired
+    (``repair_blocked``: node name → reason)."""
 
+    repairs: list[Command] = field(default_factory=list)
     expirations: list[Command] = field(default_factory=list)
     command: Command | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     unconsolidatable: dict[str, str] = field(default_factory=dict)
+    repair_blocked: dict[str, str] = field(default_factory=dict)

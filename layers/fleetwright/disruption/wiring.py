@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
-from fleetwright.disruption.inputs import InputReader, provider_amis, provider_expiring_reservations
+from fleetwright.disruption.inputs import (
+    InputReader,
+    provider_amis,
+    provider_expiring_reservations,
+    provider_security_groups,
+    provider_subnets,
+)
 from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
@@ -172,6 +178,8 @@ def build_controller(
         catalogs=provisioner.catalogs,
         amis=amis,
         reservations=provider_expiring_reservations(cloud) if aws else None,
+        subnets=provider_subnets(cloud) if aws else None,
+        security_groups=provider_security_groups(cloud) if aws else None,
         settings=options.settings,
         clock=clock,
         logger=logger,

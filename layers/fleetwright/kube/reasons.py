@@ -23,6 +23,10 @@ UNCONSOLIDATABLE: Final = "Unconsolidatable"
 DISRUPTION_LAUNCHING: Final = "DisruptionLaunching"
 DISRUPTION_WAITING_READINESS: Final = "DisruptionWaitingReadiness"
 DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
+INVALID_DO_NOT_DISRUPT_ANNOTATION: Final = "InvalidDoNotDisruptAnnotation"
+# Node repair.
+NODE_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
+NODE_REPAIR_BLOCKED_DEDUPE_SECONDS: Final = 900.0
 
 NODE_CLAIM_API_VERSION: Final = "karpenter.sh/v1"
 FAILED_SCHEDULING_DEDUPE_SECONDS: Final = 300.0
@@ -133,6 +137,25 @@ def disruption_terminating(ref: ObjectRef, reason: str) -> Event:
         f"Disrupting {ref.kind}: {reason}",
         NORMAL,
         (_identity(ref), reason),
+    )
+
+
+def invalid_do_not_disrupt(pod: Pod, message: str) -> Event:
+    """A pod's ``karpenter.sh/do-not-disrupt`` value is neither "true" nor a positive duration: ignored."""
+    ref = pod_ref(pod)
+    return Event(
+        ref,
+        INVALID_DO_NOT_DISRUPT_ANNOTATION,
+        f"Invalid karpenter.sh/do-not-disrupt annotation: {message}, ignoring annotation",
+        WARNING,
+        (_identity(ref), message),
+    )
+
+
+def node_repair_blocked(ref: ObjectRef, message: str) -> Event:
+    """An unhealthy node is not repaired: too many of its NodePool's nodes are unhealthy."""
+    return Event(
+        ref, NODE_REPAIR_BLOCKED, message, WARNING, (_identity(ref),), NODE_REPAIR_BLOCKED_DEDUPE_SECONDS
     )
 
 

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fleetwright.model.errors import DocumentError, DocumentRef
@@ -534,9 +535,24 @@ def pod_from_object(obj: KubeObject, ref: DocumentRef | None = None) -> Pod:
         owner=_owner(r, meta),
         priority=r.integer(spec.get("priority"), "spec.priority", 0),
         phase=r.string(status.get("phase"), "status.phase", "Pending") or "Pending",
+        started_at=start_time(status.get("startTime")),
     )
     r.raise_if_any()
     return pod
+
+
+def start_time(value: Any) -> float | None:
+    """``status.startTime`` as epoch seconds (None when absent or unreadable: the pod counts as not
+    started, which keeps a do-not-disrupt duration in force)."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else moment.replace(tzinfo=UTC).timestamp()
 
 
 # --- Nodes -----------------------------------------------------------------------------------------------

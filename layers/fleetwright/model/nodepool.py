@@ -436,8 +436,6 @@ class NodePool(KarpenterDocument):
         fields: list[str] = []
         if self.spec.replicas is not None:
             fields.append("spec.replicas (static capacity)")
-        if self.spec.disruption.consolidation_policy == "Balanced":
-            fields.append("spec.disruption.consolidationPolicy: Balanced")
         return fields
 
     def legacy_kubelet(self) -> LegacyKubelet | None:

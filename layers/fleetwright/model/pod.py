@@ -103,6 +103,7 @@ class Pod:
     owner: tuple[str, str] | None = None  # (kind, name) of the controlling owner
     priority: int = 0
     phase: str = "Pending"
+    started_at: float | None = None  # status.startTime (epoch seconds): do-not-disrupt durations start here
 
     @property
     def key(self) -> str:

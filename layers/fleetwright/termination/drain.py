@@ -4,8 +4,8 @@ Which pods a drain moves, and in what order:
 
 - DaemonSet pods and mirror (static) pods stay: they belong to the node and go with it.
 - Finished pods (Succeeded/Failed) hold nothing and are ignored.
-- Pods annotated ``karpenter.sh/do-not-disrupt: "true"`` are not evicted; they block the drain until the
-  deadline (and do not hold back the next tier).
+- Pods annotated ``karpenter.sh/do-not-disrupt`` (``"true"``, or a duration not yet elapsed since the pod
+  started) are not evicted; they block the drain until the deadline (and do not hold back the next tier).
 - Other pods are evicted in two tiers: everything but the critical priority classes first; pods of
   ``system-cluster-critical`` / ``system-node-critical`` only once no other such pod is left (so cluster DNS
   and the like keep serving the pods being moved).
@@ -60,9 +60,17 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def is_do_not_disrupt(pod: Mapping[str, Any]) -> bool:
-    """Annotated ``karpenter.sh/do-not-disrupt: "true"``."""
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+def is_do_not_disrupt(pod: Mapping[str, Any], now: float | None = None) -> bool:
+    """Protected by ``karpenter.sh/do-not-disrupt`` at ``now`` (default: the wall clock): ``"true"``, or a
+    duration not yet elapsed since the pod's ``status.startTime`` (see ``fleetwright.model.donotdisrupt``)."""
+    import time
+
+    from fleetwright.model.donotdisrupt import pod_protection
+    from fleetwright.model.kube import start_time
+
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    started = start_time((pod.get("status") or {}).get("startTime"))
+    return pod_protection(annotations, started, time.time() if now is None else now).active
 
 
 def is_critical(pod: Mapping[str, Any]) -> bool:
