@@ -164,6 +164,7 @@ class Timings:
     other_threads: list[tuple[float, float]] = field(default_factory=list)
     aws_calls: int = 0
     moto_seconds: float = 0.0
+    moto_by_operation: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def launch_seconds(self) -> float:
@@ -182,6 +183,7 @@ class Timings:
             self.other_threads = []
             self.aws_calls = 0
             self.moto_seconds = 0.0
+            self.moto_by_operation = defaultdict(float)
 
 
 TIMINGS = Timings()
@@ -248,7 +250,7 @@ def instrument() -> None:
         with _timed(_aws_phase(operation)):
             return make_api_call(self, operation, params)
 
-    botocore.client.BaseClient._make_api_call = timed_call  # type: ignore[method-assign]
+    botocore.client.BaseClient._make_api_call = timed_call
 
     stub = BotocoreStubber.__call__
 
@@ -257,8 +259,10 @@ def instrument() -> None:
         try:
             return stub(self, event_name, request, **kwargs)
         finally:
+            spent = time.perf_counter() - started
             with TIMINGS.lock:
-                TIMINGS.moto_seconds += time.perf_counter() - started
+                TIMINGS.moto_seconds += spent
+                TIMINGS.moto_by_operation[event_name.rsplit(".", 1)[-1]] += spent
 
     BotocoreStubber.__call__ = timed_stub  # type: ignore[method-assign]
 
@@ -518,8 +522,8 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
 
     # Workloads: three DaemonSets in kube-system, APPS Deployments (one ReplicaSet and a PDB each) in
     # ten namespaces, their pods spread over the nodes by round robin.
-    for ns in range(10):
-        store.create(NAMESPACES, {"metadata": {"name": f"team-{ns}"}})
+    for team in range(10):
+        store.create(NAMESPACES, {"metadata": {"name": f"team-{team}"}})
     daemonsets = store.seed(
         DAEMON_SETS,
         [
@@ -593,13 +597,13 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
         millicores = int(instance_type_allocatable(catalog[plan[index][1]], None)["cpu"])
         for slot in range(APP_PODS_PER_NODE):
             app, ns = apps[(index * APP_PODS_PER_NODE + slot) % APPS]
-            cpu = f"{millicores * 7 // (10 * APP_PODS_PER_NODE)}m"  # ~70% of the node's CPU
+            app_cpu = f"{millicores * 7 // (10 * APP_PODS_PER_NODE)}m"  # ~70% of the node's CPU
             pods.append(
                 _pod(
                     f"{app}-{index:06x}-{slot}",
                     ns,
                     {"app": app},
-                    cpu,
+                    app_cpu,
                     "512Mi",
                     name,
                     ("ReplicaSet", f"{app}-7d4b9", rs_uids[(ns, app)]),
@@ -723,6 +727,8 @@ class PassFigure:
     rss_mb: float
     traced_mb: float | None
     summary: str
+    moto_top: str = ""
+    kube_verbs: str = ""
 
 
 def run_pass(
@@ -767,12 +773,24 @@ def run_pass(
         rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         traced_mb=traced,
         summary=_summary(function, result),
+        kube_verbs=" ".join(
+            f"{verb} {after.by_verb[verb] - before.by_verb.get(verb, 0)}"
+            for verb in sorted(after.by_verb)
+            if after.by_verb[verb] != before.by_verb.get(verb, 0)
+        ),
+        moto_top=", ".join(
+            f"{op} {seconds:.1f}"
+            for op, seconds in sorted(TIMINGS.moto_by_operation.items(), key=lambda kv: -kv[1])[:3]
+        ),
     )
 
 
 def _summary(function: str, result: dict[str, Any]) -> str:
     if function == "provisioner":
-        return f"launched {len(result.get('launched') or [])}, errors {len(result.get('errors') or [])}"
+        return (
+            f"launched {len(result.get('launched') or [])}, errors {len(result.get('errors') or [])},"
+            f" lease {result.get('leaseAcquired')}"
+        )
     return (
         f"candidates {result.get('candidates')}, commands {len(result.get('commands') or [])},"
         f" problems {len(result.get('problems') or [])}{', error' if result.get('error') else ''}"
@@ -787,7 +805,7 @@ def print_figure(f: PassFigure) -> None:
         f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
         f" | moto {f.moto:6.2f} emu cpu {f.emulator_cpu:5.2f} | kube {f.kube_requests:5d} req"
         f" {f.kube_bytes_out / 1e6:7.1f} MB down {f.kube_bytes_in / 1e6:5.2f} MB up | aws {f.aws_calls:5d}"
-        f" | rss {f.rss_mb:6.0f} MB{traced} | {f.summary}",
+        f" | rss {f.rss_mb:6.0f} MB{traced} | {f.summary} | kube: {f.kube_verbs} | moto top: {f.moto_top}",
         flush=True,
     )
 
