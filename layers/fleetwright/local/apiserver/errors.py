@@ -10,19 +10,27 @@ JsonObject = dict[str, Any]
 class ApiError(Exception):
     """A request failure: HTTP code, a machine-readable reason and a human message."""
 
-    def __init__(self, code: int, reason: str, message: str, details: JsonObject | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: JsonObject | None = None,
+        list_meta: JsonObject | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        self.list_meta = list_meta
 
     def status(self) -> JsonObject:
         """The ``Status`` body sent to the client."""
         body: JsonObject = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

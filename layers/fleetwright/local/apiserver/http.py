@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import select
@@ -25,6 +23,7 @@ from fleetwright.local.apiserver.crds import field_validation
 from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.eviction import evict
 from fleetwright.local.apiserver.faults import Faults
+from fleetwright.local.apiserver.paging import ContinueToken
 from fleetwright.local.apiserver.patch import APPLY_PATCH, apply_patch
 from fleetwright.local.apiserver.rbac import ADMIN, Attributes, Authorizer, User, request_verb
 from fleetwright.local.apiserver.resources import PODS, SERVER_VERSION, ResourceType
@@ -36,20 +35,27 @@ from fleetwright.local.apiserver.selectors import (
 )
 from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
 from fleetwright.local.apiserver.table import to_table, wants_table
+from fleetwright.local.apiserver.traffic import Traffic
 
 JsonObject = dict[str, Any]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WATCH_TIMEOUT = 1800.0
+# A watch that allows bookmarks gets one about this often, as from the real server's watch cache.
+DEFAULT_BOOKMARK_INTERVAL = 60.0
+# The annotation of the bookmark that ends the initial events of a sendInitialEvents watch.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Events queued for a watch are written together, up to this many per chunk.
+_EVENTS_PER_CHUNK = 256
 _HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
 # gnostic openapi_v2.Document with only field 1 (swagger = "2.0"): tag 0x0a, length 3, the string.
 _OPENAPI_V2_PROTOBUF = b"\x0a\x032.0"
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer carrying the store, the optional bearer token, the fault switches and a stop
-    flag for watches."""
+    """ThreadingHTTPServer carrying the store, the optional bearer token, the fault switches, the traffic
+    counters, the bookmark interval and a stop flag for watches."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -62,6 +68,8 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         verbose: bool,
         faults: Faults | None = None,
         authorizer: Authorizer | None = None,
+        traffic: Traffic | None = None,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ) -> None:
         super().__init__(address, RequestHandler)
         self.store = store
@@ -69,6 +77,8 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.verbose = verbose
         self.faults = faults or Faults()
         self.authorizer = authorizer
+        self.traffic = traffic or Traffic()
+        self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
 
 
@@ -108,7 +118,15 @@ class RequestHandler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
         warnings: Sequence[str] = (),
     ) -> None:
-        data = json.dumps(body).encode()
+        self._send_bytes(code, json.dumps(body).encode(), headers, warnings)
+
+    def _send_bytes(
+        self,
+        code: int,
+        data: bytes,
+        headers: dict[str, str] | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         for key, value in (headers or {}).items():
@@ -120,6 +138,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+            self.server.traffic.sent(len(data))
 
     def _send_error(self, error: ApiError) -> None:
         self._send_json(error.code, error.status())
@@ -186,6 +205,13 @@ class RequestHandler(BaseHTTPRequestHandler):
             pass
 
     def _handle(self) -> None:
+        started = time.thread_time()
+        try:
+            self._serve()
+        finally:
+            self.server.traffic.cpu(time.thread_time() - started)
+
+    def _serve(self) -> None:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
@@ -200,6 +226,11 @@ class RequestHandler(BaseHTTPRequestHandler):
             if self._discovery(path):
                 return  # discovery is open to every authenticated user (system:discovery)
             route = self._route(path)
+            watch = route.watch_path or _flag(query, "watch")
+            self.server.traffic.request(
+                request_verb(self.command, route.name is not None, watch),
+                int(self.headers.get("Content-Length") or 0),
+            )
             self._authorize(user, route, query)
             self._dispatch(route, query)
         except ApiError as exc:
@@ -385,27 +416,28 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _list(self, route: Route, query: dict[str, str]) -> None:
         labels, fields = self._selectors(query)
-        items, rv = self.server.store.list(route.resource, route.namespace, labels, fields)
-        items = [_as_version(route.resource, o) for o in items]
-        meta: JsonObject = {"resourceVersion": str(rv)}
-        token = query.get("continue")
-        if token:
-            start = _decode_continue(token)
-            items = [o for o in items if _sort_key(o) > start]
-        limit = int(query.get("limit") or 0)
-        if 0 < limit < len(items):
-            meta["continue"] = _encode_continue(_sort_key(items[limit - 1]))
-            meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
+        token = ContinueToken.decode(query["continue"]) if query.get("continue") else None
+        try:
+            limit = max(0, int(query.get("limit") or 0))
+        except ValueError as exc:
+            raise errors.bad_request(f"invalid limit: {query.get('limit')!r}") from exc
+        store, rt = self.server.store, route.resource
+        page = store.list_page(rt, route.namespace, labels, fields, limit, token)
+        meta: JsonObject = {"resourceVersion": str(page.resource_version)}
+        if page.next is not None:
+            meta["continue"] = page.next.encode()
+            if page.remaining is not None:
+                meta["remainingItemCount"] = page.remaining
         if wants_table(self.headers.get("Accept", "")):
-            table = self._table(route.resource, items, str(rv), query)
+            items = [_as_version(rt, o) for o in page.items]
+            table = self._table(rt, items, str(page.resource_version), query)
             table["metadata"] = meta
             self._send_json(200, table)
             return
-        rt = route.resource
-        self._send_json(
-            200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
-        )
+        head = {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta}
+        # Each stored version is serialized once and its bytes reused by every LIST and watch after.
+        body = b",".join(_object_bytes(store, rt, o) for o in page.items)
+        self._send_bytes(200, json.dumps(head)[:-1].encode() + b', "items": [' + body + b"]}")
 
     def _checked_body(self, route: Route) -> JsonObject:
         body = self._json_body()
@@ -606,11 +638,21 @@ class RequestHandler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         table = wants_table(self.headers.get("Accept", ""))
         bookmarks = _flag(query, "allowWatchBookmarks")
+        initial_events = _flag(query, "sendInitialEvents")
         since_text = query.get("resourceVersion") or ""
+        if initial_events and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
+            raise errors.invalid(
+                "ListOptions",
+                "",
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
+                "resourceVersionMatch is set to NotOlderThan and allowWatchBookmarks is true",
+            )
         try:
             since = int(since_text) if since_text else None
         except ValueError as exc:
             raise errors.bad_request(f"invalid resource version: {since_text!r}") from exc
+        if initial_events:
+            since = None  # the current state, which is not older than any resourceVersion asked for
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -622,50 +664,77 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._end_chunks()
             return
         deadline = time.monotonic() + timeout
+        interval = self.server.bookmark_interval
+        next_bookmark = time.monotonic() + interval
+        written = 0
+        initial_end_due = initial_events
         try:
             while not self.server.stopping.is_set():
                 if self.server.faults.is_down():
                     self._reset_connection()
                     return
-                remaining = deadline - time.monotonic()
+                if initial_end_due and written >= watch.initial:
+                    initial_end_due = False
+                    self._write_chunk(
+                        _bookmark(route.resource, watch.opened_at, {INITIAL_EVENTS_END: "true"})
+                    )
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     if bookmarks:
-                        self._write_bookmark(route.resource, store.resource_version)
+                        self._write_chunk(_bookmark(route.resource, store.resource_version))
                     break
-                event = watch.next(min(remaining, 0.5))
+                if bookmarks and now >= next_bookmark:
+                    rv = store.bookmark_version(watch)
+                    if rv is not None:
+                        self._write_chunk(_bookmark(route.resource, rv))
+                        next_bookmark = now + interval
+                wait = min(remaining, 0.5, max(0.0, next_bookmark - now) if bookmarks else 0.5)
+                event = watch.next(wait)
                 if event is None:
                     if self._client_gone():
                         return
                     continue
-                self._write_event(route.resource, event, table, query)
+                batch = [event]
+                limit = watch.initial - written if initial_end_due else _EVENTS_PER_CHUNK
+                while len(batch) < min(limit, _EVENTS_PER_CHUNK):
+                    more = watch.next(0)
+                    if more is None:
+                        break
+                    batch.append(more)
+                self._write_events(route.resource, batch, table, query)
+                written += len(batch)
             self._end_chunks()
         except (BrokenPipeError, ConnectionResetError):
             return
         finally:
             store.close_watch(watch)
 
-    def _write_event(self, rt: ResourceType, event: WatchEvent, table: bool, query: dict[str, str]) -> None:
-        obj: JsonObject = _as_version(rt, event.object)
-        if table:
-            obj = self._table(rt, [obj], obj["metadata"].get("resourceVersion", ""), query)
-        self._write_chunk({"type": event.type, "object": obj})
-
-    def _write_bookmark(self, rt: ResourceType, rv: int) -> None:
-        self._write_chunk(
-            {
-                "type": "BOOKMARK",
-                "object": {
-                    "kind": rt.kind,
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(rv)},
-                },
-            }
-        )
+    def _write_events(
+        self, rt: ResourceType, events: list[WatchEvent], table: bool, query: dict[str, str]
+    ) -> None:
+        """Write ``events`` as lines of one chunk; each event's object is serialized once for all
+        watchers (``WatchEvent.encoded``)."""
+        lines = []
+        for event in events:
+            if table:
+                obj: JsonObject = _as_version(rt, event.object)
+                cells = self._table(rt, [obj], obj["metadata"].get("resourceVersion", ""), query)
+                lines.append(json.dumps({"type": event.type, "object": cells}).encode())
+                continue
+            data = event.encoded.get(rt.api_version)
+            if data is None:
+                data = event.encoded[rt.api_version] = _object_bytes(self.server.store, rt, event.object)
+            lines.append(b'{"type": "' + event.type.encode() + b'", "object": ' + data + b"}")
+        self._write_data(b"\n".join(lines) + b"\n")
 
     def _write_chunk(self, event: JsonObject) -> None:
-        data = json.dumps(event).encode() + b"\n"
+        self._write_data(json.dumps(event).encode() + b"\n")
+
+    def _write_data(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+        self.server.traffic.sent(len(data))
 
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
@@ -680,6 +749,22 @@ class RequestHandler(BaseHTTPRequestHandler):
             return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
         except (OSError, ValueError):
             return True
+
+
+def _bookmark(rt: ResourceType, rv: int, annotations: dict[str, str] | None = None) -> JsonObject:
+    """A BOOKMARK event: only the kind and the resourceVersion the watch has reached."""
+    meta: JsonObject = {"resourceVersion": str(rv)}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}
+
+
+def _object_bytes(store: Store, rt: ResourceType, obj: JsonObject) -> bytes:
+    """The JSON of ``obj`` as read through ``rt``'s version, from the store's cache when it can be."""
+    converted = _as_version(rt, obj)
+    if converted is obj:
+        return store.encoded(rt, obj)
+    return json.dumps(converted, separators=(",", ":")).encode()
 
 
 def _as_version(rt: ResourceType, obj: JsonObject) -> JsonObject:
@@ -712,22 +797,6 @@ def _scale_of(obj: JsonObject) -> JsonObject:
             "selector": selector_string(selector),
         },
     }
-
-
-def _sort_key(obj: JsonObject) -> tuple[str, str]:
-    return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
-
-
-def _encode_continue(key: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
-
-
-def _decode_continue(token: str) -> tuple[str, str]:
-    try:
-        ns, name = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return str(ns), str(name)
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise errors.bad_request("invalid continue token") from exc
 
 
 def _page_not_found() -> ApiError:

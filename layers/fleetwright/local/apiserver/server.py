@@ -19,9 +19,11 @@ from fleetwright.local.apiserver.controllers import (
     PodLifecycleController,
 )
 from fleetwright.local.apiserver.faults import Faults
-from fleetwright.local.apiserver.http import EmulatorHTTPServer
+from fleetwright.local.apiserver.http import DEFAULT_BOOKMARK_INTERVAL, EmulatorHTTPServer
 from fleetwright.local.apiserver.rbac import Authorizer, Policy
-from fleetwright.local.apiserver.store import GracefulDeletion, Store
+from fleetwright.local.apiserver.resources import ResourceType
+from fleetwright.local.apiserver.store import GracefulDeletion, JsonObject, Store
+from fleetwright.local.apiserver.traffic import Traffic
 
 if TYPE_CHECKING:
     from fleetwright.cli import Subparsers
@@ -43,7 +45,9 @@ class ApiServer:
     (``fleetwright.local.apiserver.faults.Faults``) switches an outage or injected error answers on and off
     while the server runs. ``rbac`` (a manifest of ClusterRoles, Roles and their bindings, e.g.
     ``docs/rbac.yaml``) enforces them on the users ``add_user`` makes, and records what each requests in
-    ``authorizer``; the administrator (the server's token, or no token) keeps full access.
+    ``authorizer``; the administrator (the server's token, or no token) keeps full access. ``traffic``
+    counts the requests, bytes and request-thread CPU time served; watches that allow bookmarks get one
+    every ``bookmark_interval`` seconds.
     """
 
     def __init__(
@@ -63,6 +67,7 @@ class ApiServer:
         watch_history: int = 10_000,
         verbose: bool = False,
         rbac: str | Path | None = None,
+        bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL,
     ) -> None:
         self.host = host
         self.authorizer: Authorizer | None = Authorizer(Policy.load(rbac)) if rbac is not None else None
@@ -98,6 +103,8 @@ class ApiServer:
                 )
             )
         self.faults = Faults()
+        self.traffic = Traffic()
+        self.bookmark_interval = bookmark_interval
         self._httpd: EmulatorHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -123,6 +130,8 @@ class ApiServer:
                 self.verbose,
                 self.faults,
                 self.authorizer,
+                self.traffic,
+                self.bookmark_interval,
             )
             for controller in self.controllers:
                 controller.start()
@@ -164,6 +173,10 @@ class ApiServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    def seed(self, rt: ResourceType, objects: list[JsonObject], *, keep_status: bool = True) -> int:
+        """Create many objects at once without HTTP (``Store.seed``); returns how many."""
+        return self.store.seed(rt, objects, keep_status=keep_status)
 
     def add_user(self, name: str, groups: tuple[str, ...] = (), token: str | None = None) -> str:
         """Make a user in ``groups``, held to the ``rbac`` manifest; returns its bearer token."""

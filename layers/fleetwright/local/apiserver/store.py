@@ -1,19 +1,24 @@
 """The emulator's thread-safe object store: API semantics (metadata bookkeeping, optimistic concurrency,
 graceful deletion, finalizers, owner cascades) plus a change feed for watches and in-process controllers.
 
-Every object handed in or out is a deep copy, so callers may mutate what they get.
+Every object handed in or out by ``get``, ``list`` and the writes is a deep copy, so callers may mutate
+what they get. A stored version is never changed in place (a write stores a new one), so LIST snapshots,
+watch events and the cached JSON of each version can share it: ``list_page`` and ``WatchEvent`` hand out
+those shared versions, to be read only.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import queue
 import random
 import threading
 import time
 import uuid
-from collections import deque
+from bisect import bisect_left, insort
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +27,7 @@ from typing import Any, Literal
 
 from fleetwright.local.apiserver import crds, errors
 from fleetwright.local.apiserver.errors import ApiError
+from fleetwright.local.apiserver.paging import LATEST, ContinueToken, Key, Page, Snapshot, expired, read_page
 from fleetwright.local.apiserver.resources import (
     CUSTOM_RESOURCE_DEFINITIONS,
     NAMESPACES,
@@ -42,13 +48,18 @@ _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 @dataclass(frozen=True)
 class WatchEvent:
-    """One change: ``type`` is ADDED, MODIFIED or DELETED; ``old`` is the previous state (None on ADDED)."""
+    """One change: ``type`` is ADDED, MODIFIED or DELETED; ``old`` is the previous state (None on ADDED).
+
+    ``object`` and ``old`` are the stored versions, shared with every watcher and subscriber: read them,
+    do not change them. ``encoded`` caches the JSON of ``object`` per apiVersion, so many watchers
+    serialize it once."""
 
     type: str
     resource: ResourceType
     object: JsonObject
     old: JsonObject | None
     resource_version: int
+    encoded: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -75,6 +86,8 @@ class Watch:
     fields: FieldSelector
     events: queue.Queue[WatchEvent] = field(default_factory=queue.Queue)
     closed: bool = False
+    initial: int = 0  # how many of the first events replay the state the watch started from
+    opened_at: int = 0  # the resourceVersion it started from
 
     def offer(self, event: WatchEvent) -> None:
         """Queue ``event`` translated for this watch's filter (a drop out of the filter reads as DELETED)."""
@@ -94,9 +107,13 @@ class Watch:
             return None
         now, before = self._matches(event.object), self._matches(event.old)
         if event.type == "MODIFIED" and now and not before:
-            return WatchEvent("ADDED", event.resource, event.object, None, event.resource_version)
+            return WatchEvent(
+                "ADDED", event.resource, event.object, None, event.resource_version, event.encoded
+            )
         if event.type == "MODIFIED" and before and not now:
-            return WatchEvent("DELETED", event.resource, event.object, event.old, event.resource_version)
+            return WatchEvent(
+                "DELETED", event.resource, event.object, event.old, event.resource_version, event.encoded
+            )
         return event if now else None
 
     def next(self, timeout: float) -> WatchEvent | None:
@@ -131,6 +148,8 @@ class Store:
     (a MODIFIED event with ``deletionTimestamp``, then DELETED); ``"timed"`` keeps it until the grace period
     has passed, like a kubelet that takes the whole period to stop it.
     ``watch_history``: how many past events a watch can resume from before it gets 410 Gone.
+    ``list_snapshots``: how many paged LISTs can be continued at once; an older continue token gets 410
+    Expired, as one older than etcd's compaction does.
     """
 
     def __init__(
@@ -141,6 +160,7 @@ class Store:
         watch_history: int = 10_000,
         clock: Callable[[], float] = time.time,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        list_snapshots: int = 8,
     ) -> None:
         self.registry = registry or Registry()
         self.graceful_deletion = graceful_deletion
@@ -154,6 +174,15 @@ class Store:
         self._watches: list[Watch] = []
         self._subscriptions: list[Subscription] = []
         self._timers: list[threading.Timer] = []
+        # Derived from _objects, kept by _put and _pop: sorted keys (None: sort on next use), the JSON
+        # of stored versions, pods by spec.nodeName (the real server's one field index) and the
+        # objects naming each owner uid (so a cascade does not scan every object).
+        self._keys: dict[str, list[Key] | None] = {}
+        self._encoded: dict[str, dict[Key, tuple[JsonObject, bytes]]] = {}
+        self._pods_by_node: dict[str, set[Key]] = {}
+        self._dependents: dict[str, set[tuple[str, Key]]] = {}
+        self._snapshots: OrderedDict[tuple[str, int, tuple[str, str] | None], Snapshot] = OrderedDict()
+        self._max_snapshots = max(1, list_snapshots)
         for name in namespaces:
             self.create(NAMESPACES, {"metadata": {"name": name}})
 
@@ -230,7 +259,7 @@ class Store:
                     log.exception("subscriber failed on a batch of %d events", len(matching))
 
     def _emit(self, kind: str, rt: ResourceType, obj: JsonObject, old: JsonObject | None) -> None:
-        event = WatchEvent(kind, rt, copy.deepcopy(obj), copy.deepcopy(old), self._rv)
+        event = WatchEvent(kind, rt, obj, old, self._rv)
         if len(self._history) == self._history.maxlen:
             self._compacted = self._history[0].resource_version
         self._history.append(event)
@@ -251,6 +280,8 @@ class Store:
         if kind == "DELETED":
             self.registry.remove(key)
             self._objects.pop(key, None)
+            self._keys.pop(key, None)
+            self._encoded.pop(key, None)
             return
         current = self._bucket(CUSTOM_RESOURCE_DEFINITIONS).get(("", crd["metadata"]["name"]))
         if current is None:
@@ -293,6 +324,7 @@ class Store:
         with self._lock:
             self._history.clear()
             self._compacted = self._rv
+            self._snapshots.clear()
 
     def watch(
         self,
@@ -306,9 +338,11 @@ class Store:
         history after it (410 ``ApiError`` when compacted away). Close it with ``close_watch``."""
         w = Watch(rt, namespace, labels or LabelSelector(), fields or FieldSelector())
         with self._lock:
+            w.opened_at = self._rv
             if not since:
                 for obj in self._sorted(rt):
-                    w.offer(WatchEvent("ADDED", rt, copy.deepcopy(obj), None, self._rv))
+                    w.offer(WatchEvent("ADDED", rt, obj, None, self._rv))
+                w.initial = w.events.qsize()
             elif since < self._compacted:
                 raise errors.gone(f"too old resource version: {since} ({self._compacted + 1})")
             else:
@@ -317,6 +351,12 @@ class Store:
                         w.offer(event)
             self._watches.append(w)
         return w
+
+    def bookmark_version(self, w: Watch) -> int | None:
+        """The resourceVersion a bookmark on ``w`` may carry: the latest, once ``w`` has no event
+        queued (every event up to it has then been delivered or filtered out); None while it has."""
+        with self._lock:
+            return self._rv if w.events.empty() else None
 
     def close_watch(self, w: Watch) -> None:
         """Stop feeding ``w``."""
@@ -330,9 +370,78 @@ class Store:
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], JsonObject]:
         return self._objects.setdefault(rt.key, {})
 
+    def _sorted_keys(self, rt: ResourceType) -> list[Key]:
+        keys = self._keys.get(rt.key)
+        if keys is None:
+            keys = self._keys[rt.key] = sorted(self._bucket(rt))
+        return keys
+
     def _sorted(self, rt: ResourceType) -> list[JsonObject]:
         bucket = self._bucket(rt)
-        return [bucket[k] for k in sorted(bucket)]
+        return [bucket[k] for k in self._sorted_keys(rt)]
+
+    def _put(self, rt: ResourceType, key: Key, obj: JsonObject) -> None:
+        """Store ``obj`` (a new version, never changed afterwards) under ``key``, keeping the indexes."""
+        bucket = self._bucket(rt)
+        previous = bucket.get(key)
+        bucket[key] = obj
+        if previous is None:
+            keys = self._keys.get(rt.key)
+            if keys is not None:
+                insort(keys, key)
+        else:
+            self._unindex(rt, key, previous)
+        self._index(rt, key, obj)
+
+    def _pop(self, rt: ResourceType, key: Key) -> JsonObject | None:
+        obj = self._bucket(rt).pop(key, None)
+        if obj is None:
+            return None
+        keys = self._keys.get(rt.key)
+        if keys is not None:
+            i = bisect_left(keys, key)
+            if i < len(keys) and keys[i] == key:
+                del keys[i]
+        self._unindex(rt, key, obj)
+        return obj
+
+    def _index(self, rt: ResourceType, key: Key, obj: JsonObject) -> None:
+        if rt.key == PODS.key:
+            node = obj.get("spec", {}).get("nodeName")
+            if node:
+                self._pods_by_node.setdefault(str(node), set()).add(key)
+        for ref in obj["metadata"].get("ownerReferences") or ():
+            if ref.get("uid"):
+                self._dependents.setdefault(str(ref["uid"]), set()).add((rt.key, key))
+
+    def _unindex(self, rt: ResourceType, key: Key, obj: JsonObject) -> None:
+        self._encoded.get(rt.key, {}).pop(key, None)
+        if rt.key == PODS.key:
+            node = obj.get("spec", {}).get("nodeName")
+            on_node = self._pods_by_node.get(str(node)) if node else None
+            if on_node is not None:
+                on_node.discard(key)
+                if not on_node:
+                    del self._pods_by_node[str(node)]
+        for ref in obj["metadata"].get("ownerReferences") or ():
+            dependents = self._dependents.get(str(ref.get("uid")))
+            if dependents is not None:
+                dependents.discard((rt.key, key))
+                if not dependents:
+                    del self._dependents[str(ref.get("uid"))]
+
+    def encoded(self, rt: ResourceType, obj: JsonObject) -> bytes:
+        """The JSON of ``obj``, serialized once per stored version (others are serialized each time)."""
+        meta = obj.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        cache = self._encoded.get(rt.key)
+        cached = cache.get(key) if cache is not None else None
+        if cached is not None and cached[0] is obj:
+            return cached[1]
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        if self._objects.get(rt.key, {}).get(key) is obj:  # the current version: worth keeping
+            self._encoded.setdefault(rt.key, {})[key] = (obj, data)
+        return data
 
     def _find(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
         key = ((namespace or "") if rt.namespaced else "", name)
@@ -361,60 +470,138 @@ class Store:
         fields: FieldSelector | None = None,
     ) -> tuple[list[JsonObject], int]:
         """Matching objects sorted by namespace and name, and the resourceVersion they were read at."""
+        page = self.list_page(rt, namespace, labels, fields)
+        return [copy.deepcopy(o) for o in page.items], page.resource_version
+
+    def list_page(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+        limit: int = 0,
+        token: ContinueToken | None = None,
+    ) -> Page:
+        """One LIST page (``limit`` 0: everything) of the stored versions, read only; ``token`` continues
+        a paged LIST at its first page's resourceVersion (410 Expired when that snapshot is gone).
+
+        Pods selected by ``spec.nodeName=X`` come from the node index, a namespace from its key range;
+        the other selectors are checked object by object, as the real server does."""
+        labels = labels or LabelSelector()
+        fields = fields or FieldSelector()
+        node = next(
+            (value for name, equal, value in fields.terms if name == "spec.nodeName" and equal and value),
+            None,
+        )
+        scope: tuple[str, str] | None = None
+        if rt.key == PODS.key and node is not None:
+            scope = ("spec.nodeName", node)
+        elif namespace is not None:
+            scope = ("namespace", namespace)
         with self._lock:
-            items = [
-                copy.deepcopy(o)
-                for o in self._sorted(rt)
-                if (namespace is None or o["metadata"].get("namespace") == namespace)
-                and (labels is None or labels.matches(o["metadata"].get("labels")))
-                and (fields is None or fields.matches(o))
-            ]
-            return items, self._rv
+            if token is None or token.resource_version in (LATEST, self._rv):
+                snapshot = self._snapshots.get((rt.key, self._rv, scope)) or self._snapshot(rt, scope)
+            else:
+                found = self._snapshots.get((rt.key, token.resource_version, scope))
+                if found is None or token.resource_version < self._compacted:
+                    raise expired(token.start)
+                snapshot = found
+        in_namespace = namespace if scope is None or scope[0] != "namespace" else None
+        matches = _matcher(in_namespace, labels, fields)
+        page = read_page(snapshot, matches, limit, token.start if token is not None else None)
+        if page.next is not None:
+            with self._lock:
+                cache_key = (rt.key, snapshot.resource_version, scope)
+                self._snapshots[cache_key] = snapshot
+                self._snapshots.move_to_end(cache_key)
+                while len(self._snapshots) > self._max_snapshots:
+                    self._snapshots.popitem(last=False)
+        return page
+
+    def _snapshot(self, rt: ResourceType, scope: tuple[str, str] | None) -> Snapshot:
+        """The objects ``scope`` narrows a LIST to, as they are now (under the lock)."""
+        bucket = self._bucket(rt)
+        if scope is None:
+            return Snapshot(self._rv, list(self._sorted_keys(rt)), dict(bucket))
+        if scope[0] == "spec.nodeName":
+            keys = sorted(self._pods_by_node.get(scope[1], ()))
+        else:
+            every = self._sorted_keys(rt)
+            lo = bisect_left(every, (scope[1], ""))
+            keys = every[lo : bisect_left(every, (scope[1] + "\0", ""), lo)]
+        return Snapshot(self._rv, keys, {k: bucket[k] for k in keys})
 
     # -- writes ----------------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, obj: JsonObject, namespace: str | None = None) -> JsonObject:
         """Store a new object: name (or generateName), uid, resourceVersion, timestamps and defaults."""
-        obj = copy.deepcopy(obj)
-        meta = _meta(obj)
         with self.transaction():
-            if rt.namespaced:
-                ns = namespace or meta.get("namespace") or "default"
-                if meta.get("namespace") and meta["namespace"] != ns:
-                    raise errors.bad_request(
-                        "the namespace of the provided object does not match "
-                        "the namespace sent on the request"
-                    )
-                meta["namespace"] = ns
-                if ("", ns) not in self._bucket(NAMESPACES):
-                    raise errors.not_found("namespaces", ns)
-            else:
-                meta.pop("namespace", None)
-            if not meta.get("name"):
-                prefix = meta.get("generateName")
-                if not prefix:
-                    raise errors.invalid(
-                        rt.kind, "", "metadata.name: Required value: name or generateName is required"
-                    )
-                meta["name"] = prefix + "".join(random.choices(_NAME_SUFFIX_ALPHABET, k=5))
-            key = (meta.get("namespace", ""), meta["name"])
-            if key in self._bucket(rt):
-                raise errors.already_exists(rt.plural, meta["name"], rt.group)
-            if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key or (rt.custom and "status" in rt.subresources):
-                obj.pop("status", None)  # create cannot set status where status is a subresource
-            _validate(rt, obj, None)
-            obj["apiVersion"] = rt.api_version
-            obj["kind"] = rt.kind
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = rfc3339(self.clock())
-            meta["generation"] = 1
-            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                meta.pop(transient, None)
-            _apply_defaults(rt, obj)
-            meta["resourceVersion"] = self._next_rv()
-            self._bucket(rt)[key] = obj
-            self._emit("ADDED", rt, obj, None)
-            return copy.deepcopy(obj)
+            return copy.deepcopy(self._insert(rt, copy.deepcopy(obj), namespace, keep_status=False))
+
+    def seed(
+        self,
+        rt: ResourceType,
+        objects: Iterable[JsonObject],
+        namespace: str | None = None,
+        *,
+        keep_status: bool = True,
+    ) -> int:
+        """Create many objects in one transaction, for tests and benches: each is checked, defaulted and
+        announced (one ADDED event) as ``create`` does, without copying it in or out (the store takes
+        ``objects`` over) and with one sort of the keys at the end. ``keep_status`` keeps the status
+        of types whose status is a subresource, as if it had been written after the create. Returns
+        how many were created."""
+        count = 0
+        with self.transaction():
+            self._keys[rt.key] = None
+            for obj in objects:
+                self._insert(rt, obj, namespace, keep_status=keep_status)
+                count += 1
+        return count
+
+    def _insert(
+        self, rt: ResourceType, obj: JsonObject, namespace: str | None, *, keep_status: bool
+    ) -> JsonObject:
+        """The body of ``create`` on an object the store owns (under the lock)."""
+        meta = _meta(obj)
+        if rt.namespaced:
+            ns = namespace or meta.get("namespace") or "default"
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = ns
+            if ("", ns) not in self._bucket(NAMESPACES):
+                raise errors.not_found("namespaces", ns)
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise errors.invalid(
+                    rt.kind, "", "metadata.name: Required value: name or generateName is required"
+                )
+            meta["name"] = prefix + "".join(random.choices(_NAME_SUFFIX_ALPHABET, k=5))
+        key = (meta.get("namespace", ""), meta["name"])
+        if key in self._bucket(rt):
+            raise errors.already_exists(rt.plural, meta["name"], rt.group)
+        if rt.key == CUSTOM_RESOURCE_DEFINITIONS.key or (
+            rt.custom and "status" in rt.subresources and not keep_status
+        ):
+            obj.pop("status", None)  # create cannot set status where status is a subresource
+        _validate(rt, obj, None)
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = rfc3339(self.clock())
+        meta["generation"] = 1
+        for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(transient, None)
+        _apply_defaults(rt, obj)
+        meta["resourceVersion"] = self._next_rv()
+        self._put(rt, key, obj)
+        self._emit("ADDED", rt, obj, None)
+        return obj
 
     def update(
         self, rt: ResourceType, obj: JsonObject, namespace: str | None = None, subresource: str | None = None
@@ -462,7 +649,7 @@ class Store:
     def _replace(
         self, rt: ResourceType, current: JsonObject, obj: JsonObject, subresource: str | None
     ) -> JsonObject:
-        old = copy.deepcopy(current)
+        old = current
         meta = _meta(obj)
         has_status = "status" in rt.subresources
         if subresource == "status":
@@ -497,7 +684,7 @@ class Store:
             return copy.deepcopy(current)  # a no-op write keeps its resourceVersion, like a real server
         meta["resourceVersion"] = self._next_rv()
         key = (meta.get("namespace", ""), meta["name"])
-        self._bucket(rt)[key] = obj
+        self._put(rt, key, obj)
         self._emit("MODIFIED", rt, obj, old)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._ready_to_go(rt, obj):
             self._remove(rt, obj, "Background")
@@ -526,7 +713,8 @@ class Store:
         whose ownerReferences name it, unless ``propagation`` is ``Orphan``.
         """
         with self.transaction():
-            current = self._find(rt, namespace, name)
+            stored = self._find(rt, namespace, name)
+            current = copy.deepcopy(stored)  # the next version; the stored one stays as it is
             meta = current["metadata"]
             pre = preconditions or {}
             if pre.get("uid") and pre["uid"] != meta["uid"]:
@@ -545,18 +733,18 @@ class Store:
             if already and (meta.get("finalizers") or (grace > 0 and parse_rfc3339(already) <= now + grace)):
                 return copy.deepcopy(current)  # already going, and this request asks for nothing sooner
             if meta.get("finalizers") or grace > 0:
-                old = copy.deepcopy(current)
                 meta["deletionTimestamp"] = deadline
                 meta["deletionGracePeriodSeconds"] = grace
                 meta["resourceVersion"] = self._next_rv()
-                self._emit("MODIFIED", rt, current, old)
+                self._put(rt, (meta.get("namespace", ""), meta["name"]), current)
+                self._emit("MODIFIED", rt, current, stored)
                 if meta.get("finalizers"):
                     return copy.deepcopy(current)
                 if grace > 0 and self.graceful_deletion == "timed":
                     self._schedule_removal(rt, current, grace, propagation)
                     return copy.deepcopy(current)
-            self._remove(rt, current, propagation)
-            return copy.deepcopy(current)
+            gone = self._remove(rt, current, propagation)
+            return copy.deepcopy(gone or current)
 
     def _grace_period(self, rt: ResourceType, obj: JsonObject, requested: int | None) -> int:
         if rt.key != PODS.key:
@@ -589,50 +777,78 @@ class Store:
         self._timers.append(timer)
         timer.start()
 
-    def _remove(self, rt: ResourceType, obj: JsonObject, propagation: str | None) -> None:
+    def _remove(self, rt: ResourceType, obj: JsonObject, propagation: str | None) -> JsonObject | None:
+        """Remove ``obj`` and cascade; returns its last state (with the DELETED resourceVersion), or None
+        when it was already gone."""
         meta = obj["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
-        if self._bucket(rt).pop(key, None) is None:
-            return
-        meta["resourceVersion"] = self._next_rv()
-        self._emit("DELETED", rt, obj, None)
+        if self._pop(rt, key) is None:
+            return None
+        gone = {**obj, "metadata": {**meta, "resourceVersion": self._next_rv()}}
+        self._emit("DELETED", rt, gone, None)
         if propagation == "Orphan":
-            return
+            return gone
         if rt.key == NAMESPACES.key:
             for other in self.registry.types:
                 if other.namespaced:
-                    for child in [
-                        o for o in self._sorted(other) if o["metadata"].get("namespace") == meta["name"]
-                    ]:
+                    every = self._sorted_keys(other)
+                    lo = bisect_left(every, (meta["name"], ""))
+                    hi = bisect_left(every, (meta["name"] + "\0", ""), lo)
+                    for child in [self._bucket(other)[k] for k in every[lo:hi]]:
                         self._remove(other, child, propagation)
-            return
+            return gone
         uid = meta["uid"]
+        dependents = sorted(self._dependents.get(uid, ()))
         for other in self.registry.types:
-            for child in self._sorted(other):
-                refs = child["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == uid for r in refs):
+            for type_key, child_key in dependents:
+                if type_key != other.key:
                     continue
-                if child["metadata"].get("finalizers"):
-                    self._mark_deleted(other, child)  # as the garbage collector does: its finalizers hold it
+                dependent = self._bucket(other).get(child_key)
+                if dependent is None or not any(
+                    r.get("uid") == uid for r in dependent["metadata"].get("ownerReferences") or []
+                ):
+                    continue
+                if dependent["metadata"].get("finalizers"):
+                    self._mark_deleted(other, dependent)  # as the garbage collector does: finalizers hold it
                 else:
-                    self._remove(other, child, propagation)
+                    self._remove(other, dependent, propagation)
+        return gone
 
     def _mark_deleted(self, rt: ResourceType, obj: JsonObject) -> None:
         """Give an object that finalizers hold a ``deletionTimestamp``; it goes once they are removed."""
-        meta = obj["metadata"]
-        if meta.get("deletionTimestamp"):
+        if obj["metadata"].get("deletionTimestamp"):
             return
-        old = copy.deepcopy(obj)
+        updated = copy.deepcopy(obj)
+        meta = updated["metadata"]
         meta["deletionTimestamp"] = rfc3339(self.clock())
         meta["deletionGracePeriodSeconds"] = 0
         meta["resourceVersion"] = self._next_rv()
-        self._emit("MODIFIED", rt, obj, old)
+        self._put(rt, (meta.get("namespace", ""), meta["name"]), updated)
+        self._emit("MODIFIED", rt, updated, obj)
 
     def stop(self) -> None:
         """Cancel pending timed deletions."""
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
+
+
+def _matcher(
+    namespace: str | None, labels: LabelSelector, fields: FieldSelector
+) -> Callable[[JsonObject], bool] | None:
+    """The per-object check of a LIST, or None when there is nothing to check."""
+    if namespace is None and not labels.requirements and not fields.terms:
+        return None
+
+    def matches(obj: JsonObject) -> bool:
+        meta = obj["metadata"]
+        return (
+            (namespace is None or meta.get("namespace") == namespace)
+            and labels.matches(meta.get("labels"))
+            and fields.matches(obj)
+        )
+
+    return matches
 
 
 def _spec_of(obj: JsonObject) -> Any:

@@ -1,0 +1,894 @@
+"""Fleetwright on a large cluster: the provisioner's and the disruption function's Lambda handlers
+(``functions/*/handler.py``) against the Kubernetes API emulator holding N nodes with ~10 pods each and
+moto (in-process ``mock_aws``) holding their instances.
+
+The cluster is what Fleetwright would have left: an instance per node tagged with its NodePool and
+NodeClaim, a NodeClaim record in the state table and a NodeClaim object, a Ready Node with its instance
+type's labels and allocatable; on each node one pod of each of three DaemonSets and about seven pods of
+Deployments (ReplicaSet owners, CPU and memory requests, PodDisruptionBudgets); four NodePools with
+``limits``; plus ``--pending`` pods marked Unschedulable. Everything is seeded in bulk, outside what is
+timed: the emulator through ``Store.seed``, moto through ``run_instances`` in batches.
+
+Each function gets a cold invocation (the handler module freshly loaded: clients, catalogs and
+configuration built) and then ``--runs - 1`` warm ones in the same process, as Lambda reuses a warm
+container. The provisioner runs in economy mode (one pass per invocation). Per pass it prints:
+
+- wall seconds, split into phases by where the handler's thread spent them: *read* (Kubernetes GETs and
+  LISTs, AWS Describe/Get/List/Query calls), *write* (other Kubernetes requests, DynamoDB and tag
+  writes), *launch* (CreateFleet, launch templates, RunInstances, TerminateInstances, StartExecution,
+  and the wall time during which the launch worker threads were in any call) and *plan* (the rest:
+  scheduling, planning, bookkeeping);
+- the stand-ins' own time within that: ``moto`` (time inside moto's request handling, summed over
+  threads) and ``emu cpu`` (CPU time of the emulator's request threads);
+- Kubernetes requests and bytes (counted by the emulator), AWS calls, and the process's peak RSS
+  (``ru_maxrss``, which includes the emulator and moto; ``--tracemalloc`` adds the pass's own peak of
+  Python allocations, at a large slowdown).
+
+Two stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
+looked up by resource id instead of by scanning every tag, and the AMI each new instance names is looked
+up once instead of filtering every image per instance.
+
+    .venv/bin/python bench/scale.py [--nodes 1000 3000] [--pending 100 2000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import tracemalloc
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scheduling import machine  # noqa: E402  (bench/scheduling.py)
+
+REGION = "us-east-1"
+CLUSTER = "scale"
+TABLE = "fleetwright-state"
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+# name, instance types, capacity type, consolidation policy, share of the nodes
+POOLS = (
+    ("general", ["m5.xlarge", "m5.2xlarge"], "on-demand", "WhenEmptyOrUnderutilized", 0.4),
+    ("compute", ["c5.xlarge", "c5.2xlarge"], "on-demand", "WhenEmptyOrUnderutilized", 0.25),
+    ("memory", ["r5.xlarge", "r5.2xlarge"], "on-demand", "WhenEmpty", 0.2),
+    ("batch", ["m5.4xlarge", "m5.8xlarge"], "spot", "WhenEmptyOrUnderutilized", 0.15),
+    ("burst", ["m5.12xlarge", "m5.16xlarge", "m5.24xlarge"], "spot", "WhenEmpty", 0.0),
+)
+# The pending pods select the burst pool, which has no node yet.
+PENDING_POOL, PENDING_CPU, PENDING_MEMORY = "burst", 3, "6Gi"
+DAEMONSETS = (("kube-proxy", "100m", "64Mi"), ("aws-node", "50m", "128Mi"), ("node-exporter", "50m", "64Mi"))
+APPS = 100  # Deployments, each with a PDB
+APP_PODS_PER_NODE = 7
+
+
+_CORES = {
+    "xlarge": 4,
+    "2xlarge": 8,
+    "4xlarge": 16,
+    "8xlarge": 32,
+    "12xlarge": 48,
+    "16xlarge": 64,
+    "24xlarge": 96,
+}
+
+
+def nodepool_documents(nodes: int, pending: int) -> str:
+    """The NodePools (limits: room for their share of ``nodes`` and the pending pods) and the
+    EC2NodeClass."""
+    docs = []
+    for name, types, capacity, policy, share in POOLS:
+        biggest = max(_CORES[t.split(".")[1]] for t in types)
+        cpu_limit = int(nodes * share * biggest * 1.2) + 100
+        if name == PENDING_POOL:
+            cpu_limit += int(pending * PENDING_CPU * 1.5)
+        docs.append(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": name},
+                "spec": {
+                    "limits": {"cpu": str(cpu_limit), "memory": f"{cpu_limit * 8}Gi"},
+                    "disruption": {"consolidationPolicy": policy, "consolidateAfter": "5m"},
+                    "template": {
+                        "metadata": {"labels": {"pool": name}},
+                        "spec": {
+                            "nodeClassRef": {
+                                "group": "karpenter.k8s.aws",
+                                "kind": "EC2NodeClass",
+                                "name": "default",
+                            },
+                            "expireAfter": "720h",
+                            "requirements": [
+                                {
+                                    "key": "node.kubernetes.io/instance-type",
+                                    "operator": "In",
+                                    "values": types,
+                                },
+                                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]},
+                            ],
+                        },
+                    },
+                },
+            }
+        )
+    docs.append(
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "instanceProfile": "scale-node-profile",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": CLUSTER}}],
+            },
+        }
+    )
+    return "\n---\n".join(json.dumps(d) for d in docs)
+
+
+# -- stand-in timing and fixes ------------------------------------------------------------------------
+
+
+@dataclass
+class Timings:
+    """Seconds by phase of the calls made from the thread that runs the handler (outermost calls only),
+    and every thread's AWS calls and moto time."""
+
+    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    other_threads: list[tuple[float, float]] = field(default_factory=list)
+    aws_calls: int = 0
+    moto_seconds: float = 0.0
+    moto_by_operation: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def launch_seconds(self) -> float:
+        """Wall seconds during which a thread other than the handler's (the launch workers) was in a
+        Kubernetes or AWS call."""
+        total, end = 0.0, float("-inf")
+        for start, stop in sorted(self.other_threads):
+            if stop > end:
+                total += stop - max(start, end)
+                end = stop
+        return total
+
+    def reset(self) -> None:
+        with self.lock:
+            self.phases = defaultdict(float)
+            self.other_threads = []
+            self.aws_calls = 0
+            self.moto_seconds = 0.0
+            self.moto_by_operation = defaultdict(float)
+
+
+TIMINGS = Timings()
+_LOCAL = threading.local()
+_HANDLER_THREAD: dict[str, int] = {}
+
+_LAUNCH_OPERATIONS = {
+    "CreateFleet",
+    "CreateLaunchTemplate",
+    "CreateLaunchTemplateVersion",
+    "DeleteLaunchTemplate",
+    "RunInstances",
+    "TerminateInstances",
+    "StartExecution",
+}
+
+
+def _aws_phase(operation: str) -> str:
+    if operation in _LAUNCH_OPERATIONS:
+        return "launch"
+    if operation.startswith(("Describe", "Get", "List", "Query", "Scan", "BatchGet")):
+        return "read"
+    return "write"
+
+
+@contextmanager
+def _timed(phase: str) -> Iterator[None]:
+    """Add the call's duration to ``phase`` when it is the outermost timed call of the handler thread."""
+    depth = getattr(_LOCAL, "depth", 0)
+    _LOCAL.depth = depth + 1
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        _LOCAL.depth = depth
+        if depth == 0:
+            with TIMINGS.lock:
+                if threading.get_ident() == _HANDLER_THREAD.get("id"):
+                    TIMINGS.phases[phase] += time.perf_counter() - started
+                else:
+                    TIMINGS.other_threads.append((started, time.perf_counter()))
+
+
+def instrument() -> None:
+    """Time Kubernetes requests (``KubeClient.request``), AWS calls (botocore) and moto's share."""
+    import botocore.client
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    from fleetwright.kube.client import KubeClient
+
+    request = KubeClient.request
+
+    def timed_request(self: Any, method: str, path: str, **kwargs: Any) -> Any:
+        with _timed("read" if method == "GET" else "write"):
+            return request(self, method, path, **kwargs)
+
+    KubeClient.request = timed_request  # type: ignore[method-assign]
+
+    make_api_call = botocore.client.BaseClient._make_api_call
+
+    def timed_call(self: Any, operation: str, params: Any) -> Any:
+        with TIMINGS.lock:
+            TIMINGS.aws_calls += 1
+        with _timed(_aws_phase(operation)):
+            return make_api_call(self, operation, params)
+
+    botocore.client.BaseClient._make_api_call = timed_call
+
+    stub = BotocoreStubber.__call__
+
+    def timed_stub(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return stub(self, event_name, request, **kwargs)
+        finally:
+            spent = time.perf_counter() - started
+            with TIMINGS.lock:
+                TIMINGS.moto_seconds += spent
+                TIMINGS.moto_by_operation[event_name.rsplit(".", 1)[-1]] += spent
+
+    BotocoreStubber.__call__ = timed_stub  # type: ignore[method-assign]
+
+
+def speed_up_moto() -> None:
+    """Index moto's tag lookup by resource id and remember each AMI lookup by image id (same answers)."""
+    from moto.ec2.models import EC2Backend
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        resource_id = getattr(self, "id", None)
+        if not resource_id:
+            return []
+        kind = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+        return [
+            {"resource_id": resource_id, "key": k, "value": v, "resource_type": kind}
+            for k, v in self.ec2_backend.tags.get(resource_id, {}).items()
+        ]
+
+    TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
+
+    describe_images = EC2Backend.describe_images
+    cache: dict[tuple[int, str], Any] = {}
+
+    def cached_images(self: Any, *args: Any, **kwargs: Any) -> Any:
+        filters = kwargs.get("filters")
+        if not args and set(kwargs) == {"filters"} and filters and set(filters) == {"image-id"}:
+            key = (id(self), str(filters["image-id"]))
+            if key not in cache:
+                cache[key] = describe_images(self, filters=filters)
+            return cache[key]
+        return describe_images(self, *args, **kwargs)
+
+    EC2Backend.describe_images = cached_images  # type: ignore[method-assign]
+
+
+# -- seeding ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    nodes: int
+    pods: int
+    pending: int
+    seconds: float
+
+
+def seed_aws(clients: Any) -> tuple[Any, str]:
+    """VPC, subnets and security group tagged for discovery, EKS AMIs, the state table, the EKS cluster
+    and a pass-through termination state machine; returns (ClusterInfo, state machine ARN)."""
+    from fleetwright.aws.cluster import describe_cluster
+    from fleetwright.local.aws_fakes import seed_eks_amis
+    from fleetwright.state.table import create_state_table
+
+    ec2 = clients.ec2
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    tags = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
+    subnets = []
+    for i, zone in enumerate(ZONES):
+        subnets.append(
+            ec2.create_subnet(
+                VpcId=vpc,
+                CidrBlock=f"10.0.{i * 64}.0/18",
+                AvailabilityZone=zone,
+                TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
+            )["Subnet"]["SubnetId"]
+        )
+    ec2.create_security_group(
+        GroupName="nodes",
+        Description="nodes",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+    )
+    version = "1.31"
+    seed_eks_amis(ec2, version)
+    create_state_table(clients.client("dynamodb"), TABLE)
+    clients.eks.create_cluster(
+        name=CLUSTER,
+        version=version,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": subnets},
+    )
+    machine_arn = clients.client("stepfunctions").create_state_machine(
+        name="fleetwright-termination",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}),
+        roleArn="arn:aws:iam::123456789012:role/fleetwright-termination",
+    )["stateMachineArn"]
+    return describe_cluster(clients, CLUSTER), machine_arn
+
+
+def _dynamo(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, list):
+        return [_dynamo(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dynamo(v) for k, v in value.items()}
+    return value
+
+
+def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int) -> Cluster:
+    """Instances, NodeClaim records and objects, Nodes, DaemonSets, Deployments' ReplicaSets, PDBs, pods."""
+    from boto3.dynamodb.types import TypeSerializer  # type: ignore[import-untyped]
+    from moto.ec2.models import ec2_backends
+
+    from fleetwright.aws.provider import AwsProvider
+    from fleetwright.aws.tags import ownership_tags, to_aws
+    from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+    from fleetwright.local.apiserver.resources import (
+        DAEMON_SETS,
+        NAMESPACES,
+        NODES,
+        POD_DISRUPTION_BUDGETS,
+        PODS,
+        REPLICA_SETS,
+    )
+    from fleetwright.model import labels as wk
+    from fleetwright.model.allocatable import instance_type_allocatable
+    from fleetwright.model.karpenter import EC2NodeClass, NodePool
+    from fleetwright.provisioning.nodeclaim_objects import labels_of, spec_of, status_of
+    from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+
+    started = time.perf_counter()
+    store = server.store
+    install_karpenter_crds(store)
+    documents = [json.loads(d) for d in nodepool_documents(nodes, pending).split("\n---\n")]
+    pools = {d["metadata"]["name"]: NodePool.model_validate(d) for d in documents if d["kind"] == "NodePool"}
+    nodeclass = EC2NodeClass.model_validate(documents[-1])
+    cloud = AwsProvider(info, REGION, clients=clients)
+    catalog = {t.name: t for t in cloud.instance_types(nodeclass)}
+    image = sorted(i["ImageId"] for i in clients.ec2.describe_images(Owners=["self"])["Images"])[0]
+    subnets = {
+        s["AvailabilityZone"]: s["SubnetId"]
+        for s in clients.ec2.describe_subnets(
+            Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": [CLUSTER]}]
+        )["Subnets"]
+    }
+    backend = ec2_backends["123456789012"][REGION]
+    serializer = TypeSerializer()
+    dynamo = clients.client("dynamodb")
+
+    # Which node goes where: pools by share, types and zones round-robin.
+    plan: list[tuple[str, str, str, str]] = []  # pool, type, zone, capacity
+    counts = {name: round(nodes * share) for name, _t, _c, _p, share in POOLS}
+    counts[POOLS[0][0]] += nodes - sum(counts.values())
+    for name, types, capacity, _policy, _share in POOLS:
+        plan += [(name, types[i % len(types)], ZONES[i % len(ZONES)], capacity) for i in range(counts[name])]
+    groups: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+    for index, where in enumerate(plan):
+        groups[where].append(index)
+
+    instance_ids: dict[int, str] = {}
+    for (pool, itype, zone, capacity), indexes in groups.items():
+        market: dict[str, Any] = (
+            {"InstanceMarketOptions": {"MarketType": "spot"}} if capacity == "spot" else {}
+        )
+        for start in range(0, len(indexes), 250):
+            batch = indexes[start : start + 250]
+            launched = clients.ec2.run_instances(
+                ImageId=image,
+                InstanceType=itype,
+                MinCount=len(batch),
+                MaxCount=len(batch),
+                SubnetId=subnets[zone],
+                TagSpecifications=[
+                    {"ResourceType": "instance", "Tags": to_aws(ownership_tags(CLUSTER, nodepool=pool))}
+                ],
+                **market,
+            )["Instances"]
+            for index, instance in zip(batch, launched, strict=True):
+                instance_ids[index] = instance["InstanceId"]
+
+    now = time.time() - 3600
+    records: list[NodeClaimRecord] = []
+    node_objects: list[dict[str, Any]] = []
+    claim_objects: list[dict[str, Any]] = []
+    node_names: list[str] = []
+    from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
+
+    hashes = {name: nodepool_hash(p) for name, p in pools.items()}
+    class_hash = nodeclass_hash(nodeclass)
+    for index, (pool, itype, zone, capacity) in enumerate(plan):
+        claim = f"{pool}-{index:06x}"
+        instance_id = instance_ids[index]
+        backend.create_tags([instance_id], {"karpenter.sh/nodeclaim": claim, "Name": claim})
+        known = catalog[itype]
+        name = f"ip-10-{index // 65536}-{(index // 256) % 256}-{index % 256}.ec2.internal"
+        node_names.append(name)
+        record = NodeClaimRecord(
+            id=claim,
+            nodepool=pool,
+            status=str(ClaimStatus.INITIALIZED),
+            created_at=now,
+            node_class="default",
+            instance_id=instance_id,
+            instance_type=itype,
+            zone=zone,
+            capacity_type=capacity,
+            price=next(o.price for o in known.offerings if o.zone == zone and o.capacity_type == capacity),
+            launched_at=now,
+            registered_at=now,
+            initialized_at=now,
+            node_name=name,
+            nodepool_hash=hashes[pool],
+            nodeclass_hash=class_hash,
+        )
+        records.append(record)
+        claim_objects.append(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {
+                    "name": claim,
+                    "labels": labels_of(record),
+                    "finalizers": ["karpenter.sh/termination"],
+                },
+                "spec": spec_of(record),
+                "status": status_of(record, image),
+            }
+        )
+        allocatable = instance_type_allocatable(known, None)
+        quantities = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in allocatable.items()}
+        labels = {
+            **known.labels,
+            **pools[pool].labels(),
+            wk.NODEPOOL: pool,
+            wk.INSTANCE_TYPE: itype,
+            wk.ZONE: zone,
+            wk.CAPACITY_TYPE: capacity,
+            wk.HOSTNAME: name,
+            "pool": pool,
+        }
+        node_objects.append(
+            {
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "allocatable": quantities,
+                    "capacity": quantities,
+                    "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a"},
+                },
+            }
+        )
+    pk = f"NODECLAIM#{CLUSTER}"
+    for start in range(0, len(records), 25):
+        items = [
+            {"PutRequest": {"Item": {k: serializer.serialize(_dynamo(v)) for k, v in r.to_item(pk).items()}}}
+            for r in records[start : start + 25]
+        ]
+        dynamo.batch_write_item(RequestItems={TABLE: items})
+
+    store.seed(NODES, node_objects)
+    node_claims = store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
+    store.seed(node_claims, claim_objects)
+
+    # Workloads: three DaemonSets in kube-system, APPS Deployments (one ReplicaSet and a PDB each) in
+    # ten namespaces, their pods spread over the nodes by round robin.
+    for team in range(10):
+        store.create(NAMESPACES, {"metadata": {"name": f"team-{team}"}})
+    daemonsets = store.seed(
+        DAEMON_SETS,
+        [
+            {
+                "metadata": {"name": ds, "namespace": "kube-system"},
+                "spec": {
+                    "selector": {"matchLabels": {"k8s-app": ds}},
+                    "template": {
+                        "metadata": {"labels": {"k8s-app": ds}},
+                        "spec": {"containers": [{"name": ds, "image": ds, "resources": _requests(cpu, mem)}]},
+                    },
+                },
+            }
+            for ds, cpu, mem in DAEMONSETS
+        ],
+    )
+    del daemonsets
+    ds_uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in store.list(DAEMON_SETS, "kube-system")[0]}
+    apps = [(f"app-{a:03d}", f"team-{a % 10}") for a in range(APPS)]
+    store.seed(
+        REPLICA_SETS,
+        [
+            {
+                "metadata": {"name": f"{app}-7d4b9", "namespace": ns, "labels": {"app": app}},
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": {"app": app}},
+                    "template": {
+                        "metadata": {"labels": {"app": app}},
+                        "spec": {"containers": [{"name": "app"}]},
+                    },
+                },
+            }
+            for app, ns in apps
+        ],
+    )
+    rs_uids = {
+        (o["metadata"]["namespace"], o["metadata"]["labels"]["app"]): o["metadata"]["uid"]
+        for o in store.list(REPLICA_SETS)[0]
+    }
+    store.seed(
+        POD_DISRUPTION_BUDGETS,
+        [
+            {
+                "metadata": {"name": app, "namespace": ns},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
+                "status": {
+                    "disruptionsAllowed": 1,
+                    "currentHealthy": 0,
+                    "desiredHealthy": 0,
+                    "expectedPods": 0,
+                },
+            }
+            for app, ns in apps
+        ],
+    )
+    pods: list[dict[str, Any]] = []
+    for index, name in enumerate(node_names):
+        for ds, cpu, mem in DAEMONSETS:
+            pods.append(
+                _pod(
+                    f"{ds}-{index:06x}",
+                    "kube-system",
+                    {"k8s-app": ds},
+                    cpu,
+                    mem,
+                    name,
+                    ("DaemonSet", ds, ds_uids[ds]),
+                )
+            )
+        millicores = int(instance_type_allocatable(catalog[plan[index][1]], None)["cpu"])
+        for slot in range(APP_PODS_PER_NODE):
+            app, ns = apps[(index * APP_PODS_PER_NODE + slot) % APPS]
+            app_cpu = f"{millicores * 7 // (10 * APP_PODS_PER_NODE)}m"  # ~70% of the node's CPU
+            pods.append(
+                _pod(
+                    f"{app}-{index:06x}-{slot}",
+                    ns,
+                    {"app": app},
+                    app_cpu,
+                    "512Mi",
+                    name,
+                    ("ReplicaSet", f"{app}-7d4b9", rs_uids[(ns, app)]),
+                )
+            )
+    store.seed(PODS, pods)
+    store.seed(PODS, pending_pods(pending, "initial"))
+    return Cluster(nodes, len(pods), pending, time.perf_counter() - started)
+
+
+def _requests(cpu: str, memory: str) -> dict[str, Any]:
+    return {"requests": {"cpu": cpu, "memory": memory}}
+
+
+def _pod(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    cpu: str,
+    memory: str,
+    node: str | None,
+    owner: tuple[str, str, str],
+) -> dict[str, Any]:
+    kind, owner_name, uid = owner
+    status: dict[str, Any] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    if node is None:
+        status = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 Insufficient cpu.",
+                }
+            ],
+        }
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "app", "image": "public.ecr.aws/nginx/nginx:1.27", "resources": _requests(cpu, memory)}
+        ]
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": uid, "controller": True}
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def pending_pods(count: int, batch: str) -> list[dict[str, Any]]:
+    """``count`` Unschedulable pods of one Deployment in ``team-0``, for the batch pool."""
+    pods = [
+        _pod(
+            f"pending-{batch}-{i:05d}",
+            "team-0",
+            {"app": f"pending-{batch}"},
+            str(PENDING_CPU),
+            PENDING_MEMORY,
+            None,
+            ("ReplicaSet", f"pending-{batch}-5c6f8", "00000000-0000-0000-0000-00000000beef"),
+        )
+        for i in range(count)
+    ]
+    for pod in pods:
+        pod["spec"]["nodeSelector"] = {"pool": PENDING_POOL}
+    return pods
+
+
+# -- passes -------------------------------------------------------------------------------------------
+
+
+class FakeContext:
+    """The Lambda context the handlers read."""
+
+    memory_limit_in_mb = 1024
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+    def __init__(self, function: str, seconds: float, request: int) -> None:
+        self.function_name = function
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:{function}"
+        self.aws_request_id = f"00000000-0000-0000-0000-{request:012d}"
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(max(0.0, self.seconds - (time.monotonic() - self.started)) * 1000)
+
+
+def load_handler(function: str) -> ModuleType:
+    """A fresh copy of ``functions/<function>/handler.py`` (a cold Lambda container)."""
+    path = ROOT / "functions" / function / "handler.py"
+    spec = importlib.util.spec_from_file_location(f"{function}_handler_scale", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class PassFigure:
+    function: str
+    kind: str
+    wall: float
+    phases: dict[str, float]
+    moto: float
+    emulator_cpu: float
+    kube_requests: int
+    kube_bytes_out: int
+    kube_bytes_in: int
+    aws_calls: int
+    rss_mb: float
+    traced_mb: float | None
+    summary: str
+    moto_top: str = ""
+    kube_verbs: str = ""
+
+
+def run_pass(
+    function: str, module: ModuleType, server: Any, kind: str, request: int, trace: bool
+) -> PassFigure:
+    TIMINGS.reset()
+    before = server.traffic.snapshot()
+    if trace:
+        tracemalloc.reset_peak()
+    _HANDLER_THREAD["id"] = threading.get_ident()
+    event = {
+        "id": f"scale-{function}-{request}",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "detail": {},
+    }
+    started = time.perf_counter()
+    with (
+        contextlib.redirect_stdout(io.StringIO())
+        if not os.environ.get("SCALE_DEBUG")
+        else contextlib.nullcontext()
+    ):
+        result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
+    wall = time.perf_counter() - started
+    after = server.traffic.snapshot()
+    phases = dict(TIMINGS.phases)
+    # Launches run on worker threads while the handler's thread waits for them.
+    phases["launch"] = phases.get("launch", 0.0) + TIMINGS.launch_seconds()
+    phases["plan"] = max(0.0, wall - sum(phases.values()))
+    traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace else None
+    return PassFigure(
+        function=function,
+        kind=kind,
+        wall=wall,
+        phases=phases,
+        moto=TIMINGS.moto_seconds,
+        emulator_cpu=after.cpu_seconds - before.cpu_seconds,
+        kube_requests=after.requests - before.requests,
+        kube_bytes_out=after.bytes_out - before.bytes_out,
+        kube_bytes_in=after.bytes_in - before.bytes_in,
+        aws_calls=TIMINGS.aws_calls,
+        rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        traced_mb=traced,
+        summary=_summary(function, result),
+        kube_verbs=" ".join(
+            f"{verb} {after.by_verb[verb] - before.by_verb.get(verb, 0)}"
+            for verb in sorted(after.by_verb)
+            if after.by_verb[verb] != before.by_verb.get(verb, 0)
+        ),
+        moto_top=", ".join(
+            f"{op} {seconds:.1f}"
+            for op, seconds in sorted(TIMINGS.moto_by_operation.items(), key=lambda kv: -kv[1])[:3]
+        ),
+    )
+
+
+def _summary(function: str, result: dict[str, Any]) -> str:
+    if function == "provisioner":
+        return (
+            f"launched {len(result.get('launched') or [])}, errors {len(result.get('errors') or [])},"
+            f" lease {result.get('leaseAcquired')}"
+        )
+    return (
+        f"candidates {result.get('candidates')}, commands {len(result.get('commands') or [])},"
+        f" problems {len(result.get('problems') or [])}{', error' if result.get('error') else ''}"
+    )
+
+
+def print_figure(f: PassFigure) -> None:
+    p = f.phases
+    traced = f" traced {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
+    print(
+        f"  {f.function:<11} {f.kind:<4} {f.wall:7.2f} s | read {p.get('read', 0):6.2f}"
+        f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
+        f" | moto {f.moto:6.2f} emu cpu {f.emulator_cpu:5.2f} | kube {f.kube_requests:5d} req"
+        f" {f.kube_bytes_out / 1e6:7.1f} MB down {f.kube_bytes_in / 1e6:5.2f} MB up | aws {f.aws_calls:5d}"
+        f" | rss {f.rss_mb:6.0f} MB{traced} | {f.summary} | kube: {f.kube_verbs} | moto top: {f.moto_top}",
+        flush=True,
+    )
+
+
+def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigure]:
+    """One cluster of ``nodes`` nodes and ``pending`` pending pods; ``runs`` passes of each function."""
+    from moto import mock_aws
+
+    from fleetwright.aws import clients as aws_clients
+    from fleetwright.aws.clients import AwsClients
+    from fleetwright.local.apiserver import ApiServer
+
+    figures: list[PassFigure] = []
+    with (
+        mock_aws(),
+        ApiServer(
+            port=0, deployment_controller=False, pod_lifecycle=False, disruption_controller=False
+        ) as server,
+    ):
+        aws_clients.reset_clients()
+        seeding = AwsClients(REGION)
+        info, machine_arn = seed_aws(seeding)
+        cluster = seed_cluster(server, seeding, info, nodes, pending)
+        work = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwright-scale-{os.getpid()}"
+        work.mkdir(exist_ok=True)
+        documents = work / "nodepools.yaml"
+        documents.write_text(nodepool_documents(nodes, pending))
+        kubeconfig = server.write_kubeconfig(work / "kubeconfig")
+        os.environ.update(
+            {
+                "FLEETWRIGHT_CLUSTER_NAME": CLUSTER,
+                "FLEETWRIGHT_STATE_TABLE": TABLE,
+                "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
+                "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
+                "FLEETWRIGHT_ECONOMY_MODE": "true",
+                "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0",
+                "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine_arn,
+                "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightScale",
+                "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
+            }
+        )
+        print(
+            f"{nodes} nodes, {cluster.pods} running pods, {pending} pending:"
+            f" seeded in {cluster.seconds:.1f} s",
+            flush=True,
+        )
+        request = 0
+        for function in ("provisioner", "disruption"):
+            module = load_handler(function)
+            for run in range(runs):
+                request += 1
+                figure = run_pass(function, module, server, "cold" if run == 0 else "warm", request, trace)
+                print_figure(figure)
+                figures.append(figure)
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 3000])
+    parser.add_argument("--pending", type=int, nargs="+", default=[100, 2000])
+    parser.add_argument(
+        "--runs", type=int, default=3, help="passes of each function: one cold, the rest warm"
+    )
+    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slow)")
+    args = parser.parse_args()
+    os.environ.update(_CREDENTIALS)
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    print(f"machine: {machine()}")
+    print(f"runs: {args.runs} per function (the first cold), the provisioner in economy mode")
+    instrument()
+    speed_up_moto()
+    if args.tracemalloc:
+        tracemalloc.start()
+    for nodes in args.nodes:
+        for pending in args.pending:
+            scenario(nodes, pending, args.runs, args.tracemalloc)
+
+
+if __name__ == "__main__":
+    main()
