@@ -23,6 +23,8 @@ UNCONSOLIDATABLE: Final = "Unconsolidatable"
 DISRUPTION_LAUNCHING: Final = "DisruptionLaunching"
 DISRUPTION_WAITING_READINESS: Final = "DisruptionWaitingReadiness"
 DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
+# Termination.
+AWAITING_VOLUME_DETACHMENT: Final = "AwaitingVolumeDetachment"
 
 NODE_CLAIM_API_VERSION: Final = "karpenter.sh/v1"
 FAILED_SCHEDULING_DEDUPE_SECONDS: Final = 300.0
@@ -133,6 +135,20 @@ def disruption_terminating(ref: ObjectRef, reason: str) -> Event:
         f"Disrupting {ref.kind}: {reason}",
         NORMAL,
         (_identity(ref), reason),
+    )
+
+
+def awaiting_volume_detachment(node: ObjectRef, attachments: list[str]) -> Event:
+    """A drained node's instance waits for these VolumeAttachments to be deleted."""
+    shown = ", ".join(attachments[:5])
+    if len(attachments) > 5:
+        shown += f" and {len(attachments) - 5} other(s)"
+    return Event(
+        node,
+        AWAITING_VOLUME_DETACHMENT,
+        f"Awaiting deletion of bound volumeattachments ({shown})",
+        NORMAL,
+        (node.name,),
     )
 
 
