@@ -146,3 +146,24 @@ def test_without_a_deleting_deadline_nothing_is_deleted_early(timed: tuple[KubeC
 
     assert result.deleted == [] and result.blocked
     assert kube.get_pod("default", "db-0") is not None
+
+
+def test_a_pod_deleted_for_the_deadline_keeps_critical_pods_waiting(
+    timed: tuple[KubeCluster, KubeClient],
+) -> None:
+    kube, client = timed
+    _node(client, "node-a")
+    _pod(client, "db-0", "node-a", 300)
+    _pdb(client, {"app": "db"})
+    dns = pod_object("coredns", node="node-a")
+    dns["spec"]["priorityClassName"] = "system-cluster-critical"
+    dns["spec"]["terminationGracePeriodSeconds"] = 30
+    client.create(PODS, dns, "default")
+    deadline = datetime.now(UTC).timestamp() + 3600
+
+    result = drain_pass(kube, "node-a", now=deadline - 300, deadline=deadline)
+
+    # db-0 is still terminating: cluster DNS keeps serving until it has gone.
+    assert result.deleted == ["default/db-0"] and result.evicted == []
+    assert result.waiting == ["default/coredns"]
+    assert kube.get_pod("default", "coredns") is not None

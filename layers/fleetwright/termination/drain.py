@@ -196,7 +196,8 @@ def drain_pass(
                 extra={"node": node, "grace": result.grace},
             )
     due_keys = {pod_key(p) for p in due}
-    tier = next_tier(p for p in remaining if pod_key(p) not in due_keys)
+    # A pod just deleted keeps its tier open, as a terminating one does.
+    tier = [p for p in next_tier(remaining) if pod_key(p) not in due_keys]
     for pod in tier:
         meta = pod.get("metadata") or {}
         key = pod_key(pod)
