@@ -12,7 +12,7 @@ import pytest
 from fleetwright.kube.client import KubeClient
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.config import ClusterConfig
-from fleetwright.kube.resources import NODES, POD_DISRUPTION_BUDGETS, PODS
+from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.termination.drain import drain_pass
 from tests.kube.objects import pod_object
@@ -64,6 +64,10 @@ def test_a_pod_is_deleted_its_grace_period_before_the_deadline_and_keeps_it(harn
     assert outputs[deleting[0]]["grace"] == {"default/db-0": 300}
     assert all(o["blocked"] for o in outputs[: deleting[0]])
     assert harness.instance_state(instance["InstanceId"]) in ("shutting-down", "terminated")
+    # kubectl describe pod says why it went past its budget.
+    [event] = [e for e in harness.world.client.list(EVENTS, "default").items if e["reason"] == "Disrupted"]
+    assert event["involvedObject"]["kind"] == "Pod" and event["involvedObject"]["name"] == "db-0"
+    assert "given 300s of its 300s terminationGracePeriodSeconds" in event["message"]
 
 
 def test_a_do_not_disrupt_pod_is_deleted_in_time_for_its_grace_period(harness: Harness) -> None:

@@ -25,6 +25,7 @@ DISRUPTION_WAITING_READINESS: Final = "DisruptionWaitingReadiness"
 DISRUPTION_TERMINATING: Final = "DisruptionTerminating"
 # Termination.
 AWAITING_VOLUME_DETACHMENT: Final = "AwaitingVolumeDetachment"
+DISRUPTED: Final = "Disrupted"
 
 NODE_CLAIM_API_VERSION: Final = "karpenter.sh/v1"
 FAILED_SCHEDULING_DEDUPE_SECONDS: Final = 300.0
@@ -149,6 +150,19 @@ def awaiting_volume_detachment(node: ObjectRef, attachments: list[str]) -> Event
         f"Awaiting deletion of bound volumeattachments ({shown})",
         NORMAL,
         (node.name,),
+    )
+
+
+def pod_deleted_for_deadline(pod: ObjectRef, *, given: int, own: int, deadline: str) -> Event:
+    """A pod deleted, past its budgets and do-not-disrupt, so that it is gone by the node's termination
+    time ``deadline`` (RFC 3339); ``given`` of its ``own`` grace seconds."""
+    return Event(
+        pod,
+        DISRUPTED,
+        f"Deleted to be gone by the node's termination time {deadline}: given {given}s of its {own}s "
+        "terminationGracePeriodSeconds, past its PodDisruptionBudgets and do-not-disrupt annotation",
+        NORMAL,
+        (pod.namespace, pod.name),
     )
 
 

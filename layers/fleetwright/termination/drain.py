@@ -133,6 +133,7 @@ class DrainPass:
     waiting: list[str] = field(default_factory=list)  # not acted on: do-not-disrupt, terminating, next tier
     deleted: list[str] = field(default_factory=list)  # deleted to meet the deadline
     grace: dict[str, int] = field(default_factory=dict)  # deleted pod → grace period given
+    deleted_pods: list[Mapping[str, Any]] = field(default_factory=list)  # the deleted pods as listed
     remaining: int = 0
     volume_attachments: list[str] = field(default_factory=list)  # still attached, pods gone
     volume_attachments_unreadable: str = ""  # why they could not be listed (not waited for)
@@ -233,6 +234,7 @@ def _delete(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass, *, gra
     key = pod_key(pod)
     result.deleted.append(key)
     result.grace[key] = grace
+    result.deleted_pods.append(pod)
 
 
 def _await_volumes(

@@ -56,7 +56,7 @@ from fleetwright.termination.continuation import (
     origin_of,
     should_continue,
 )
-from fleetwright.termination.drain import drain_pass, pod_key, pods_to_drain
+from fleetwright.termination.drain import drain_pass, pod_grace_seconds, pod_key, pods_to_drain
 from fleetwright.termination.errors import (
     InstanceNotOwnedError,
     InvalidRequestError,
@@ -250,6 +250,7 @@ class TerminationSteps:
             self.metrics.add(PODS_EVICTED, len(result.evicted), COUNT)
         if result.deleted:
             self.metrics.add(PODS_DELETED_AT_DEADLINE, len(result.deleted), COUNT)
+            self._deleted_for_deadline(request, result.deleted_pods, result.grace)
         if result.blocked:
             self.metrics.add(EVICTIONS_BLOCKED, len(result.blocked), COUNT)
         if result.volume_attachments_unreadable:
@@ -405,6 +406,24 @@ class TerminationSteps:
         )
         state["continuation"] = {"execution": name, "executionArn": execution_arn, "count": count}
         return state
+
+    def _deleted_for_deadline(
+        self, request: TerminationRequest, pods: Iterable[Mapping[str, Any]], grace: Mapping[str, int]
+    ) -> None:
+        """A ``Disrupted`` event on each pod deleted to be gone by the deadline (``kubectl describe pod``
+        says why it went past its budget)."""
+        deadline = epoch_to_iso(request.deadline_epoch)
+        self.events.publish(
+            *(
+                reasons.pod_deleted_for_deadline(
+                    ObjectRef.of(pod, kind="Pod"),
+                    given=grace.get(pod_key(pod), 0),
+                    own=pod_grace_seconds(pod),
+                    deadline=deadline,
+                )
+                for pod in pods
+            )
+        )
 
     def _pods_left(self, node: str) -> bool:
         """Whether ``node`` still holds a pod a drain must move (a drained node whose volumes are still
