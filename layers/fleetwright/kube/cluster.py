@@ -22,6 +22,7 @@ from fleetwright.kube.resources import (
     POD_DISRUPTION_BUDGETS,
     PODS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
     Resource,
 )
 from fleetwright.kube.watch import Resync, filtered, list_then_watch
@@ -181,6 +182,12 @@ class KubeCluster:
     def list_storage_classes(self) -> list[JsonObject]:
         """StorageClasses."""
         return self.client.list(STORAGE_CLASSES).items
+
+    def list_volume_attachments(self, node_name: str) -> list[JsonObject]:
+        """The VolumeAttachments (storage.k8s.io/v1) of ``node_name`` (the API selects them by name only,
+        so all are listed and filtered here)."""
+        items = self.client.list(VOLUME_ATTACHMENTS).items
+        return [va for va in items if (va.get("spec") or {}).get("nodeName") == node_name]
 
     # -- node disruption -------------------------------------------------------------------------------
 

@@ -27,6 +27,9 @@ INVALID_DO_NOT_DISRUPT_ANNOTATION: Final = "InvalidDoNotDisruptAnnotation"
 # Node repair.
 NODE_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
 NODE_REPAIR_BLOCKED_DEDUPE_SECONDS: Final = 900.0
+# Termination.
+AWAITING_VOLUME_DETACHMENT: Final = "AwaitingVolumeDetachment"
+DISRUPTED: Final = "Disrupted"
 
 NODE_CLAIM_API_VERSION: Final = "karpenter.sh/v1"
 FAILED_SCHEDULING_DEDUPE_SECONDS: Final = 300.0
@@ -156,6 +159,33 @@ def node_repair_blocked(ref: ObjectRef, message: str) -> Event:
     """An unhealthy node is not repaired: too many of its NodePool's nodes are unhealthy."""
     return Event(
         ref, NODE_REPAIR_BLOCKED, message, WARNING, (_identity(ref),), NODE_REPAIR_BLOCKED_DEDUPE_SECONDS
+    )
+
+
+def awaiting_volume_detachment(node: ObjectRef, attachments: list[str]) -> Event:
+    """A drained node's instance waits for these VolumeAttachments to be deleted."""
+    shown = ", ".join(attachments[:5])
+    if len(attachments) > 5:
+        shown += f" and {len(attachments) - 5} other(s)"
+    return Event(
+        node,
+        AWAITING_VOLUME_DETACHMENT,
+        f"Awaiting deletion of bound volumeattachments ({shown})",
+        NORMAL,
+        (node.name,),
+    )
+
+
+def pod_deleted_for_deadline(pod: ObjectRef, *, given: int, own: int, deadline: str) -> Event:
+    """A pod deleted, past its budgets and do-not-disrupt, so that it is gone by the node's termination
+    time ``deadline`` (RFC 3339); ``given`` of its ``own`` grace seconds."""
+    return Event(
+        pod,
+        DISRUPTED,
+        f"Deleted to be gone by the node's termination time {deadline}: given {given}s of its {own}s "
+        "terminationGracePeriodSeconds, past its PodDisruptionBudgets and do-not-disrupt annotation",
+        NORMAL,
+        (pod.namespace, pod.name),
     )
 
 

@@ -53,6 +53,7 @@ PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", "Persist
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
+VOLUME_ATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False)
 # Karpenter's kinds (served when Karpenter's v1 CRDs are installed).
 NODE_POOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool", False)
 NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", False)

@@ -10,8 +10,16 @@ Which pods a drain moves, and in what order:
   ``system-cluster-critical`` / ``system-node-critical`` only once no other such pod is left (so cluster DNS
   and the like keep serving the pods being moved).
 - An eviction refused with 429 (a PodDisruptionBudget) is tried again on the next pass.
-- At the deadline every remaining pod (including do-not-disrupt and terminating ones) is deleted with a
-  zero grace period: the instance is about to go, and the pods must leave the API before it does.
+- Against a deadline that deletes (Karpenter's ``terminationGracePeriod``), each pod is deleted, past its
+  budgets and do-not-disrupt, as soon as its own ``terminationGracePeriodSeconds`` would otherwise end
+  after the deadline: a pod with 300 s is deleted 300 s before it, with its 300 s intact. A terminating
+  pod whose ``deletionTimestamp`` lies past the deadline is deleted again with what is left. The grace
+  given is what remains before the deadline, at least 1 s (0 would remove the pod from the API before its
+  containers stop).
+- At the deadline every remaining pod is deleted so (grace 1 s) and the node counts as drained: the
+  instance is terminated then.
+- Once no pod that must go remains, the node is drained only when its VolumeAttachments are gone too
+  (:mod:`fleetwright.termination.volumes`), or at the deadline.
 """
 
 from __future__ import annotations
@@ -24,13 +32,18 @@ from typing import Any
 from fleetwright.kube.cluster import EvictionOutcome, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.model.labels import MIRROR_POD_ANNOTATION
+from fleetwright.termination.continuation import parse_time
 from fleetwright.termination.errors import is_transient
+from fleetwright.termination.volumes import pending_attachments
 
 log = logging.getLogger(__name__)
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+DEFAULT_POD_GRACE_SECONDS = 30  # what the API server gives a pod that sets none
+MIN_DELETE_GRACE_SECONDS = 1
+UNREADABLE_STATUSES = frozenset({403, 404})  # RBAC without volumeattachments; no storage.k8s.io/v1
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -95,6 +108,29 @@ def next_tier(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [p for p in tier if not is_terminating(p)]
 
 
+def pod_grace_seconds(pod: Mapping[str, Any]) -> int:
+    """The pod's ``terminationGracePeriodSeconds`` (the API server's default when unset)."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    try:
+        return max(0, int(value)) if value is not None else DEFAULT_POD_GRACE_SECONDS
+    except (TypeError, ValueError):
+        return DEFAULT_POD_GRACE_SECONDS
+
+
+def delete_time(pod: Mapping[str, Any], deadline: float) -> float | None:
+    """When the pod must be deleted for its grace period to end by ``deadline``; None when it needs no
+    deletion (terminating already, and done by the deadline)."""
+    if is_terminating(pod):
+        ends = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+        return float("-inf") if ends is not None and ends > deadline else None
+    return deadline - pod_grace_seconds(pod)
+
+
+def delete_grace(now: float, deadline: float) -> int:
+    """The grace period a pod deleted now is given: what remains before the deadline, at least 1 s."""
+    return max(int(deadline - now), MIN_DELETE_GRACE_SECONDS)
+
+
 @dataclass(slots=True)
 class DrainPass:
     """What one pass did and what is left. ``done`` when no pod that must go remains."""
@@ -103,23 +139,36 @@ class DrainPass:
     evicted: list[str] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)  # pod → why (budget, API error)
     waiting: list[str] = field(default_factory=list)  # not acted on: do-not-disrupt, terminating, next tier
-    deleted: list[str] = field(default_factory=list)  # deleted at the deadline
+    deleted: list[str] = field(default_factory=list)  # deleted to meet the deadline
+    grace: dict[str, int] = field(default_factory=dict)  # deleted pod → grace period given
+    deleted_pods: list[Mapping[str, Any]] = field(default_factory=list)  # the deleted pods as listed
     remaining: int = 0
+    volume_attachments: list[str] = field(default_factory=list)  # still attached, pods gone
+    volume_attachments_unreadable: str = ""  # why they could not be listed (not waited for)
+    next_delete_at: float | None = None  # when the next pod is due for deletion
 
     def to_json(self) -> dict[str, Any]:
         """The pass as the workflow state's ``drain`` section."""
-        return {
+        out: dict[str, Any] = {
             "done": self.done,
             "evicted": self.evicted,
             "blocked": self.blocked,
             "waiting": self.waiting,
             "deleted": self.deleted,
+            "grace": self.grace,
             "remaining": self.remaining,
+            "volumeAttachments": self.volume_attachments,
         }
+        if self.volume_attachments_unreadable:
+            out["volumeAttachmentsUnreadable"] = self.volume_attachments_unreadable
+        return out
 
 
-def drain_pass(kube: KubeCluster, node: str, *, now: float, deadline: float) -> DrainPass:
-    """Evict the next tier of ``node``'s pods (or, at ``deadline``, delete all that remain) and report.
+def drain_pass(
+    kube: KubeCluster, node: str, *, now: float, deadline: float, delete_before_deadline: bool = True
+) -> DrainPass:
+    """Delete the pods due before ``deadline`` (with ``delete_before_deadline``), evict the next tier of
+    the others, and report; at ``deadline`` delete all that remain.
 
     A missing node counts as drained. Transient API errors propagate (the workflow retries the pass);
     any other error on one pod's eviction leaves that pod blocked until the next pass.
@@ -128,21 +177,36 @@ def drain_pass(kube: KubeCluster, node: str, *, now: float, deadline: float) -> 
     if not node or kube.get_node(node) is None:
         result.done = True
         return result
-    remaining = pods_to_drain(kube.list_pods_on_node(node))
+    pods = kube.list_pods_on_node(node)
+    remaining = pods_to_drain(pods)
     if not remaining:
-        result.done = True
-        return result
+        return _await_volumes(kube, node, pods, result, now=now, deadline=deadline)
     if now >= deadline:
         for pod in remaining:
-            meta = pod.get("metadata") or {}
-            kube.delete_pod(
-                meta.get("namespace") or "default", meta["name"], grace_period_seconds=0, uid=meta.get("uid")
-            )
-            result.deleted.append(pod_key(pod))
+            _delete(kube, pod, result, grace=MIN_DELETE_GRACE_SECONDS)
         log.warning("deadline reached; remaining pods deleted", extra={"node": node, "pods": result.deleted})
         result.done = True
         return result
-    tier = next_tier(remaining)
+    due: list[Mapping[str, Any]] = []
+    if delete_before_deadline:
+        later = []
+        for pod in remaining:
+            when = delete_time(pod, deadline)
+            if when is not None and now >= when:
+                due.append(pod)
+            elif when is not None:
+                later.append(when)
+        result.next_delete_at = min(later) if later else None
+        for pod in due:
+            _delete(kube, pod, result, grace=delete_grace(now, deadline))
+        if due:
+            log.info(
+                "pods deleted to end their grace periods by the deadline",
+                extra={"node": node, "grace": result.grace},
+            )
+    due_keys = {pod_key(p) for p in due}
+    # A pod just deleted keeps its tier open, as a terminating one does.
+    tier = [p for p in next_tier(remaining) if pod_key(p) not in due_keys]
     for pod in tier:
         meta = pod.get("metadata") or {}
         key = pod_key(pod)
@@ -158,11 +222,57 @@ def drain_pass(kube: KubeCluster, node: str, *, now: float, deadline: float) -> 
             result.blocked[key] = outcome.message or "blocked by a PodDisruptionBudget"
         else:
             result.evicted.append(key)
-    in_tier = {pod_key(p) for p in tier}
-    result.waiting = [pod_key(p) for p in remaining if pod_key(p) not in in_tier]
+    acted = {pod_key(p) for p in tier} | due_keys
+    result.waiting = [pod_key(p) for p in remaining if pod_key(p) not in acted]
     # Evictions usually finish at once (or the pods are now terminating): look again so a drained node
     # does not cost another Wait.
-    left = pods_to_drain(kube.list_pods_on_node(node))
+    pods = kube.list_pods_on_node(node)
+    left = pods_to_drain(pods)
     result.remaining = len(left)
-    result.done = not left
+    if left:
+        return result
+    return _await_volumes(kube, node, pods, result, now=now, deadline=deadline)
+
+
+def _delete(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass, *, grace: int) -> None:
+    meta = pod.get("metadata") or {}
+    kube.delete_pod(
+        meta.get("namespace") or "default", meta["name"], grace_period_seconds=grace, uid=meta.get("uid")
+    )
+    key = pod_key(pod)
+    result.deleted.append(key)
+    result.grace[key] = grace
+    result.deleted_pods.append(pod)
+
+
+def _await_volumes(
+    kube: KubeCluster,
+    node: str,
+    pods: Iterable[Mapping[str, Any]],
+    result: DrainPass,
+    *,
+    now: float,
+    deadline: float,
+) -> DrainPass:
+    """No pod that must go is left: drained once the node's VolumeAttachments are detached, or at the
+    deadline (the instance goes then whatever is still attached)."""
+    staying = [p for p in pods if is_daemonset_pod(p) or is_mirror_pod(p)]
+    try:
+        result.volume_attachments = pending_attachments(kube, node, staying)
+    except KubeApiError as error:
+        if error.status not in UNREADABLE_STATUSES:
+            raise
+        # A ClusterRole without ``volumeattachments`` (or an API without storage.k8s.io/v1): waiting
+        # would hold every termination until its deadline, so the node goes as before, said loudly.
+        result.volume_attachments_unreadable = f"{error.status} {error.reason}"
+        log.warning(
+            "cannot read VolumeAttachments; not waiting for volumes to detach",
+            extra={"node": node, "error": str(error)},
+        )
+    result.done = not result.volume_attachments or now >= deadline
+    if result.volume_attachments and result.done:
+        log.warning(
+            "deadline reached; volumes still attached",
+            extra={"node": node, "volumeAttachments": result.volume_attachments[:20]},
+        )
     return result

@@ -56,7 +56,7 @@ from fleetwright.termination.continuation import (
     origin_of,
     should_continue,
 )
-from fleetwright.termination.drain import drain_pass, pod_key, pods_to_drain
+from fleetwright.termination.drain import drain_pass, pod_grace_seconds, pod_key, pods_to_drain
 from fleetwright.termination.errors import (
     InstanceNotOwnedError,
     InvalidRequestError,
@@ -78,6 +78,7 @@ EVICTIONS_BLOCKED = "EvictionsBlocked"
 DISRUPTIONS_CALLED_OFF = "DisruptionsCalledOff"
 DRAIN_API_ERRORS = "DrainApiErrors"
 WORKFLOW_CONTINUATIONS = "WorkflowContinuations"
+VOLUME_ATTACHMENTS_UNREADABLE = "VolumeAttachmentsUnreadable"
 FAILURE_RECORD_ATTEMPTS = 30  # with waits doubling to 60 s: the API gets ~27 minutes to come back
 FAILURE_EVENT_REASON = "TerminationFailed"
 SPOT_INTERRUPTION_REASON = "SpotInterruption"  # the workflow reason of a spot interruption warning
@@ -220,7 +221,8 @@ class TerminationSteps:
         return state
 
     def drain(self, state: State, context: ExecutionContext | None = None) -> State:
-        """One drain pass; ``drain.done`` when the node holds no pod that must go. A pass the API refused
+        """One drain pass; ``drain.done`` when the node holds no pod that must go and its volumes are
+        detached (or at the deadline). A pass the API refused
         did not finish (``drain.apiErrors``); ``drain.waitSeconds`` is the wait before the next one."""
         request = request_of(state)
         previous = state.get("drain") or {}
@@ -228,11 +230,18 @@ class TerminationSteps:
         passes = int(previous.get("passes", 0))
         api_errors = int(previous.get("apiErrors", 0))
         try:
-            if request.on_deadline == ABANDON_AT_DEADLINE and now >= request.deadline_epoch:
+            abandon = request.on_deadline == ABANDON_AT_DEADLINE
+            if abandon and now >= request.deadline_epoch and self._pods_left(request.node):
                 return self._call_off(state, request, passes)
             if not passes:
                 self._terminating(request)
-            result = drain_pass(self.kube, request.node, now=now, deadline=request.deadline_epoch)
+            result = drain_pass(
+                self.kube,
+                request.node,
+                now=now,
+                deadline=request.deadline_epoch,
+                delete_before_deadline=not abandon,
+            )
         except Exception as error:
             if not is_transient(error):
                 raise
@@ -241,8 +250,15 @@ class TerminationSteps:
             self.metrics.add(PODS_EVICTED, len(result.evicted), COUNT)
         if result.deleted:
             self.metrics.add(PODS_DELETED_AT_DEADLINE, len(result.deleted), COUNT)
+            self._deleted_for_deadline(request, result.deleted_pods, result.grace)
         if result.blocked:
             self.metrics.add(EVICTIONS_BLOCKED, len(result.blocked), COUNT)
+        if result.volume_attachments_unreadable:
+            self.metrics.add(VOLUME_ATTACHMENTS_UNREADABLE, 1, COUNT)
+        if result.volume_attachments and not result.done:
+            self.events.publish(
+                reasons.awaiting_volume_detachment(reasons.node_ref(request.node), result.volume_attachments)
+            )
         self.log.info(
             "drain pass",
             extra={"node": request.node, **result.to_json(), "pass": int(previous.get("passes", 0)) + 1},
@@ -257,7 +273,7 @@ class TerminationSteps:
             "abandoned": False,
             "passes": passes + 1,
             "apiErrors": api_errors,
-            "waitSeconds": self._drain_wait(request, previous, progressed, False, now),
+            "waitSeconds": self._drain_wait(request, previous, progressed, False, now, result.next_delete_at),
             "continueInNewExecution": not result.done
             and self._time_to_continue(request, loop_passes, context),
         }
@@ -319,8 +335,14 @@ class TerminationSteps:
         progressed: bool,
         api_error: bool,
         now: float,
+        next_delete_at: float | None = None,
     ) -> int:
+        """The wait before the next pass; it ends by the deadline and by the time the next pod is due
+        for deletion (``next_delete_at``)."""
         last = previous.get("waitSeconds")
+        due = (
+            request.deadline_epoch if next_delete_at is None else min(request.deadline_epoch, next_delete_at)
+        )
         return next_drain_wait(
             int(last) if isinstance(last, int | float) else None,
             interval=request.drain_interval_seconds,
@@ -328,7 +350,7 @@ class TerminationSteps:
             progressed=progressed,
             api_error=api_error,
             now=now,
-            deadline=request.deadline_epoch,
+            deadline=due,
         )
 
     def _count_pass(self, state: State) -> int:
@@ -384,6 +406,29 @@ class TerminationSteps:
         )
         state["continuation"] = {"execution": name, "executionArn": execution_arn, "count": count}
         return state
+
+    def _deleted_for_deadline(
+        self, request: TerminationRequest, pods: Iterable[Mapping[str, Any]], grace: Mapping[str, int]
+    ) -> None:
+        """A ``Disrupted`` event on each pod deleted to be gone by the deadline (``kubectl describe pod``
+        says why it went past its budget)."""
+        deadline = epoch_to_iso(request.deadline_epoch)
+        self.events.publish(
+            *(
+                reasons.pod_deleted_for_deadline(
+                    ObjectRef.of(pod, kind="Pod"),
+                    given=grace.get(pod_key(pod), 0),
+                    own=pod_grace_seconds(pod),
+                    deadline=deadline,
+                )
+                for pod in pods
+            )
+        )
+
+    def _pods_left(self, node: str) -> bool:
+        """Whether ``node`` still holds a pod a drain must move (a drained node whose volumes are still
+        attached at an ``abandon`` deadline is terminated, not given back)."""
+        return bool(node) and bool(pods_to_drain(self.kube.list_pods_on_node(node)))
 
     def _call_off(self, state: State, request: TerminationRequest, passes: int) -> State:
         """The deadline of a disruption that may not force its way past: uncordon the node, keep the

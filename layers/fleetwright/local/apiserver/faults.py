@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fleetwright.local.apiserver.errors import ApiError
 
 _REASONS = {
+    403: "Forbidden",
     409: "Conflict",
     429: "TooManyRequests",
     500: "InternalError",

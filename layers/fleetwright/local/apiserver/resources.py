@@ -65,6 +65,9 @@ POD_DISRUPTION_BUDGETS = ResourceType(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), ("status",)
 )
 STORAGE_CLASSES = ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",))
+VOLUME_ATTACHMENTS = ResourceType(
+    "storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, (), ("status",)
+)
 CUSTOM_RESOURCE_DEFINITIONS = ResourceType(
     "apiextensions.k8s.io",
     "v1",
@@ -89,6 +92,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     STATEFUL_SETS,
     POD_DISRUPTION_BUDGETS,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
     CUSTOM_RESOURCE_DEFINITIONS,
 )
 

@@ -39,6 +39,8 @@ class ApiServer:
     ``port=0`` picks a free port (read it back from ``.port`` or ``.url`` after ``start()``). ``token``
     makes every request except health checks require ``Authorization: Bearer TOKEN``. The controller flags
     switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``);
+    ``attach_detach`` (``fleetwright.local.attachdetach``: VolumeAttachments for running pods' volumes,
+    deleted ``detach_delay`` seconds after the last pod using one leaves) is on by default;
     ``daemonset_controller`` (``fleetwright.local.daemonsets``) and ``scheduler``
     (``fleetwright.local.kube_scheduler``) are off unless asked for, and ``kubelet`` (EC2 client and
     cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``. ``faults``
@@ -61,6 +63,8 @@ class ApiServer:
         pod_lifecycle: bool = True,
         disruption_controller: bool = True,
         daemonset_controller: bool = False,
+        attach_detach: bool = True,
+        detach_delay: float = 5.0,
         scheduler: bool = False,
         kubelet: KubeletOptions | None = None,
         graceful_deletion: GracefulDeletion = "immediate",
@@ -86,6 +90,10 @@ class ApiServer:
             from fleetwright.local.daemonsets import DaemonSetController
 
             self.controllers.append(DaemonSetController(self.store))
+        if attach_detach:
+            from fleetwright.local.attachdetach import AttachDetachController
+
+            self.controllers.append(AttachDetachController(self.store, detach_delay=detach_delay))
         if scheduler:
             from fleetwright.local.kube_scheduler import KubeScheduler
 
