@@ -434,8 +434,6 @@ class NodePool(KarpenterDocument):
         fields: list[str] = []
         if self.spec.template.metadata.annotations:
             fields.append("spec.template.metadata.annotations (not copied onto nodes)")
-        if self.spec.replicas is not None:
-            fields.append("spec.replicas (static capacity)")
         if self.spec.disruption.consolidation_policy == "Balanced":
             fields.append("spec.disruption.consolidationPolicy: Balanced")
         for index, item in enumerate(self.spec.template.spec.requirements):

@@ -131,7 +131,8 @@ class Simulation:
         pending = [normalize_pod(p) for p in inp.pods if not p.node_name]
         self.dims = vec.dimensions([p.requests for p in pending] + [d.requests for d in inp.daemonsets])
         instance_types = sorted(inp.instance_types, key=lambda it: it.name)
-        templates = sorted(inp.nodepools, key=lambda t: (-t.weight, t.name))
+        # Static pools keep their own node count: pending pods never open claims in them.
+        templates = sorted((t for t in inp.nodepools if not t.static), key=lambda t: (-t.weight, t.name))
         self.pools = [prepare_pool(t, instance_types, inp.daemonsets, self.dims) for t in templates]
         self.nodes = [
             node_in_progress(i, n, self.dims) for i, n in enumerate(sorted(inp.nodes, key=lambda n: n.name))

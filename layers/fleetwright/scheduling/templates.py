@@ -45,6 +45,7 @@ def nodepool_templates(
             node_class=np.node_class_name(),
             usage=nodepool_usage(np.name, nodes),
             packing=np.packing(),
+            static=np.spec.replicas is not None,
         )
         for np in nodepools
     ]

@@ -1,0 +1,136 @@
+"""Static NodePools (``spec.replicas``): the provisioner keeps each at its replica count, whatever the pods,
+within ``limits.nodes``, and never launches twice for one missing node (crashes, throttling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetwright.aws.tags import NODECLAIM_TAG
+from fleetwright.kube.resources import NODES
+from fleetwright.model.karpenter import NodePool
+from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.provisioning.static_pools import STATIC_LIMIT_REACHED
+from fleetwright.state import ClaimStatus
+from tests.kube.objects import node_object
+from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.faults import ThrottleEveryAttempt
+from tests.provisioning.test_recovery import CrashAfterLaunch, _provider
+
+
+def static(name: str = "static", replicas: int = 3, **options: Any) -> NodePool:
+    """A NodePool with ``spec.replicas`` (the fixture's pool plus the field)."""
+    document = nodepool(name, **options).model_dump(by_alias=True, exclude_none=True)
+    document["spec"]["replicas"] = replicas
+    document["spec"].pop("weight", None)
+    return NodePool.model_validate(document)
+
+
+def active(world: World, pool: str = "static") -> list[Any]:
+    return [r for r in world.state.nodeclaims.list() if r.nodepool == pool and r.active]
+
+
+def test_a_static_pool_is_filled_to_its_replicas_without_pods(world: World) -> None:
+    config = make_config(static(replicas=3))
+    report = world.provisioner(config).run_once()
+    assert len(report.launched) == 3
+    assert {r.nodepool for r in report.launched} == {"static"}
+    instances = world.instances()
+    assert len(instances) == 3
+    assert {world.instance_tags(i)["karpenter.sh/nodepool"] for i in instances} == {"static"}
+    # The next run finds the three claims and launches nothing.
+    world.wall.advance(60)
+    assert world.provisioner(config).run_once().launched == []
+    assert world.create_fleet_calls() == 3
+
+
+def test_limits_nodes_caps_a_static_pool(world: World) -> None:
+    metrics = RecordingMetrics()
+    config = make_config(static(replicas=5, limits={"nodes": "2"}))
+    report = world.provisioner(config, metrics=metrics).run_once()
+    assert len(report.launched) == 2
+    assert metrics.total(STATIC_LIMIT_REACHED, NodePool="static") == 1
+    world.wall.advance(60)
+    assert world.provisioner(config).run_once().launched == []
+    assert len(world.instances()) == 2
+
+
+def test_pending_pods_never_open_claims_in_a_static_pool(world: World) -> None:
+    config = make_config(static(replicas=0))
+    world.pending(2)
+    report = world.provisioner(config).run_once()
+    assert report.launched == []
+    assert report.passes[-1].unschedulable == 2
+    assert world.create_fleet_calls() == 0
+
+
+def test_pending_pods_wait_for_a_launching_static_node(world: World) -> None:
+    config = make_config(static(replicas=1, instance_types=["m5.xlarge"]), nodepool("dynamic"))
+    world.pending(2, cpu="1")
+    report = world.provisioner(config).run_once()
+    [claim] = report.launched
+    assert claim.nodepool == "static"
+    assert report.passes[-1].placed_on_existing == 2  # on the static claim, not on a new dynamic one
+    assert world.create_fleet_calls() == 1
+
+
+def test_a_terminated_static_node_is_replaced(world: World) -> None:
+    config = make_config(static(replicas=2))
+    first = world.provisioner(config).run_once().launched
+    gone = first[0]
+    assert world.state.nodeclaims.transition(gone.id, ClaimStatus.LAUNCHED, ClaimStatus.TERMINATED)
+    world.wall.advance(60)
+    [replacement] = world.provisioner(config).run_once().launched
+    assert replacement.id not in {r.id for r in first}
+    assert len(active(world)) == 2
+
+
+def test_a_labelled_node_without_a_claim_counts(world: World) -> None:
+    node = node_object("adopted-node", labels={"karpenter.sh/nodepool": "static"})
+    node["spec"]["providerID"] = "aws:///us-east-1a/i-0123456789abcdef0"
+    world.client.create(NODES, node)
+    report = world.provisioner(make_config(static(replicas=2))).run_once()
+    assert len(report.launched) == 1
+
+
+def test_a_crash_after_create_fleet_does_not_launch_a_static_node_twice(world: World) -> None:
+    config = make_config(static(replicas=2))
+    crashed = world.provisioner(config, holder="crashed")
+    crashed.cloud = _provider(world, CrashAfterLaunch)
+    report = crashed.run_once()
+    orphans = world.state.nodeclaims.list()
+    assert report.launched == [] and len(orphans) == 2
+    assert {o.status for o in orphans} == {ClaimStatus.LAUNCHING}  # recorded before CreateFleet
+    assert len(world.instances()) == 2
+
+    # While the claims may still be launching they count: the retried invocation launches nothing.
+    world.wall.advance(30)
+    assert world.provisioner(config, holder="retry").run_once().launched == []
+    # After the deadline and grace, their instances are adopted by tag, still nothing launched.
+    world.wall.advance(30)
+    recovered = world.provisioner(config, holder="later").run_once()
+    assert sorted(recovered.reconciles[0].adopted) == sorted(o.id for o in orphans)
+    assert recovered.launched == []
+    assert world.create_fleet_calls() == 2
+    instances = world.instances()
+    assert sorted(world.instance_tags(i)[NODECLAIM_TAG] for i in instances) == sorted(o.id for o in orphans)
+
+
+def test_a_throttled_create_fleet_is_retried_by_the_next_run_without_overshooting(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("botocore.endpoint.time.sleep", world.wall.advance)
+    config = make_config(static(replicas=2))
+    ec2 = world.aws.clients.ec2
+    throttle = ThrottleEveryAttempt("CreateFleet", world.wall.advance, seconds=4).install(ec2)
+    report = world.provisioner(config).run_once()
+    assert report.launched == [] and len(report.passes[0].failed) == 2
+    assert {r.status for r in world.state.nodeclaims.list()} == {ClaimStatus.FAILED}
+    assert world.instances() == []
+
+    throttle.uninstall(ec2)
+    assert len(world.provisioner(config).run_once().launched) == 2
+    world.wall.advance(60)
+    assert world.provisioner(config).run_once().launched == []
+    assert len(world.instances()) == 2
