@@ -46,6 +46,8 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     pool = cluster.pool_of(state)
     if pool is None or pool.spec.disruption.consolidation_policy != WHEN_EMPTY_OR_UNDERUTILIZED:
         return False
+    if pool.spec.replicas is not None:  # a static pool keeps its nodes
+        return False
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
         return False

@@ -260,7 +260,7 @@ class DisruptionController:
         report.decision_seconds = time.perf_counter() - started
         self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
         report.skipped = dict(plan.skipped)
-        commands = [*plan.expirations, *([plan.command] if plan.command else [])]
+        commands = [*plan.expirations, *plan.scale_down, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
         if not self.dry_run:
             self._publish_notices(plan, gathered)

@@ -166,6 +166,7 @@ class Plan:
     consolidation found no command for the candidates it tried (``unconsolidatable``: node name → reason)."""
 
     expirations: list[Command] = field(default_factory=list)
+    scale_down: list[Command] = field(default_factory=list)  # static NodePools' surplus nodes, not budgeted
     command: Command | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     unconsolidatable: dict[str, str] = field(default_factory=dict)
