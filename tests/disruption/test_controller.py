@@ -16,6 +16,7 @@ from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.aws_fakes import seed_ssm_parameter
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.model.nodepool import NodePool
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool
 
@@ -423,3 +424,25 @@ def test_an_expired_node_without_a_grace_period_stays_cordoned_for_most_of_a_day
     [request] = rig.workflows.started.values()
     assert request.reason == "Expired" and request.on_deadline == "abandon"
     assert abs(request.deadline_epoch - (rig.world.wall() + 23 * 3600)) < 2
+
+
+def test_a_static_pool_above_its_replicas_drains_its_empty_node_through_the_workflow(
+    make_rig: RigFactory,
+) -> None:
+    document = nodepool(budgets=[{"nodes": "0"}]).model_dump(by_alias=True, exclude_none=True)
+    document["spec"]["replicas"] = 1
+    rig = make_rig(NodePool.model_validate(document))
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="500m")
+    empty = rig.node("m5.large")
+
+    report = rig.controller().run_once()
+
+    [request] = rig.workflows.started.values()
+    assert request.node == empty and request.reason == "Overprovisioned"
+    assert request.on_deadline == "abandon"  # no terminationGracePeriod: PDBs are never overridden
+    assert request.replacement_claims == []
+    assert [(c.method, c.status) for c in report.commands] == [("static-scale-down", "executed")]
+    # Once the workflow has cordoned it, the next pass counts the node as going: the pool is at its replicas.
+    rig.world.kube.mark_disrupted(empty)
+    assert rig.controller().run_once().commands == []
