@@ -14,9 +14,13 @@ from fleetwright.model.nodepool import NodePool
 from tests.disruption.plan_builders import DAY, busy, node, planner_input, pod, pool
 
 
-def static(replicas: int, name: str = "static", **options: Any) -> NodePool:
+def static(
+    replicas: int, name: str = "static", *, limits: dict[str, str] | None = None, **options: Any
+) -> NodePool:
     document = pool(name, **options).model_dump(by_alias=True, exclude_none=True)
     document["spec"]["replicas"] = replicas
+    if limits:
+        document["spec"]["limits"] = limits
     return NodePool.model_validate(document)
 
 
@@ -73,14 +77,33 @@ def test_underutilized_static_nodes_are_not_consolidated() -> None:
     assert plan(planner_input(dynamic, [pool()])).command is not None
 
 
-def test_static_nodes_still_drift_and_expire() -> None:
-    drifted = [node("old", nodepool="static", nodepool_hash="h1")]
-    command = plan(planner_input(drifted, [static(1)], nodepool_hashes={"static": "h2"})).command
-    assert command is not None and command.method == DRIFT and command.node_names == ["old"]
+def test_a_drifted_static_node_is_replaced_by_a_node_of_its_pool() -> None:
+    # Its pods fit on no other node (there is none, and pods never open claims in a static pool): the
+    # pool's own replacement is there for them.
+    drifted = [node("old", nodepool="static", nodepool_hash="h1", pods=busy("web", 2))]
+    inp = planner_input(drifted, [static(1)], nodepool_hashes={"static": "h2"})
+    command = plan(inp).command
+    assert command is not None and (command.method, command.node_names) == (DRIFT, ["old"])
+    [claim] = command.replacements
+    assert claim.nodepool == "static" and claim.pods == []
+    assert len(claim.instance_types) > 1  # every type the pool's requirements allow
+    assert validate(command, inp) is None
+    # Drift keeps the pool's budgets.
+    held = plan(
+        planner_input(drifted, [static(1, budgets=[{"nodes": "0"}])], nodepool_hashes={"static": "h2"})
+    )
+    assert held.command is None and "budget" in held.skipped["old"]
 
-    aged = [node("aged", nodepool="static", age=2 * DAY), node("young", nodepool="static", age=60)]
+
+def test_an_expired_static_node_is_replaced_by_a_node_of_its_pool() -> None:
+    aged = [
+        node("aged", nodepool="static", age=2 * DAY, pods=busy("web", 2)),
+        node("young", nodepool="static", age=60),
+    ]
     result = plan(planner_input(aged, [static(1, expire_after="24h")]))
-    assert [(c.method, c.node_names) for c in result.expirations] == [(EXPIRATION, ["aged"])]
+    [command] = result.expirations
+    assert (command.method, command.node_names) == (EXPIRATION, ["aged"])
+    assert [c.nodepool for c in command.replacements] == ["static"]
     assert removed(result) == []  # the expiring node is the one the pool had too many
 
 
@@ -92,3 +115,14 @@ def test_validation_drops_a_scale_down_the_pool_no_longer_needs() -> None:
     fewer = [node("a", nodepool="static")]
     assert "beyond its replicas" in (validate(command, planner_input(fewer, [static(1)])) or "")
     assert "no longer static" in (validate(command, planner_input(nodes, [pool("static")])) or "")
+
+
+def test_replacements_never_take_a_static_pool_past_limits_nodes() -> None:
+    drifted = [node("old", nodepool="static", nodepool_hash="h1"), node("other", nodepool="static")]
+    limited = static(2, limits={"nodes": "2"})
+    held = plan(planner_input(drifted, [limited], nodepool_hashes={"static": "h2"}))
+    assert held.command is None and "limits.nodes" in held.skipped["old"]
+
+    aged = [node("aged", nodepool="static", age=2 * DAY), node("young", nodepool="static", age=60)]
+    [command] = plan(planner_input(aged, [static(2, expire_after="24h", limits={"nodes": "2"})])).expirations
+    assert command.node_names == ["aged"] and command.replacements == []

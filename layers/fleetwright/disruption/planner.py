@@ -27,7 +27,14 @@ from fleetwright.disruption.consolidation import (
 from fleetwright.disruption.drift import drift_command, drift_reason
 from fleetwright.disruption.expiration import expiration_commands, is_expired
 from fleetwright.disruption.simulation import Simulator
-from fleetwright.disruption.static_pools import SCALE_DOWN, is_static, scale_down_commands, still_surplus
+from fleetwright.disruption.static_pools import (
+    SCALE_DOWN,
+    is_static,
+    scale_down_commands,
+    static_drift_command,
+    static_expirations,
+    still_surplus,
+)
 from fleetwright.disruption.types import (
     DRIFT,
     EMPTINESS,
@@ -90,7 +97,7 @@ def plan(inp: DisruptionInput) -> Plan:
     cluster = Cluster(inp)
     simulator = Simulator(cluster)
     result = Plan()
-    result.expirations = expiration_commands(cluster, simulator)
+    result.expirations = expiration_commands(cluster, simulator) + static_expirations(cluster)
     skipped = result.skipped
     expiring = {c.name for command in result.expirations for c in command.candidates}
     result.scale_down = scale_down_commands(cluster, expiring, skipped)
@@ -108,9 +115,12 @@ def plan(inp: DisruptionInput) -> Plan:
             if state.name not in leaving and not state.terminating:
                 skipped.setdefault(state.name, why)
         return result
-    excluded: set[str] = set()
-    result.command = emptiness_command(cluster, excluded, skipped) or drift_command(
-        cluster, simulator, excluded, skipped
+    # Static pools' nodes: never empty or consolidatable; drifted, they are replaced by their own pool.
+    excluded = {s.name for s in cluster.ours if is_static(cluster, s)}
+    result.command = (
+        emptiness_command(cluster, excluded, skipped)
+        or static_drift_command(cluster, skipped)
+        or drift_command(cluster, simulator, excluded, skipped)
     )
     if result.command is None:
         candidates = ordered_candidates(cluster, excluded, skipped)
@@ -172,7 +182,7 @@ def validate(command: Command, inp: DisruptionInput) -> str | None:
         steady = [s.name for s in fresh if drift_reason(cluster, s) is None]
         if steady:
             return f"node {steady[0]} has not drifted any more"
-        if any(evictable_pods(s) for s in fresh):
+        if any(evictable_pods(s) for s in fresh) and not all(is_static(cluster, s) for s in fresh):
             results = simulator.run(fresh)
             if results.errors:
                 return f"{len(results.errors)} pod(s) cannot be scheduled elsewhere any more"

@@ -18,19 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fleetwright.model.errors import DocumentError
-from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kube import daemonset_pod
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod
 from fleetwright.provisioning import observability as obs
 from fleetwright.provisioning.reports import PassReport, RunReport
-from fleetwright.scheduling import vectors as vec
-from fleetwright.scheduling.claims import ClaimInProgress
-from fleetwright.scheduling.pools import prepare_pool
-from fleetwright.scheduling.scheduler import finalize
+from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates
-from fleetwright.scheduling.types import NODES, NewNodeClaim, NodePoolTemplate
+from fleetwright.scheduling.types import NODES, NewNodeClaim
 from fleetwright.state.lease import LeaseLostError
 from fleetwright.state.nodeclaims import NodeClaimRecord
 
@@ -81,25 +77,6 @@ def missing(pool: NodePool, count: int) -> tuple[int, int]:
     limit = (pool.limits() or {}).get(NODES)
     allowed = wanted if limit is None else max(0, min(wanted, limit - count))
     return allowed, wanted - allowed
-
-
-def static_claims(
-    template: NodePoolTemplate, instance_types: Sequence[InstanceType], daemonsets: Sequence[Pod], count: int
-) -> list[NewNodeClaim]:
-    """``count`` claims for a static pool: its requirements, every type they allow (cheapest first), room
-    kept for the DaemonSets that would run there. None when no type fits."""
-    if count <= 0:
-        return []
-    dims = vec.dimensions([d.requests for d in daemonsets])
-    pool = prepare_pool(template, sorted(instance_types, key=lambda t: t.name), list(daemonsets), dims)
-    if not pool.types:
-        return []
-    zero = tuple(0 for _ in dims)
-    claims = []
-    for index in range(count):
-        claim = ClaimInProgress(index, pool, pool.requirements, list(range(len(pool.types))), zero, zero)
-        claims.append(finalize(claim, f"{template.name}-static-{index + 1}"))
-    return claims
 
 
 def _daemonsets(provisioner: Provisioner) -> list[Pod]:
