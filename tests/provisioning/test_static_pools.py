@@ -3,6 +3,7 @@ within ``limits.nodes``, and never launches twice for one missing node (crashes,
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -133,4 +134,23 @@ def test_a_throttled_create_fleet_is_retried_by_the_next_run_without_overshootin
     assert len(world.provisioner(config).run_once().launched) == 2
     world.wall.advance(60)
     assert world.provisioner(config).run_once().launched == []
+    assert len(world.instances()) == 2
+
+
+def test_registered_static_nodes_are_counted_once(world: World) -> None:
+    config = make_config(static(replicas=2))
+    launched = world.provisioner(config).run_once().launched
+    for index, record in enumerate(launched):
+        world.register_node(record.provider_id, f"static-node-{index}", ready=True)
+    world.wall.advance(60)
+    report = world.provisioner(config).run_once()
+    assert len(report.reconciles[0].registered) == 2
+    assert report.launched == []
+    assert len(world.instances()) == 2
+
+
+def test_a_watching_invocation_fills_a_static_pool_without_any_pending_pod(world: World) -> None:
+    config = make_config(static(replicas=2), reconcile_interval_seconds=0.5)
+    report = world.provisioner(config, sleep=time.sleep).run_until(time.monotonic() + 2.0)
+    assert len(report.launched) == 2
     assert len(world.instances()) == 2
