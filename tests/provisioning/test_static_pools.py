@@ -12,7 +12,7 @@ from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube.resources import NODES
 from fleetwright.model.karpenter import NodePool
 from fleetwright.provisioning.observability import RecordingMetrics
-from fleetwright.provisioning.static_pools import STATIC_LIMIT_REACHED
+from fleetwright.provisioning.static_pools import RETRY_AFTER_FAILURE_SECONDS, STATIC_LIMIT_REACHED
 from fleetwright.state import ClaimStatus
 from tests.kube.objects import node_object
 from tests.provisioning.conftest import World, make_config, nodepool
@@ -131,6 +131,11 @@ def test_a_throttled_create_fleet_is_retried_by_the_next_run_without_overshootin
     assert world.instances() == []
 
     throttle.uninstall(ec2)
+    # The pool waits a while after a failure rather than sending CreateFleet on every reconciliation.
+    calls = world.create_fleet_calls()
+    assert world.provisioner(config).run_once().launched == []
+    assert world.create_fleet_calls() == calls
+    world.wall.advance(RETRY_AFTER_FAILURE_SECONDS)
     assert len(world.provisioner(config).run_once().launched) == 2
     world.wall.advance(60)
     assert world.provisioner(config).run_once().launched == []

@@ -28,12 +28,15 @@ from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NODES, NewNodeClaim
 from fleetwright.state.lease import LeaseLostError
-from fleetwright.state.nodeclaims import NodeClaimRecord
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
 if TYPE_CHECKING:
     from fleetwright.provisioning.provisioner import Provisioner
 
 STATIC_LIMIT_REACHED = "StaticNodePoolLimitReached"
+# After a failed launch a static pool waits this long before launching again (every pass reconciles every
+# few seconds; a pool EC2 cannot fill now would otherwise send a CreateFleet each time).
+RETRY_AFTER_FAILURE_SECONDS = 30.0
 
 
 def static_nodepools(nodepools: Iterable[NodePool]) -> list[NodePool]:
@@ -79,6 +82,20 @@ def missing(pool: NodePool, count: int) -> tuple[int, int]:
     return allowed, wanted - allowed
 
 
+def recent_failures(records: Sequence[NodeClaimRecord], now: float, ttl: float) -> dict[str, float]:
+    """Per NodePool with a claim failed less than :data:`RETRY_AFTER_FAILURE_SECONDS` ago, the seconds
+    until it may launch again. A claim is failed with an expiry ``ttl`` seconds ahead, which dates it."""
+    waits: dict[str, float] = {}
+    for record in records:
+        if record.status != ClaimStatus.FAILED:
+            continue
+        failed_at = record.expires_at - ttl if record.expires_at is not None else record.created_at
+        left = failed_at + RETRY_AFTER_FAILURE_SECONDS - now
+        if left > 0:
+            waits[record.nodepool] = max(left, waits.get(record.nodepool, 0.0))
+    return waits
+
+
 def _daemonsets(provisioner: Provisioner) -> list[Pod]:
     found: list[Pod] = []
     for obj in provisioner.kube.list_daemonsets():
@@ -112,6 +129,7 @@ def keep_replicas(provisioner: Provisioner, run: RunReport) -> None:
 def _keep_replicas(provisioner: Provisioner, pools: Sequence[NodePool], report: PassReport) -> None:
     records = provisioner.state.nodeclaims.list()
     counts = node_counts(pools, records, provisioner.kube.list_nodes())
+    recent = recent_failures(records, provisioner.wall_clock(), provisioner.config.failed_claim_ttl_seconds)
     short: dict[str, int] = {}
     for pool in pools:
         allowed, held_back = missing(pool, counts[pool.name])
@@ -126,7 +144,12 @@ def _keep_replicas(provisioner: Provisioner, pools: Sequence[NodePool], report: 
                     "limit": (pool.limits() or {}).get(NODES),
                 },
             )
-        if allowed:
+        if allowed and pool.name in recent:
+            provisioner.log.info(
+                "static NodePool waits after a failed launch",
+                extra={"nodePool": pool.name, "retryInSeconds": round(recent[pool.name])},
+            )
+        elif allowed:
             short[pool.name] = allowed
     if not short:
         return
