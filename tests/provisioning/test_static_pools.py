@@ -12,7 +12,13 @@ from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube.resources import NODES
 from fleetwright.model.karpenter import NodePool
 from fleetwright.provisioning.observability import RecordingMetrics
-from fleetwright.provisioning.static_pools import RETRY_AFTER_FAILURE_SECONDS, STATIC_LIMIT_REACHED
+from fleetwright.provisioning.static_pools import (
+    RETRY_AFTER_FAILURE_SECONDS,
+    STATIC_LIMIT_REACHED,
+    StaticLimitGuard,
+)
+from fleetwright.scheduling.static import static_claims
+from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.state import ClaimStatus
 from tests.kube.objects import node_object
 from tests.provisioning.conftest import World, make_config, nodepool
@@ -159,3 +165,25 @@ def test_a_watching_invocation_fills_a_static_pool_without_any_pending_pod(world
     report = world.provisioner(config, sleep=time.sleep).run_until(time.monotonic() + 2.0)
     assert len(report.launched) == 2
     assert len(world.instances()) == 2
+
+
+def _replacement(provisioner: Any, pool: NodePool) -> list[Any]:
+    catalog, _ = provisioner.catalogs()
+    [template] = nodepool_templates([pool], provisioner.config.nodeclasses)
+    return static_claims(template, catalog, [], 1)
+
+
+def test_a_replacement_that_would_pass_limits_nodes_is_refused_under_the_lease(world: World) -> None:
+    # A disruption replacement planned before the provisioner filled the pool to its limit.
+    pool = static(replicas=2, limits={"nodes": "2"})
+    provisioner = world.provisioner(make_config(pool))
+    assert len(provisioner.run_once().launched) == 2
+    guard = StaticLimitGuard(provisioner)
+    refused = guard.launch_claims(_replacement(provisioner, pool))
+    assert refused.launched == [] and "limits.nodes (2)" in next(iter(refused.failed.values()))
+    assert world.create_fleet_calls() == 2
+
+    roomy = static(replicas=2, limits={"nodes": "3"})
+    provisioner = world.provisioner(make_config(roomy))
+    assert len(StaticLimitGuard(provisioner).launch_claims(_replacement(provisioner, roomy)).launched) == 1
+    assert len(world.instances()) == 3

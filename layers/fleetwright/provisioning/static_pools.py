@@ -14,6 +14,7 @@ claim whose launch failed is ``Failed``, not counted, and the next pass launches
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -184,3 +185,38 @@ def _keep_replicas(provisioner: Provisioner, pools: Sequence[NodePool], report: 
         report.launched.extend(launched.launched)
         report.failed.update(launched.failed)
         report.error = launched.error
+
+
+class StaticLimitGuard:
+    """Launches claims decided elsewhere (disruption replacements) through ``provisioner``, refusing those
+    that would take a static pool past ``limits.nodes``. The count is taken under the launch lease, so a
+    scale-up the provisioner made after the claims were planned is seen."""
+
+    def __init__(self, provisioner: Provisioner) -> None:
+        self.provisioner = provisioner
+
+    def launch_claims(self, claims: Sequence[NewNodeClaim], *, deadline: float | None = None) -> PassReport:
+        """:meth:`Provisioner.launch_claims`, or a report with every claim failed when one pool's limit
+        would be exceeded (nothing launched)."""
+        provisioner = self.provisioner
+        pools = {p.name: p for p in static_nodepools(provisioner.config.nodepools)}
+        wanted = Counter(c.nodepool for c in claims if c.nodepool in pools)
+        limited = [pools[n] for n in sorted(wanted) if (pools[n].limits() or {}).get(NODES) is not None]
+        if not limited:
+            return provisioner.launch_claims(claims, deadline=deadline)
+        # The lease the launch itself takes (re-entrant): nothing launches between the count and the launch.
+        with provisioner._replacement_pass(deadline):
+            counts = node_counts(limited, provisioner.state.nodeclaims.list(), provisioner.kube.list_nodes())
+            for pool in limited:
+                limit = (pool.limits() or {})[NODES]
+                if counts[pool.name] + wanted[pool.name] > limit:
+                    reason = (
+                        f"NodePool {pool.name} has {counts[pool.name]} node(s): {wanted[pool.name]} more "
+                        f"would exceed its limits.nodes ({limit})"
+                    )
+                    provisioner.metrics.add(STATIC_LIMIT_REACHED, 1, obs.COUNT, {"NodePool": pool.name})
+                    provisioner.log.warning(
+                        "replacement refused", extra={"nodePool": pool.name, "reason": reason}
+                    )
+                    return PassReport(pending=0, failed={c.name: reason for c in claims})
+            return provisioner.launch_claims(claims, deadline=deadline)
