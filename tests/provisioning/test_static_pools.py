@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.tags import NODECLAIM_TAG
-from fleetwright.kube.resources import NODES
+from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model.karpenter import NodePool
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.provisioning.static_pools import (
@@ -70,6 +70,8 @@ def test_pending_pods_never_open_claims_in_a_static_pool(world: World) -> None:
     assert report.launched == []
     assert report.passes[-1].unschedulable == 2
     assert world.create_fleet_calls() == 0
+    reasons = {e["reason"]: e["message"] for e in world.client.list(EVENTS).items}
+    assert "static NodePools keep their replicas: static" in reasons["FailedScheduling"]
 
 
 def test_pending_pods_wait_for_a_launching_static_node(world: World) -> None:
