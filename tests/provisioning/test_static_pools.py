@@ -11,7 +11,7 @@ import pytest
 from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.provisioning.observability import LAUNCH_ERRORS, RecordingMetrics
 from fleetwright.provisioning.static_pools import (
     RETRY_AFTER_FAILURE_SECONDS,
     STATIC_LIMIT_REACHED,
@@ -189,3 +189,13 @@ def test_a_replacement_that_would_pass_limits_nodes_is_refused_under_the_lease(w
     provisioner = world.provisioner(make_config(roomy))
     assert len(StaticLimitGuard(provisioner).launch_claims(_replacement(provisioner, roomy)).launched) == 1
     assert len(world.instances()) == 3
+
+
+def test_a_static_pool_no_instance_type_meets_is_reported_not_launched(world: World) -> None:
+    metrics = RecordingMetrics()
+    config = make_config(static(replicas=2, instance_types=["nope.large"]))
+    report = world.provisioner(config, metrics=metrics).run_once()
+    assert report.launched == []
+    assert "no instance type meets its requirements" in report.passes[0].failed["static"]
+    assert metrics.total(LAUNCH_ERRORS, NodePool="static") == 1
+    assert world.create_fleet_calls() == 0

@@ -168,6 +168,9 @@ def _keep_replicas(provisioner: Provisioner, pools: Sequence[NodePool], report: 
         if not made:
             reason = f"NodePool {name}: no instance type meets its requirements"
             report.failed[name] = reason
+            provisioner.metrics.add(
+                obs.LAUNCH_ERRORS, 1, obs.COUNT, {"NodePool": name, "ErrorCode": "NoLaunchableOffering"}
+            )
             provisioner.log.error("cannot launch", extra={"nodePool": name, "reason": reason})
             continue
         provisioner.log.info(
