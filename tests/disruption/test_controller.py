@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from fleetwright.aws import amis as aws_amis
 from fleetwright.aws.amis import alias_parameters
 from fleetwright.disruption import metrics as m
@@ -18,8 +20,10 @@ from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.aws_fakes import seed_ssm_parameter
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.model.nodepool import NodePool
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool
+from tests.provisioning.faults import ThrottleEveryAttempt
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:
@@ -453,3 +457,61 @@ def test_nodes_outside_the_selected_subnets_or_security_groups_are_replaced(make
     assert reasons[untagged] == (
         f"subnet {aws.subnets['c-untagged']} is no longer selected by EC2NodeClass default"
     )
+
+
+def test_a_static_pool_above_its_replicas_drains_its_empty_node_through_the_workflow(
+    make_rig: RigFactory,
+) -> None:
+    document = nodepool(budgets=[{"nodes": "0"}]).model_dump(by_alias=True, exclude_none=True)
+    document["spec"]["replicas"] = 1
+    rig = make_rig(NodePool.model_validate(document))
+    busy = rig.node("m5.large")
+    rig.pod("web-0", busy, cpu="500m")
+    empty = rig.node("m5.large")
+
+    report = rig.controller().run_once()
+
+    [request] = rig.workflows.started.values()
+    assert request.node == empty and request.reason == "Overprovisioned"
+    assert request.on_deadline == "abandon"  # no terminationGracePeriod: PDBs are never overridden
+    assert request.replacement_claims == []
+    assert [(c.method, c.status) for c in report.commands] == [("static-scale-down", "executed")]
+    # Once the workflow has cordoned it, the next pass counts the node as going: the pool is at its replicas.
+    rig.world.kube.mark_disrupted(empty)
+    assert rig.controller().run_once().commands == []
+
+
+def _static(replicas: int, **options: Any) -> NodePool:
+    document = nodepool(**options).model_dump(by_alias=True, exclude_none=True)
+    document["spec"]["replicas"] = replicas
+    return NodePool.model_validate(document)
+
+
+def test_a_drifted_static_node_is_replaced_by_a_node_of_its_pool_before_it_drains(
+    make_rig: RigFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("botocore.endpoint.time.sleep", lambda _s: None)
+    rig = make_rig(_static(1, consolidate_after="Never"))
+    old = rig.node("m5.large")
+    rig.pod("web-0", old, cpu="1500m")
+    controller = rig.controller()
+    _publish_new_ami(rig)
+    before = rig.claim_ids()
+
+    # CreateFleet throttled: the replacement fails, so nothing is drained and the node keeps running.
+    ec2 = rig.world.aws.clients.ec2
+    throttle = ThrottleEveryAttempt("CreateFleet", rig.world.wall.advance, seconds=4).install(ec2)
+    failed = controller.run_once()
+    assert [c.status for c in failed.commands] == ["failed"]
+    assert rig.workflows.started == {}
+    assert not rig.world.kube.get_node(old)["spec"].get("unschedulable")
+    assert [r.status for r in rig.replacements(before)] == [ClaimStatus.FAILED]
+
+    throttle.uninstall(ec2)
+    rig.world.wall.advance(60)
+    controller.run_once()
+    [replacement] = [r for r in rig.replacements(before) if r.status != ClaimStatus.FAILED]
+    assert replacement.nodepool == "default" and replacement.pods == []
+    [request] = rig.workflows.started.values()
+    assert request.node == old and request.reason == "Drifted"
+    assert request.wait_for_replacement and request.replacement_claims == [replacement.id]

@@ -54,6 +54,8 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     pool = cluster.pool_of(state)
     if pool is None or pool.spec.disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
         return False
+    if pool.spec.replicas is not None:  # a static pool keeps its nodes
+        return False
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
         return False

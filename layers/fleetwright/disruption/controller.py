@@ -264,7 +264,12 @@ class DisruptionController:
         report.decision_seconds = time.perf_counter() - started
         self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
         report.skipped = dict(plan.skipped)
-        commands = [*plan.repairs, *plan.expirations, *([plan.command] if plan.command else [])]
+        commands = [
+            *plan.repairs,
+            *plan.expirations,
+            *plan.scale_down,
+            *([plan.command] if plan.command else []),
+        ]
         self._log_plan(commands, plan, gathered)
         if not self.dry_run:
             self._publish_notices(plan, gathered)

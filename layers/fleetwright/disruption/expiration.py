@@ -44,7 +44,8 @@ def expired_nodes(cluster: Cluster) -> list[NodeState]:
 
 def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]:
     """One forceful command per expired node, with the replacements its pods need."""
-    expired = expired_nodes(cluster)
+    # Static pools' nodes are replaced by a node of their pool instead (fleetwright.disruption.static_pools).
+    expired = [s for s in expired_nodes(cluster) if cluster.pools[s.nodepool].spec.replicas is None]
     if not expired:
         return []
     commands = {s.name: Command(method=EXPIRATION, reason=EXPIRED, candidates=[s]) for s in expired}

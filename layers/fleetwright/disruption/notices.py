@@ -37,7 +37,7 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
     or initialization holds back; ``Unconsolidatable`` for nodes consolidation may not or did not take."""
     cluster = Cluster(inp)
     notices: list[Notice] = []
-    decided = {s.name for command in plan.expirations for s in command.candidates}
+    decided = {s.name for command in [*plan.expirations, *plan.scale_down] for s in command.candidates}
     if plan.command is not None:
         decided.update(plan.command.node_names)
     for state in cluster.ours:

@@ -29,6 +29,14 @@ from fleetwright.disruption.drift import drift_command, drift_reason
 from fleetwright.disruption.expiration import expiration_commands, is_expired
 from fleetwright.disruption.repair import repair_commands, still_due
 from fleetwright.disruption.simulation import Simulator
+from fleetwright.disruption.static_pools import (
+    SCALE_DOWN,
+    is_static,
+    scale_down_commands,
+    static_drift_command,
+    static_expirations,
+    still_surplus,
+)
 from fleetwright.disruption.types import (
     DRIFT,
     EMPTINESS,
@@ -46,9 +54,10 @@ from fleetwright.disruption.types import (
 
 def empty_for(cluster: Cluster, state: NodeState) -> float | None:
     """How long ``state`` has been empty past its NodePool's consolidateAfter allowance: the seconds it has
-    been empty when that is at least consolidateAfter, else None (also for nodes that are not empty)."""
+    been empty when that is at least consolidateAfter, else None (also for nodes that are not empty, and for
+    a static pool's nodes: it keeps them)."""
     pool = cluster.pool_of(state)
-    if pool is None or state.empty_since is None or not node_is_empty(state):
+    if pool is None or state.empty_since is None or not node_is_empty(state) or is_static(cluster, state):
         return None
     after = cluster.consolidate_after[pool.name]
     empty = cluster.now - state.empty_since
@@ -101,20 +110,30 @@ def plan(inp: DisruptionInput) -> Plan:
                     result.skipped.setdefault(state.name, "unhealthy nodes are repaired first this pass")
             return result
     simulator = Simulator(cluster)
-    result.expirations = expiration_commands(cluster, simulator)
+    result.expirations = expiration_commands(cluster, simulator) + static_expirations(cluster)
     skipped = result.skipped
-    if result.expirations:
-        # The graceful methods wait for the next pass: their simulations would count the expiring nodes
+    expiring = {c.name for command in result.expirations for c in command.candidates}
+    result.scale_down = scale_down_commands(cluster, expiring, skipped)
+    if result.expirations or result.scale_down:
+        # The graceful methods wait for the next pass: their simulations would count the leaving nodes
         # as room (and the expirations' simulation counted the graceful candidates), and the budgets
-        # would not yet see the expiring nodes as disrupting.
-        expiring = {c.name for command in result.expirations for c in command.candidates}
+        # would not yet see the leaving nodes as disrupting.
+        leaving = expiring | {c.name for command in result.scale_down for c in command.candidates}
+        why = (
+            "expirations go first this pass"
+            if result.expirations
+            else "static scale-down goes first this pass"
+        )
         for state in cluster.ours:
-            if state.name not in expiring and not state.terminating:
-                skipped.setdefault(state.name, "expirations go first this pass")
+            if state.name not in leaving and not state.terminating:
+                skipped.setdefault(state.name, why)
         return result
-    excluded: set[str] = set()
-    result.command = emptiness_command(cluster, excluded, skipped) or drift_command(
-        cluster, simulator, excluded, skipped
+    # Static pools' nodes: never empty or consolidatable; drifted, they are replaced by their own pool.
+    excluded = {s.name for s in cluster.ours if is_static(cluster, s)}
+    result.command = (
+        emptiness_command(cluster, excluded, skipped)
+        or static_drift_command(cluster, skipped)
+        or drift_command(cluster, simulator, excluded, skipped)
     )
     if result.command is None:
         candidates = ordered_candidates(cluster, excluded, skipped)
@@ -163,6 +182,8 @@ def validate(command: Command, inp: DisruptionInput) -> str | None:
     if command.method == EXPIRATION:
         expired = [s.name for s in fresh if not is_expired(cluster, s)]
         return f"node {expired[0]} has not expired any more" if expired else None
+    if command.method == SCALE_DOWN:
+        return still_surplus(cluster, fresh)
     builder = CommandBuilder(cluster, command.reason)
     for planned, state in zip(command.candidates, fresh, strict=True):
         why = cluster.graceful_block(state) or _pods_changed(planned, state) or builder.add(state)
@@ -176,7 +197,7 @@ def validate(command: Command, inp: DisruptionInput) -> str | None:
         steady = [s.name for s in fresh if drift_reason(cluster, s) is None]
         if steady:
             return f"node {steady[0]} has not drifted any more"
-        if any(evictable_pods(s) for s in fresh):
+        if any(evictable_pods(s) for s in fresh) and not all(is_static(cluster, s) for s in fresh):
             results = simulator.run(fresh)
             if results.errors:
                 return f"{len(results.errors)} pod(s) cannot be scheduled elsewhere any more"

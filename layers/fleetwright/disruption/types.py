@@ -187,6 +187,7 @@ class Plan:
 
     repairs: list[Command] = field(default_factory=list)
     expirations: list[Command] = field(default_factory=list)
+    scale_down: list[Command] = field(default_factory=list)  # static NodePools' surplus nodes, not budgeted
     command: Command | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     unconsolidatable: dict[str, str] = field(default_factory=dict)

@@ -28,6 +28,7 @@ from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
+from fleetwright.provisioning.static_pools import StaticLimitGuard
 from fleetwright.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def build_controller(
     return DisruptionController(
         reader=reader,
         workflow=workflow,
-        launcher=provisioner,
+        launcher=StaticLimitGuard(provisioner),
         settings=options.settings,
         dry_run=options.dry_run,
         garbage_collector=collector,

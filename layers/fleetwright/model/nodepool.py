@@ -433,10 +433,7 @@ class NodePool(KarpenterDocument):
 
     def unhonoured_fields(self) -> list[str]:
         """Fields that are set and valid but that Fleetwright does not act on yet."""
-        fields: list[str] = []
-        if self.spec.replicas is not None:
-            fields.append("spec.replicas (static capacity)")
-        return fields
+        return []
 
     def legacy_kubelet(self) -> LegacyKubelet | None:
         """Kubelet settings carried over from an older API version (see :class:`LegacyKubelet`)."""

@@ -47,6 +47,7 @@ from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.provisioning import observability as obs
+from fleetwright.provisioning import static_pools
 from fleetwright.provisioning.batcher import Batcher
 from fleetwright.provisioning.claims import (
     claim_record,
@@ -199,6 +200,7 @@ class Provisioner:
                 if self.nodepool_source is not None:
                     self.nodepool_source.refresh()
                 report.reconciles.append(self.reconcile())
+                static_pools.keep_replicas(self, report)
                 if provision:
                     report.passes.append(self.provision(batch_size=batch_size))
         except LeaseUnavailableError:

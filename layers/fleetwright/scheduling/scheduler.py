@@ -138,7 +138,14 @@ class Simulation:
         pending = [normalize_pod(p) for p in inp.pods if not p.node_name]
         self.dims = vec.dimensions([p.requests for p in pending] + [d.requests for d in inp.daemonsets])
         instance_types = sorted(inp.instance_types, key=lambda it: it.name)
-        templates = sorted(inp.nodepools, key=lambda t: (-t.weight, t.name))
+        # Static pools keep their own node count: pending pods never open claims in them.
+        templates = sorted((t for t in inp.nodepools if not t.static), key=lambda t: (-t.weight, t.name))
+        static = sorted(t.name for t in inp.nodepools if t.static)
+        self.no_pool_reason = (
+            f"no NodePool launches nodes for pods (static NodePools keep their replicas: {', '.join(static)})"
+            if static
+            else "no NodePool exists"
+        )
         self.pools = [prepare_pool(t, instance_types, inp.daemonsets, self.dims) for t in templates]
         self.nodes = [
             node_in_progress(i, n, self.dims) for i, n in enumerate(sorted(inp.nodes, key=lambda n: n.name))
@@ -524,7 +531,7 @@ class Simulation:
         """Open a claim for the pod in the first NodePool (by weight) that can run it."""
         reasons: list[str] = []
         if not self.pools:
-            return None, ["no NodePool exists"]
+            return None, [self.no_pool_reason]
         for pool in self.pools:
             taint = first_untolerated(group.tolerations, pool.template.taints)
             if taint is not None:

@@ -67,6 +67,7 @@ def nodepool_templates(
             usage=nodepool_usage(np.name, nodes),
             packing=np.packing(),
             ami_family=_ami_family(classes.get(np.node_class_name())),
+            static=np.spec.replicas is not None,
         )
         for np in nodepools
     ]

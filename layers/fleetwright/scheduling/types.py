@@ -21,7 +21,8 @@ class NodePoolTemplate:
     """What the scheduler needs of a NodePool (and its EC2NodeClass's kubelet settings).
 
     ``usage`` is what the NodePool's existing nodes already count against ``limits``. ``packing`` says
-    how its claims trade node count against cost (see docs/scheduling.md).
+    how its claims trade node count against cost (see docs/scheduling.md). A ``static`` pool (``replicas``
+    set) keeps a fixed node count: pods may land on its nodes, but the scheduler never opens claims in it.
     """
 
     name: str
@@ -36,6 +37,7 @@ class NodePoolTemplate:
     usage: ResourceList = field(default_factory=dict)
     packing: str = "LowestCost"  # or "FewerNodes" (NodePool annotation fleetwright.io/packing)
     ami_family: str = ""  # the EC2NodeClass's; a Windows family makes Windows nodes
+    static: bool = False
 
 
 @dataclass(slots=True, eq=False)
