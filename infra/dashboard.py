@@ -332,6 +332,8 @@ class FleetwrightDashboard(Construct):
                     # Drain passes the Kubernetes API refused; long drains carried into a new execution.
                     cm.metric(cm.DRAIN_API_ERRORS, steps, period=EVENT_PERIOD),
                     cm.metric(cm.WORKFLOW_CONTINUATIONS, steps, period=EVENT_PERIOD),
+                    # Nodes not held for their volumes because VolumeAttachments could not be listed.
+                    cm.metric(cm.VOLUME_ATTACHMENTS_UNREADABLE, steps, period=EVENT_PERIOD),
                 ],
                 width=third,
             ),
