@@ -210,6 +210,7 @@ def test_a_reserved_launch_targets_the_reservation_and_labels_the_instance(
         wk.CAPACITY_RESERVATION_ID: rid,
         wk.CAPACITY_RESERVATION_TYPE: "default",
         wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "false",
+        wk.INSTANCE_TENANCY: "default",
     }
     assert crs.reservations[rid]["AvailableInstanceCount"] == 1
     assert counts.available(rid) == 1
@@ -246,7 +247,8 @@ def test_launches_outside_reservations_stay_out_of_open_ones(
     [config] = sent["LaunchTemplateConfigs"]
     data = _template_params(aws)[config["LaunchTemplateSpecification"]["LaunchTemplateName"]]
     assert data["CapacityReservationSpecification"] == {"CapacityReservationPreference": "none"}
-    assert launched.capacity_type == "on-demand" and not launched.labels
+    assert launched.capacity_type == "on-demand"
+    assert not wk.CAPACITY_RESERVATION_LABELS & set(launched.labels)
     assert crs.reservations[rid]["AvailableInstanceCount"] == 2
 
 
@@ -270,7 +272,7 @@ def test_a_full_reservation_is_marked_unavailable_and_the_claim_falls_back_to_on
         for n in names
     )
     assert launched.capacity_type == "on-demand"
-    assert not launched.labels
+    assert not wk.CAPACITY_RESERVATION_LABELS & set(launched.labels)
     assert counts.available(rid) == 0
     assert aws.unavailable.is_unavailable(TYPE, ZONE, "reserved")
     # One instance for the claim, however many calls it took.
