@@ -24,15 +24,6 @@ def _flatten(ref: DocumentRef, doc: Mapping[str, Any]) -> Iterator[tuple[Documen
         yield ref, doc
 
 
-def _unhonoured(ref: DocumentRef, objects: Sequence[Any]) -> list[str]:
-    """Warnings for fields Karpenter accepts and Fleetwright parses but does not act on yet."""
-    return [
-        f"{ref.describe()}: warning: {field} is accepted but not yet honoured by Fleetwright"
-        for obj in objects
-        for field in obj.unhonoured_fields()
-    ]
-
-
 def validate(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     """Check the NodePools and EC2NodeClasses in ``paths``: ``(report lines, warnings, errors)``.
 
@@ -67,7 +58,6 @@ def validate(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
                     nodepools += parsed.nodepools
                     nodeclasses += parsed.nodeclasses
                     warnings += [warning.render() for warning in parsed.warnings]
-                    warnings += _unhonoured(ref, [*parsed.nodepools, *parsed.nodeclasses])
                     report.append(f"{ref.describe()}: OK")
         except DocumentError as err:
             errors.append(str(err))

@@ -643,10 +643,6 @@ class EC2NodeClassSpec(KarpenterModel):
             raise ValueError(f"specify exactly one of role or instanceProfile ({both})")
         return profile
 
-    def unhonoured_fields(self) -> list[str]:
-        """Fields that are set and valid but that Fleetwright does not act on yet."""
-        return []
-
     def resolved_ami_family(self) -> str:
         """``amiFamily``, or the family the alias names when it is left out."""
         if self.ami_family is not None:
@@ -666,10 +662,6 @@ class EC2NodeClass(KarpenterDocument):
     def name(self) -> str:
         """``metadata.name``."""
         return self.metadata.name
-
-    def unhonoured_fields(self) -> list[str]:
-        """Fields that are set and valid but that Fleetwright does not act on yet."""
-        return self.spec.unhonoured_fields()
 
     def kubelet_overrides(self) -> KubeletOverrides:
         """The kubelet settings that change allocatable resources (EKS defaults when unset), with the

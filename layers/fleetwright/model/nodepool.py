@@ -431,10 +431,6 @@ class NodePool(KarpenterDocument):
         period = self.spec.template.spec.termination_grace_period
         return parse_duration(period) if period else None
 
-    def unhonoured_fields(self) -> list[str]:
-        """Fields that are set and valid but that Fleetwright does not act on yet."""
-        return []
-
     def legacy_kubelet(self) -> LegacyKubelet | None:
         """Kubelet settings carried over from an older API version (see :class:`LegacyKubelet`)."""
         return self._legacy_kubelet
