@@ -11,7 +11,9 @@ timed: the emulator through ``Store.seed``, moto through ``run_instances`` in ba
 
 Each function gets a cold invocation (the handler module freshly loaded: clients, catalogs and
 configuration built) and then ``--runs - 1`` warm ones in the same process, as Lambda reuses a warm
-container. The provisioner runs in economy mode (one pass per invocation). Per pass it prints:
+container. The provisioner runs in economy mode (one pass per invocation); before each warm provisioner
+invocation ``--pending`` new pods become Unschedulable, so every provisioner pass schedules and launches.
+Per pass it prints:
 
 - wall seconds, split into phases by where the handler's thread spent them: *read* (Kubernetes GETs and
   LISTs, AWS Describe/Get/List/Query calls), *write* (other Kubernetes requests, DynamoDB and tag
@@ -832,7 +834,7 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
         work = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwright-scale-{os.getpid()}"
         work.mkdir(exist_ok=True)
         documents = work / "nodepools.yaml"
-        documents.write_text(nodepool_documents(nodes, pending))
+        documents.write_text(nodepool_documents(nodes, pending * runs))
         kubeconfig = server.write_kubeconfig(work / "kubeconfig")
         os.environ.update(
             {
@@ -857,6 +859,11 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
             module = load_handler(function)
             for run in range(runs):
                 request += 1
+                if function == "provisioner" and run > 0:
+                    # New pods became unschedulable since the last invocation: a warm pass launches too.
+                    from fleetwright.local.apiserver.resources import PODS
+
+                    server.store.seed(PODS, pending_pods(pending, f"warm{run}"))
                 figure = run_pass(function, module, server, "cold" if run == 0 else "warm", request, trace)
                 print_figure(figure)
                 figures.append(figure)
