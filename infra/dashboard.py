@@ -205,6 +205,8 @@ class FleetwrightDashboard(Construct):
                     cm.insights(cm.NODECLAIM_SYNC_ERRORS, service, period=EVENT_PERIOD),
                     cm.metric(cm.NODE_SYNC_ERRORS, service, period=EVENT_PERIOD),
                     cm.insights(cm.EVENTS_NOT_RECORDED, service, period=EVENT_PERIOD),
+                    # Static NodePools below their replicas that limits.nodes holds back.
+                    cm.insights(cm.STATIC_LIMIT_REACHED, service, group_by="NodePool", period=EVENT_PERIOD),
                 ],
                 width=WIDGET_WIDTH,
             ),
