@@ -19,7 +19,7 @@ class Figures:
     launched: int
     needed: int
     limit_overshoot: float  # vCPUs launched above a NodePool's cpu limit (the worst moment seen)
-    pdb_violations: int  # pods evicted or deleted while their PDB allowed no disruption, before a deadline
+    pdb_violations: int  # pods evicted or deleted while their PDB allowed no disruption, not for a deadline
     cordoned_left: int  # Nodes still cordoned at the end, after recovery
     messages_lost: int  # SQS messages neither acted on nor in the dead-letter queue
     orphans: int  # running instances with no live claim after the garbage collector's window

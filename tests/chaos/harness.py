@@ -58,12 +58,13 @@ class VirtualSleep:
 
 class PdbWatch:
     """Counts pods that left while a PodDisruptionBudget selecting them allowed no disruption, with the
-    wall-clock moment of each (a drain at its explicit deadline may do that; nothing else may)."""
+    wall-clock moment of each and the pod's own grace period (a drain may do that from its explicit
+    deadline less that grace period, so the pod is gone by the deadline; nothing else may)."""
 
     def __init__(self, server: ApiServer, clock: Callable[[], float]) -> None:
         self.store = server.store
         self.clock = clock
-        self.violations: list[tuple[float, str]] = []
+        self.violations: list[tuple[float, str, float]] = []
         self._lock = threading.Lock()
         self._subscription = self.store.subscribe(self._on_event, [PODS])
 
@@ -93,13 +94,21 @@ class PdbWatch:
                 continue
             budget = evaluate(self.store, pdb)
             if budget.current_healthy < budget.desired_healthy:
+                grace = (event.old or pod).get("spec", {}).get("terminationGracePeriodSeconds")
                 with self._lock:
-                    self.violations.append((self.clock(), pod["metadata"]["name"]))
+                    self.violations.append(
+                        (self.clock(), pod["metadata"]["name"], float(30 if grace is None else grace))
+                    )
 
     def count(self, allowed_from: float | None = None) -> int:
-        """Violations, leaving out those at or after ``allowed_from`` (an explicit deadline)."""
+        """Violations, leaving out those at or after ``allowed_from`` (an explicit deadline) less the pod's
+        grace period."""
         with self._lock:
-            return sum(1 for when, _ in self.violations if allowed_from is None or when < allowed_from - 1)
+            return sum(
+                1
+                for when, _, grace in self.violations
+                if allowed_from is None or when < allowed_from - grace - 1
+            )
 
     def close(self) -> None:
         self._subscription.cancel()
