@@ -189,7 +189,13 @@ class DisruptionController:
         self.events = events
         # Drifted / Consolidatable on the NodeClaim objects (when the CRD is installed).
         self.nodeclaim_objects = (
-            NodeClaimObjects(kube.client, clock=monotonic, metrics=self.metrics, logger=self.log)
+            NodeClaimObjects(
+                kube.client,
+                clock=monotonic,
+                metrics=self.metrics,
+                logger=self.log,
+                cache=getattr(reader, "cache", None),
+            )
             if kube is not None
             else None
         )
