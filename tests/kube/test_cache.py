@@ -416,3 +416,26 @@ def test_a_removed_nodeclaim_crd_stops_the_watch_without_failing_syncs(
     assert cache.nodeclaims_installed is False and cache.nodeclaim_objects() is None
     client.create(PODS, pod_object("later", node="n2"))
     assert "later" in [p.name for n in cache.snapshot().nodes for p in n.pods]
+
+
+def test_a_sync_is_reused_only_within_a_pass_and_while_this_process_has_written_nothing(
+    client: KubeClient, cache: ClusterCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(client)
+    cache.sync()
+    recorded = RecordingRequests(client, monkeypatch)
+    before = cache.last_sync
+    assert cache.sync(reuse=True) is not before and recorded.calls  # no pass begun: a full sync
+    recorded.calls.clear()
+    cache.begin_pass()
+    assert recorded.calls == []
+    first = cache.sync(reuse=True)  # the pass's first sync (the one before began before the pass)
+    assert [c[2].get("limit") for c in recorded.calls] == [1]
+    assert cache.sync(reuse=True) is first  # the next step of the pass: no quorum read
+    assert len(recorded.calls) == 1
+    client.patch(NODES, "n2", {"spec": {"unschedulable": True}})  # this process writes
+    assert cache.sync(reuse=True) is not first
+    assert next(n for n in cache.node_objects() if n["metadata"]["name"] == "n2")["spec"]["unschedulable"]
+    second = cache.last_sync
+    cache.begin_pass()  # the next pass (or a re-validation) reads again
+    assert cache.sync(reuse=True) is not second

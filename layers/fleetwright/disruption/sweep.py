@@ -171,7 +171,7 @@ class DisruptionSweep:
         report = SweepReport()
         now = self.clock()
         if self.cache is not None:
-            self.cache.sync()
+            self.cache.sync(reuse=True)
             nodes = self.cache.node_objects()
         else:
             nodes = self.kube.list_nodes()

@@ -55,7 +55,7 @@ def garbage_collector(
 
     def cached_nodes() -> list[Any]:
         assert cache is not None
-        cache.sync()
+        cache.sync(reuse=True)  # the pass's sync when nothing was written since
         return cache.node_objects()
 
     return GarbageCollector(

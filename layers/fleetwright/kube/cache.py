@@ -300,14 +300,30 @@ class ClusterCache:
         self._nodeclaims_checked_at: float | None = None
         self._sync_lock = threading.Lock()
         self._last_sync: float | None = None
+        self._writes_at_sync: int | None = None
+        self._sync_started: float | None = None  # monotonic start of the last completed sync
+        self._pass_started: float | None = None  # set by begin_pass()
         self.last_sync: SyncReport | None = None
 
     # -- freshness -------------------------------------------------------------------------------------
 
-    def sync(self) -> SyncReport:
-        """Bring the cache up to the cluster's state as of now (steps 1–4 of the module doc); raises
-        :class:`CacheStaleError` or the API error that prevented it."""
+    def begin_pass(self) -> None:
+        """A pass starts: ``sync(reuse=True)`` may reuse only syncs begun from now on."""
         with self._sync_lock:
+            self._pass_started = self.monotonic()
+
+    def sync(self, *, reuse: bool = False) -> SyncReport:
+        """Bring the cache up to the cluster's state as of now (steps 1–4 of the module doc); raises
+        :class:`CacheStaleError` or the API error that prevented it.
+
+        With ``reuse``, the last sync is reused when it began after :meth:`begin_pass` and the client has
+        sent no write since it began (the next step of one pass: the view is as new as the pass's start,
+        and nothing this process wrote is missing from it)."""
+        with self._sync_lock:
+            writes = getattr(self.client, "writes", None)
+            if reuse and self._reusable(writes):
+                assert self.last_sync is not None
+                return self.last_sync
             started = self.monotonic()
             idle = self._last_sync is not None and started - self._last_sync > self.idle_restart_seconds
             resumed: list[str] = []
@@ -332,8 +348,20 @@ class ClusterCache:
             if self.nodeclaim_informer.gone:
                 self._forget_nodeclaims(self.monotonic())
             self._last_sync = self.monotonic()
+            self._writes_at_sync = writes
+            self._sync_started = started
             self.last_sync = SyncReport(target, self._last_sync - started, tuple(resumed), tuple(listed))
             return self.last_sync
+
+    def _reusable(self, writes: int | None) -> bool:
+        return (
+            self.last_sync is not None
+            and self._pass_started is not None
+            and self._sync_started is not None
+            and self._sync_started >= self._pass_started
+            and writes is not None
+            and writes == self._writes_at_sync
+        )
 
     def _follow_nodeclaims(self, now: float, listed: list[str]) -> None:
         """List and watch NodeClaims when their CRD is installed (asked at most once per
