@@ -806,7 +806,7 @@ def print_figure(f: PassFigure) -> None:
         f"  {f.function:<11} {f.kind:<4} {f.wall:7.2f} s | read {p.get('read', 0):6.2f}"
         f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
         f" | moto {f.moto:6.2f} emu cpu {f.emulator_cpu:5.2f} | kube {f.kube_requests:5d} req"
-        f" {f.kube_bytes_out / 1e6:7.1f} MB down {f.kube_bytes_in / 1e6:5.2f} MB up | aws {f.aws_calls:5d}"
+        f" {f.kube_bytes_out / 1e6:8.3f} MB down {f.kube_bytes_in / 1e6:5.2f} MB up | aws {f.aws_calls:5d}"
         f" | rss {f.rss_mb:6.0f} MB{traced} | {f.summary} | kube: {f.kube_verbs} | moto top: {f.moto_top}",
         flush=True,
     )

@@ -93,6 +93,7 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
             resolver=getattr(to.cloud, "resolver", None),
             metrics=obs.PowertoolsMetrics(metrics),
             logger=logger,
+            cache=to.cache,
         ),
     )
     return Runtime(settings, to.kube, to.cloud, state, spans, run, config, source, to.cache)

@@ -10,14 +10,18 @@ import pytest
 
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
+from fleetwright.disruption.deletion import NODECLAIM_DELETED
 from fleetwright.disruption.described import DescribedInstances
 from fleetwright.disruption.types import DisruptionSettings
 from fleetwright.disruption.wiring import build_controller
 from fleetwright.kube.cache import ClusterCache
-from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
-from tests.disruption.conftest import Rig, RigFactory, nodepool
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.provisioning.registration import TERMINATION_FINALIZER
+from tests.disruption.conftest import RecordingWorkflows, Rig, RigFactory, nodepool
 from tests.disruption.test_controller import wait_for
+from tests.kube.test_cache import RecordingRequests, nodeclaim_object
 
 
 class CountingCloud:
@@ -172,3 +176,77 @@ def test_a_pass_on_an_unreachable_api_server_decides_nothing(
     finally:
         apiserver.faults.up()
     assert report.error and report.commands == [] and rig.workflows.started == {}
+
+
+class ListingWorkflows(RecordingWorkflows):
+    """A starter that also lists its running executions, so the pass runs the sweep and the retirer."""
+
+    def running(self) -> list[str]:
+        return list(self.started)
+
+
+def test_warm_passes_read_nodes_and_nodeclaims_from_the_cache(
+    make_rig: RigFactory, cache: ClusterCache, apiserver: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    rig = make_rig(nodepool(consolidate_after="1h"))
+    rig.workflows = ListingWorkflows()
+    a = rig.node("m5.large")
+    b = rig.node("m5.large")
+    rig.pod("web-a", a, cpu="1500m")
+    rig.pod("web-b", b, cpu="1500m")
+    # b was left cordoned by a workflow that ended long ago.
+    rig.world.kube.mark_disrupted(b, at=rig.world.wall() - 3600)
+    run = controller(rig, cache, gc=True)
+    first = run.run_once()
+    assert not first.error and first.swept.uncordoned == [b]
+
+    recorded = RecordingRequests(rig.world.client, monkeypatch)
+    second = run.run_once()
+    # The uncordon of the pass before is seen: b is not given back twice, and nothing is listed.
+    assert not second.error and second.swept.uncordoned == [] and second.candidates == 2
+    assert not rig.world.client.get(NODES, b)["spec"].get("unschedulable")
+    assert recorded.calls and recorded.lists(NODES) == 0 and recorded.lists(NODE_CLAIMS) == 0
+    assert not [c for c in recorded.calls if c[1].startswith(CUSTOM_RESOURCE_DEFINITIONS.path())]
+
+    # Between passes someone deletes a's NodeClaim object: the next pass retires a.
+    claim = next(r.id for r in rig.world.state.nodeclaims.list() if r.node_name == a)
+    body = nodeclaim_object(claim)
+    body["metadata"]["finalizers"] = [TERMINATION_FINALIZER]
+    rig.world.client.create(NODE_CLAIMS, body)
+    rig.world.client.delete(NODE_CLAIMS, claim)
+    third = run.run_once()
+    assert third.retired.deleted == {a: NODECLAIM_DELETED}
+    assert rig.workflows.nodes() == {a}
+    assert recorded.lists(NODES) == 0 and recorded.lists(NODE_CLAIMS) == 0
+
+
+def test_the_sweep_and_the_retirer_act_on_nothing_while_the_cache_cannot_be_confirmed(
+    make_rig: RigFactory, cache: ClusterCache, apiserver: ApiServer
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    rig = make_rig(nodepool(consolidate_after="1h"))
+    rig.workflows = ListingWorkflows()
+    a = rig.node("m5.large")
+    b = rig.node("m5.large")
+    rig.pod("web-a", a, cpu="1500m")
+    run = controller(rig, cache)
+    cache.sync()
+    rig.world.kube.mark_disrupted(b, at=rig.world.wall() - 3600)
+    claim = next(r.id for r in rig.world.state.nodeclaims.list() if r.node_name == a)
+    body = nodeclaim_object(claim)
+    body["metadata"]["finalizers"] = [TERMINATION_FINALIZER]
+    rig.world.client.create(NODE_CLAIMS, body)
+    rig.world.client.delete(NODE_CLAIMS, claim)
+    apiserver.faults.down()
+    try:
+        blind = run.run_once()
+    finally:
+        apiserver.faults.up()
+    # Nothing decided on the view from before the writes: no uncordon, no retirement, no workflow.
+    assert blind.swept is None and blind.retired is None and rig.workflows.started == {}
+    assert any(p.startswith("sweep failed") for p in blind.problems)
+    assert any(p.startswith("retiring deleted nodes failed") for p in blind.problems)
+    seeing = run.run_once()
+    assert seeing.retired.deleted == {a: NODECLAIM_DELETED} and seeing.swept.uncordoned == [b]
+    assert rig.workflows.nodes() == {a}

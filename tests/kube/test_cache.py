@@ -14,10 +14,18 @@ from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube import cache as cache_module
 from fleetwright.kube.cache import CacheStaleError, ClusterCache
 from fleetwright.kube.errors import KubeError
-from fleetwright.kube.resources import DAEMON_SETS, NODES, POD_DISRUPTION_BUDGETS, PODS
+from fleetwright.kube.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    DAEMON_SETS,
+    NODE_CLAIMS,
+    NODES,
+    POD_DISRUPTION_BUDGETS,
+    PODS,
+)
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver import resources as emu
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from tests.kube.objects import create_unschedulable_pod, node_object, pod_object
 from tests.kube.test_snapshot import daemonset
 
@@ -285,3 +293,149 @@ def test_pdbs_and_nodes_are_kept_compact(client: KubeClient, cache: ClusterCache
     assert "images" not in obj["status"] and obj["status"]["allocatable"]["cpu"] == "4"
     (pdb,) = cache.pdb_objects()
     assert pdb["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+
+
+def nodeclaim_object(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+        },
+    }
+
+
+class RecordingRequests:
+    """Every request a client makes, as (method, path, query)."""
+
+    def __init__(self, client: KubeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        real = client.request
+
+        def request(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+            self.calls.append((method, path, dict(kwargs.get("query") or {})))
+            return real(method, path, *args, **kwargs)
+
+        monkeypatch.setattr(client, "request", request)
+
+    def lists(self, resource: Any) -> int:
+        """Unfiltered LISTs of ``resource`` (the quorum read, ``limit=1``, is not one)."""
+        return sum(
+            1
+            for method, path, query in self.calls
+            if method == "GET" and path == resource.path() and query.get("limit") != 1
+        )
+
+
+def test_nodeclaims_are_followed_once_their_crd_is_installed(
+    apiserver: ApiServer, client: KubeClient, clock: WallClock, request: pytest.FixtureRequest
+) -> None:
+    cache = ClusterCache(client, watch_seconds=2, sync_timeout_seconds=5.0, clock=clock, crd_check_seconds=0)
+    request.addfinalizer(cache.stop)
+    seed(client)
+    cache.sync()  # no NodeClaim CRD: the cache works as without NodeClaims
+    assert cache.nodeclaims_installed is False and cache.nodeclaim_objects() is None
+    assert "nodeclaims" not in cache.stats()["lists"]
+
+    install_karpenter_crds(apiserver.store)
+    claim = nodeclaim_object("default-a")
+    claim["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update"}]
+    client.create(NODE_CLAIMS, claim)
+    report = cache.sync()
+    assert report.listed == ("nodeclaims",) and cache.nodeclaims_installed is True
+    (obj,) = cache.nodeclaim_objects() or []
+    assert obj["metadata"]["name"] == "default-a" and "managedFields" not in obj["metadata"]
+    assert obj["spec"]["nodeClassRef"]["name"] == "default"
+
+
+def test_a_nodeclaim_created_or_deleted_between_syncs_is_seen_without_a_list(
+    apiserver: ApiServer, client: KubeClient, cache: ClusterCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    seed(client)
+    client.create(NODE_CLAIMS, nodeclaim_object("default-a"))
+    cache.sync()
+    recorded = RecordingRequests(client, monkeypatch)
+    # No wait between the writes and the read: the sync catches up with the watch itself.
+    client.create(NODE_CLAIMS, nodeclaim_object("default-b"))
+    client.delete(NODE_CLAIMS, "default-a")
+    client.patch(NODE_CLAIMS, "default-b", {"metadata": {"labels": {"seen": "yes"}}})
+    client.patch(NODES, "n1", {"spec": {"unschedulable": True}})
+    cache.sync()
+    objects = cache.nodeclaim_objects() or []
+    assert [(o["metadata"]["name"], o["metadata"]["labels"]) for o in objects] == [
+        ("default-b", {"seen": "yes"})
+    ]
+    assert next(n for n in cache.node_objects() if n["metadata"]["name"] == "n1")["spec"]["unschedulable"]
+    assert recorded.lists(NODE_CLAIMS) == 0 and recorded.lists(NODES) == 0
+    assert cache.stats()["lists"]["nodeclaims"] == 1
+
+
+def nodeclaims_type(apiserver: ApiServer) -> Any:
+    found = apiserver.store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
+    assert found is not None
+    return found
+
+
+def test_nodeclaims_are_listed_again_after_410_gone(
+    apiserver: ApiServer, client: KubeClient, cache: ClusterCache
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    client.create(NODE_CLAIMS, nodeclaim_object("default-a"))
+    client.create(NODE_CLAIMS, nodeclaim_object("default-b"))
+    cache.sync()
+    lists = cache.stats()["lists"]["nodeclaims"]
+    apiserver.faults.down()
+    try:
+        time.sleep(1.0)  # every watch connection is reset and keeps failing
+        apiserver.store.delete(nodeclaims_type(apiserver), None, "default-a")
+        apiserver.store.create(nodeclaims_type(apiserver), nodeclaim_object("default-c"))
+        apiserver.store.compact()  # resuming gets 410 Gone
+    finally:
+        apiserver.faults.up()
+    cache.sync()
+    assert [o["metadata"]["name"] for o in cache.nodeclaim_objects() or []] == ["default-b", "default-c"]
+    assert cache.stats()["lists"]["nodeclaims"] > lists
+
+
+def test_a_removed_nodeclaim_crd_stops_the_watch_without_failing_syncs(
+    apiserver: ApiServer, client: KubeClient, cache: ClusterCache
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    seed(client)
+    client.create(NODE_CLAIMS, nodeclaim_object("default-a"))
+    cache.sync()
+    assert cache.nodeclaim_objects()
+    client.delete(CUSTOM_RESOURCE_DEFINITIONS, "nodeclaims.karpenter.sh")
+    deadline = time.monotonic() + 10
+    while not cache.nodeclaim_informer.gone and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cache.sync()
+    assert cache.nodeclaims_installed is False and cache.nodeclaim_objects() is None
+    client.create(PODS, pod_object("later", node="n2"))
+    assert "later" in [p.name for n in cache.snapshot().nodes for p in n.pods]
+
+
+def test_a_sync_is_reused_only_within_a_pass_and_while_this_process_has_written_nothing(
+    client: KubeClient, cache: ClusterCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(client)
+    cache.sync()
+    recorded = RecordingRequests(client, monkeypatch)
+    before = cache.last_sync
+    assert cache.sync(reuse=True) is not before and recorded.calls  # no pass begun: a full sync
+    recorded.calls.clear()
+    cache.begin_pass()
+    assert recorded.calls == []
+    first = cache.sync(reuse=True)  # the pass's first sync (the one before began before the pass)
+    assert [c[2].get("limit") for c in recorded.calls] == [1]
+    assert cache.sync(reuse=True) is first  # the next step of the pass: no quorum read
+    assert len(recorded.calls) == 1
+    client.patch(NODES, "n2", {"spec": {"unschedulable": True}})  # this process writes
+    assert cache.sync(reuse=True) is not first
+    assert next(n for n in cache.node_objects() if n["metadata"]["name"] == "n2")["spec"]["unschedulable"]
+    second = cache.last_sync
+    cache.begin_pass()  # the next pass (or a re-validation) reads again
+    assert cache.sync(reuse=True) is not second

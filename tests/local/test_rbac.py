@@ -22,6 +22,7 @@ from fleetwright.disruption.types import DisruptionSettings
 from fleetwright.disruption.wiring import run_disruption
 from fleetwright.interruption.inprocess import run_interruption
 from fleetwright.kube import KubeClient, KubeCluster
+from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.events import EventCorrelator, EventRecorder
 from fleetwright.kube.resources import (
     EC2_NODE_CLASSES,
@@ -190,6 +191,17 @@ def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
     assert provisioner.run_once().launched == []
     # An invocation as the schedule runs it: the pending pods watched until its deadline.
     assert provisioner.run_until(time.monotonic() + 2.0).error == ""
+
+    # A warm invocation reading the cluster from the watch-fed cache (as the deployed functions do).
+    cache = ClusterCache(world.kube.client, watch_seconds=2)
+    try:
+        assert world.provisioner(config, metrics=metrics, cache=cache).run_once().launched == []
+        assert cache.nodeclaims_installed is True
+        deadline = time.monotonic() + 10
+        while not all(i.connected for i in cache.informers.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the watches open in their threads
+    finally:
+        cache.stop()
 
     # Registration: the kubelets create their Nodes; Fleetwright labels them and adds its finalizer.
     for i, claim in enumerate(claims):

@@ -10,8 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from fleetwright.kube.cache import ClusterCache
+from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.provisioning.nodeclaim_objects import FINALIZER, MANAGED_BY, MANAGER
 from fleetwright.provisioning.observability import BATCH_SIZE, RecordingMetrics
+from tests.kube.test_cache import RecordingRequests, nodeclaim_object
 from tests.provisioning.conftest import World, make_config, nodepool
 
 
@@ -87,3 +91,30 @@ def test_no_launch_while_the_api_server_cannot_confirm_the_cache(
     after = world.provisioner(config, cache=cache).run_once()
     assert [c.pod_count for c in after.launched] == [3]
     assert world.create_fleet_calls() == 1
+
+
+def test_a_warm_pass_reconciles_nodeclaim_objects_from_the_cache(
+    world: World, cache: ClusterCache, apiserver: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    config = make_config()
+    world.pending(2)
+    [claim] = world.provisioner(config, cache=cache).run_once().launched
+    assert world.client.get(NODE_CLAIMS, claim.id)["status"]["providerID"] == claim.provider_id
+
+    recorded = RecordingRequests(world.client, monkeypatch)
+    # Between invocations: a stray object of ours appears, and the claim's object is removed by force.
+    world.client.create(NODE_CLAIMS, nodeclaim_object("default-stray", **{MANAGED_BY: MANAGER}))
+    world.client.patch(NODE_CLAIMS, claim.id, {"metadata": {"finalizers": None}})
+    world.client.delete(NODE_CLAIMS, claim.id)
+
+    warm = world.provisioner(config, cache=cache).run_once()
+    assert warm.launched == [] and world.create_fleet_calls() == 1
+    # The warm pass read NodeClaims and Nodes from the cache and did not ask for the CRD.
+    assert recorded.calls and recorded.lists(NODES) == 0 and recorded.lists(NODE_CLAIMS) == 0
+    assert not [c for c in recorded.calls if c[1].startswith(CUSTOM_RESOURCE_DEFINITIONS.path())]
+    names = [o["metadata"]["name"] for o in world.client.list(NODE_CLAIMS).items]
+    assert names == [claim.id]  # the stray one deleted, the claim's written again
+    rewritten = world.client.get(NODE_CLAIMS, claim.id)
+    assert rewritten["metadata"]["finalizers"] == [FINALIZER]
+    assert rewritten["status"]["providerID"] == claim.provider_id

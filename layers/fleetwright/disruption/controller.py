@@ -189,7 +189,13 @@ class DisruptionController:
         self.events = events
         # Drifted / Consolidatable on the NodeClaim objects (when the CRD is installed).
         self.nodeclaim_objects = (
-            NodeClaimObjects(kube.client, clock=monotonic, metrics=self.metrics, logger=self.log)
+            NodeClaimObjects(
+                kube.client,
+                clock=monotonic,
+                metrics=self.metrics,
+                logger=self.log,
+                cache=getattr(reader, "cache", None),
+            )
             if kube is not None
             else None
         )
@@ -217,6 +223,7 @@ class DisruptionController:
     def run_once(self) -> DisruptionReport:
         """Read, plan, re-validate, act, collect garbage. Errors are reported, not raised."""
         report = DisruptionReport(dry_run=self.dry_run)
+        self._begin_pass()
         if self.retirer is not None and not self.dry_run:
             try:
                 report.retired = self.retirer.retire()
@@ -286,10 +293,17 @@ class DisruptionController:
         for command in commands:
             report.commands.append(self.executor.execute(command, pools))
 
+    def _begin_pass(self) -> None:
+        """Steps from now on may reuse a sync made from now on (``ClusterCache.sync(reuse=True)``)."""
+        cache = getattr(self.reader, "cache", None)
+        if cache is not None:
+            cache.begin_pass()
+
     def _revalidate(self, commands: list[Command], report: DisruptionReport) -> list[Command]:
         """Read the cluster again and keep the commands the planner still accepts."""
         _, validate = self._functions()
         report.revalidated = True
+        self._begin_pass()  # a re-read: nothing synced before it is reused
         fresh = self.reader.read(track_emptiness=False)
         kept = []
         for command in commands:

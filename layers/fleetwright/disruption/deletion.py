@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.interruption.workflow import RUNNING, StartResult, execution_name, instance_prefix
@@ -51,6 +51,9 @@ from fleetwright.termination.request import (
     DELETE_AT_DEADLINE,
     TerminationRequest,
 )
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +137,8 @@ class DeletionRetirer:
     ``nodepools`` gives the configured NodePools (read at each pass); a node's NodePool is gone when it
     is neither among them nor among the cluster's NodePool objects. With none at all, or when the
     cluster's NodePools cannot be listed, nothing is retired for a missing NodePool: a configuration that
-    could not be read must not drain the fleet. ``clock`` gives epoch seconds.
+    could not be read must not drain the fleet. ``clock`` gives epoch seconds. With ``cache`` (synced
+    when a pass starts) the Nodes and NodeClaim objects are read from it instead of listed.
     """
 
     def __init__(
@@ -150,8 +154,10 @@ class DeletionRetirer:
         clock: Callable[[], float] = time.time,
         drain_interval_seconds: int = DEFAULT_DRAIN_INTERVAL_SECONDS,
         poll_seconds: int = DEFAULT_POLL_SECONDS,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache
         self.cloud = cloud
         self.workflows = workflows
         self.claims = claims
@@ -165,13 +171,15 @@ class DeletionRetirer:
     def retire(self) -> RetireReport:
         """One pass over the cluster's nodes (and NodeClaim objects)."""
         report = RetireReport()
+        if self.cache is not None:
+            self.cache.sync()
         records = {r.instance_id: r for r in self.claims.list() if r.instance_id}
         pools = {np.name: np for np in self.nodepools()}
         existing = self._existing_pools(pools)
         claims_deleting = self._claims_being_deleted()
         retiring: list[tuple[JsonObject, str]] = []
         with_node: set[str] = set()  # claims whose Node exists
-        for node in self.kube.list_nodes():
+        for node in self.kube.list_nodes() if self.cache is None else self.cache.node_objects():
             name = str((node.get("metadata") or {}).get("name") or "")
             instance_id = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
             record = records.get(instance_id) if instance_id else None
@@ -244,15 +252,18 @@ class DeletionRetirer:
     def _claims_being_deleted(self) -> dict[str, float]:
         """The NodeClaim objects being deleted, by name, with their deletion time (none when the NodeClaim
         CRD is not installed)."""
-        try:
-            listing = self.kube.client.list(NODE_CLAIMS)
-        except KubeApiError as error:
-            if error.not_found:
-                return {}
-            raise
+        if self.cache is not None:
+            items = self.cache.nodeclaim_objects() or []  # None: the CRD is not installed
+        else:
+            try:
+                items = self.kube.client.list(NODE_CLAIMS).items
+            except KubeApiError as error:
+                if error.not_found:
+                    return {}
+                raise
         return {
             str(o["metadata"]["name"]): parse_timestamp(o["metadata"]["deletionTimestamp"]) or self.clock()
-            for o in listing.items
+            for o in items
             if deleting(o)
         }
 

@@ -283,8 +283,9 @@ class InputReader:
         now = self.clock()
         pdb_objects: list[Any] | None = None
         if self.cache is not None:
-            # One sync: nodes, pods and PDBs as of this read or later, all from the same cache state.
-            self.cache.sync()
+            # One sync: nodes, pods and PDBs as of this pass or later, all from the same cache state (the
+            # sync of the step before in this pass when nothing has been written since).
+            self.cache.sync(reuse=True)
             snapshot = self.cache.snapshot(sync=False)
             node_objects = self.cache.node_objects()
             pdb_objects = self.cache.pdb_objects()

@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import parse_timestamp
@@ -39,6 +39,9 @@ from fleetwright.provisioning.registration import instance_id_of
 from fleetwright.state.interruptions import GAVE_UP, STARTED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
 from fleetwright.termination.request import TerminationRequest
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +135,8 @@ class DisruptionSweep:
     """Gives back (or re-drives) marked nodes nobody is working on; see the module docstring.
 
     ``max_attempts`` bounds the attempts of one interruption (as the interruption handler does).
-    ``clock`` gives epoch seconds.
+    ``clock`` gives epoch seconds. With ``cache`` the nodes are read from it, synced first (so a node the
+    deletion retirer just deleted or patched is seen as it is now).
     """
 
     def __init__(
@@ -148,8 +152,10 @@ class DisruptionSweep:
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache
         self.cloud = cloud
         self.workflows = workflows
         self.records = records
@@ -164,7 +170,12 @@ class DisruptionSweep:
         """One sweep over the cluster's nodes."""
         report = SweepReport()
         now = self.clock()
-        marked = [n for n in self.kube.list_nodes() if disrupted(n)]
+        if self.cache is not None:
+            self.cache.sync(reuse=True)
+            nodes = self.cache.node_objects()
+        else:
+            nodes = self.kube.list_nodes()
+        marked = [n for n in nodes if disrupted(n)]
         seen = self.sightings.all()
         names = {str((n.get("metadata") or {}).get("name") or "") for n in marked}
         for gone in set(seen) - names:

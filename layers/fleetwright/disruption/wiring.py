@@ -55,7 +55,7 @@ def garbage_collector(
 
     def cached_nodes() -> list[Any]:
         assert cache is not None
-        cache.sync()
+        cache.sync(reuse=True)  # the pass's sync when nothing was written since
         return cache.node_objects()
 
     return GarbageCollector(
@@ -79,9 +79,11 @@ def sweep(
     metrics: MetricsSink | None = None,
     logger: logging.Logger | Any = None,
     clock: Callable[[], float] = time.time,
+    cache: ClusterCache | None = None,
 ) -> Any:
     """The :class:`~fleetwright.disruption.sweep.DisruptionSweep` for the cluster (nodes left marked by a
-    workflow that failed or never started); ``workflow`` must list its running executions."""
+    workflow that failed or never started); ``workflow`` must list its running executions; with
+    ``cache`` it reads the Nodes from it."""
     from fleetwright.disruption.sweep import DisruptionSweep, Sightings
     from fleetwright.state.interruptions import InterruptionRecords
 
@@ -94,6 +96,7 @@ def sweep(
         metrics=metrics,
         logger=logger,
         clock=clock,
+        cache=cache,
     )
 
 
@@ -109,10 +112,11 @@ def retirer(
     clock: Callable[[], float] = time.time,
     drain_interval_seconds: int = 5,
     poll_seconds: int = 5,
+    cache: ClusterCache | None = None,
 ) -> Any:
     """The :class:`~fleetwright.disruption.deletion.DeletionRetirer` for the cluster (deleted nodes, and
     nodes of a deleted NodeClaim or NodePool); the NodePools are ``config.nodepools`` as they are at each
-    pass."""
+    pass; with ``cache`` it reads Nodes and NodeClaims from it."""
     from fleetwright.disruption.deletion import DeletionRetirer
 
     return DeletionRetirer(
@@ -126,6 +130,7 @@ def retirer(
         clock=clock,
         drain_interval_seconds=drain_interval_seconds,
         poll_seconds=poll_seconds,
+        cache=cache,
     )
 
 
@@ -197,7 +202,9 @@ def build_controller(
     # The sweep needs to list running executions; a starter that cannot (a test double) goes without.
     lists = callable(getattr(workflow, "running", None))
     sweeper = (
-        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock) if lists else None
+        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock, cache=cache)
+        if lists
+        else None
     )
     retire = (
         retirer(
@@ -211,6 +218,7 @@ def build_controller(
             clock=clock,
             drain_interval_seconds=drain_interval_seconds,
             poll_seconds=poll_seconds,
+            cache=cache,
         )
         if lists and not options.dry_run
         else None

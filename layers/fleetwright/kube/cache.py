@@ -1,5 +1,10 @@
-"""``ClusterCache``: nodes, pods, DaemonSets and PodDisruptionBudgets listed once and kept current by
-watches, for the life of the process (a Lambda execution environment keeps it across warm invocations).
+"""``ClusterCache``: nodes, pods, DaemonSets, PodDisruptionBudgets and NodeClaims listed once and kept
+current by watches, for the life of the process (a Lambda execution environment keeps it across warm
+invocations).
+
+NodeClaims (``karpenter.sh/v1``) are followed only while their CRD is installed: a LIST answered 404
+means "not installed", asked again at most once per ``crd_check_seconds``; a watch answered 404 (the CRD
+was removed) stops following them and empties what the cache held.
 
 Each object is converted into the scheduler's model once, when it changes; raw pod objects are not kept.
 :meth:`ClusterCache.snapshot` gives the same :class:`~fleetwright.kube.snapshot.ClusterSnapshot` that
@@ -28,9 +33,9 @@ from typing import Any
 
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.cluster import is_unschedulable
-from fleetwright.kube.errors import KubeError
+from fleetwright.kube.errors import KubeApiError, KubeError
 from fleetwright.kube.informer import WATCH_SECONDS, Informer, resource_version_number
-from fleetwright.kube.resources import DAEMON_SETS, NODES, POD_DISRUPTION_BUDGETS, PODS
+from fleetwright.kube.resources import DAEMON_SETS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.kube.snapshot import TERMINAL_PHASES, ClusterSnapshot
 from fleetwright.model.errors import DocumentError
 from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
@@ -38,6 +43,9 @@ from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 
 PendingListener = Callable[[int], None]
+
+NODECLAIMS = "nodeclaims"
+CRD_CHECK_SECONDS = 60.0
 
 # Fields of a Node object nobody here reads and that make it large (image lists, field ownership).
 _NODE_STATUS_DROPPED = ("images", "volumesInUse", "volumesAttached")
@@ -55,6 +63,14 @@ def _key(obj: JsonObject) -> str:
 
 def _rv(obj: JsonObject) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def compact_object(obj: JsonObject) -> JsonObject:
+    """The object without ``metadata.managedFields`` (field ownership nobody here reads)."""
+    meta = obj.get("metadata") or {}
+    if "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def compact_node(obj: JsonObject) -> JsonObject:
@@ -215,7 +231,8 @@ class SyncReport:
 
 
 class ClusterCache:
-    """The cluster's nodes, pods, DaemonSets and PDBs, kept current by watches (see the module doc).
+    """The cluster's nodes, pods, DaemonSets, PDBs and NodeClaims, kept current by watches (see the
+    module doc).
 
     Thread-safe: watch threads apply events under one lock, and readers (the provisioning loop, the
     disruption pass) copy what they need under the same lock. Nothing is listed until the first
@@ -232,6 +249,7 @@ class ClusterCache:
         resume_after_seconds: float = 30.0,
         idle_restart_seconds: float = 5.0,
         relist_after_seconds: float = 300.0,
+        crd_check_seconds: float = CRD_CHECK_SECONDS,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -241,6 +259,7 @@ class ClusterCache:
         self.resume_after_seconds = resume_after_seconds
         self.idle_restart_seconds = idle_restart_seconds
         self.relist_after_seconds = relist_after_seconds
+        self.crd_check_seconds = crd_check_seconds
         self.clock = clock
         self.monotonic = monotonic
         self.changed = threading.Condition(threading.RLock())
@@ -248,6 +267,7 @@ class ClusterCache:
         self.nodes = ObjectIndex(convert=node_from_object, keep=compact_node)
         self.daemonsets = ObjectIndex(convert=daemonset_pod)
         self.pdbs = ObjectIndex(keep=_pdb_fields)
+        self.nodeclaims = ObjectIndex(keep=compact_object)
         self.informers = {
             name: Informer(
                 client,
@@ -265,22 +285,54 @@ class ClusterCache:
                 ("pdbs", POD_DISRUPTION_BUDGETS, self.pdbs),
             )
         }
+        # Joins ``informers`` while the NodeClaim CRD is installed (``nodeclaims_installed``).
+        self.nodeclaim_informer = Informer(
+            client,
+            NODE_CLAIMS,
+            self.nodeclaims,
+            self.changed,
+            watch_seconds=watch_seconds,
+            clock=clock,
+            monotonic=monotonic,
+        )
+        self.nodeclaim_informer.optional = True
+        self.nodeclaims_installed: bool | None = None  # None: not asked yet
+        self._nodeclaims_checked_at: float | None = None
         self._sync_lock = threading.Lock()
         self._last_sync: float | None = None
+        self._writes_at_sync: int | None = None
+        self._sync_started: float | None = None  # monotonic start of the last completed sync
+        self._pass_started: float | None = None  # set by begin_pass()
         self.last_sync: SyncReport | None = None
 
     # -- freshness -------------------------------------------------------------------------------------
 
-    def sync(self) -> SyncReport:
-        """Bring the cache up to the cluster's state as of now (steps 1–4 of the module doc); raises
-        :class:`CacheStaleError` or the API error that prevented it."""
+    def begin_pass(self) -> None:
+        """A pass starts: ``sync(reuse=True)`` may reuse only syncs begun from now on."""
         with self._sync_lock:
+            self._pass_started = self.monotonic()
+
+    def sync(self, *, reuse: bool = False) -> SyncReport:
+        """Bring the cache up to the cluster's state as of now (steps 1–4 of the module doc); raises
+        :class:`CacheStaleError` or the API error that prevented it.
+
+        With ``reuse``, the last sync is reused when it began after :meth:`begin_pass` and the client has
+        sent no write since it began (the next step of one pass: the view is as new as the pass's start,
+        and nothing this process wrote is missing from it)."""
+        with self._sync_lock:
+            writes = getattr(self.client, "writes", None)
+            if reuse and self._reusable(writes):
+                assert self.last_sync is not None
+                return self.last_sync
             started = self.monotonic()
             idle = self._last_sync is not None and started - self._last_sync > self.idle_restart_seconds
             resumed: list[str] = []
             listed: list[str] = []
             now = self.clock()
+            self._follow_nodeclaims(started, listed)
             for name, informer in self.informers.items():
+                if name == NODECLAIMS and name in listed:
+                    continue
                 if not informer.started:
                     informer.start()
                     listed.append(name)
@@ -293,15 +345,72 @@ class ClusterCache:
             target = self._quorum_resource_version()
             read_at = self.monotonic()
             self._wait_for(target, read_at)
+            if self.nodeclaim_informer.gone:
+                self._forget_nodeclaims(self.monotonic())
             self._last_sync = self.monotonic()
+            self._writes_at_sync = writes
+            self._sync_started = started
             self.last_sync = SyncReport(target, self._last_sync - started, tuple(resumed), tuple(listed))
             return self.last_sync
+
+    def _reusable(self, writes: int | None) -> bool:
+        return (
+            self.last_sync is not None
+            and self._pass_started is not None
+            and self._sync_started is not None
+            and self._sync_started >= self._pass_started
+            and writes is not None
+            and writes == self._writes_at_sync
+        )
+
+    def _follow_nodeclaims(self, now: float, listed: list[str]) -> None:
+        """List and watch NodeClaims when their CRD is installed (asked at most once per
+        ``crd_check_seconds`` while it is not); stop when the watch found it removed."""
+        informer = self.nodeclaim_informer
+        if NODECLAIMS in self.informers:
+            if not informer.gone:
+                return
+            self._forget_nodeclaims(now)
+        checked = self._nodeclaims_checked_at
+        if checked is not None and now - checked < self.crd_check_seconds:
+            return
+        self._nodeclaims_checked_at = now
+        try:
+            informer.restart(relist=True)
+        except KubeApiError as error:
+            if not error.not_found:
+                raise
+            self.nodeclaims_installed = False
+            return
+        with self.changed:
+            self.informers[NODECLAIMS] = informer
+            self.nodeclaims_installed = True
+        listed.append(NODECLAIMS)
+
+    def _forget_nodeclaims(self, now: float) -> None:
+        with self.changed:
+            self.informers.pop(NODECLAIMS, None)
+            self.nodeclaims.replace(())
+            self.nodeclaims_installed = False
+        self._nodeclaims_checked_at = now
+
+    def forget_nodeclaims(self) -> None:
+        """A NodeClaim request was answered 404 for the resource itself: ask again at the next sync."""
+        with self._sync_lock:
+            self.nodeclaim_informer.stop()
+            with self.changed:
+                self.informers.pop(NODECLAIMS, None)
+                self.nodeclaims.replace(())
+                self.nodeclaims_installed = None
+            self._nodeclaims_checked_at = None
 
     def _quorum_resource_version(self) -> str:
         page = self.client.request("GET", PODS.path(), query={"limit": 1})
         return str(((page or {}).get("metadata") or {}).get("resourceVersion") or "")
 
     def _caught_up(self, informer: Informer, target: int | None, read_at: float) -> bool:
+        if informer.gone:
+            return True  # the resource is no longer served (sync then stops following it)
         have = resource_version_number(informer.resource_version)
         if target is not None and have is not None and have >= target:
             return True
@@ -369,6 +478,14 @@ class ClusterCache:
         with self.changed:
             return [e.obj for e in self.pdbs.sorted_entries() if e.obj is not None]
 
+    def nodeclaim_objects(self) -> list[JsonObject] | None:
+        """Every NodeClaim object (without managedFields) as of the last sync; None when they are not
+        followed (the CRD is not installed, or the cache was never synced). Shared: do not modify."""
+        with self.changed:
+            if NODECLAIMS not in self.informers:
+                return None
+            return [e.obj for e in self.nodeclaims.sorted_entries() if e.obj is not None]
+
     def pending_keys(self) -> set[str]:
         """``namespace/name`` of the unschedulable pods the cache holds now."""
         with self.changed:
@@ -397,8 +514,9 @@ class ClusterCache:
 
     def stop(self) -> None:
         """Stop every watch."""
-        for informer in self.informers.values():
+        for informer in list(self.informers.values()):
             informer.stop()
+        self.nodeclaim_informer.stop()
 
     def stats(self) -> dict[str, Any]:
         """Counts for logs and the bench: objects held, LISTs and watch events per resource."""
@@ -409,6 +527,7 @@ class ClusterCache:
                 "nodes": len(self.nodes.entries),
                 "daemonSets": len(self.daemonsets.entries),
                 "pdbs": len(self.pdbs.entries),
+                "nodeClaims": len(self.nodeclaims.entries),
                 "lists": {n: i.relists for n, i in self.informers.items()},
                 "events": {n: i.events for n, i in self.informers.items()},
             }

@@ -105,6 +105,7 @@ class KubeClient:
         self._api.user_agent = user_agent
         # Bytes of non-streamed response bodies read so far (what LISTs cost; watch streams not counted).
         self.bytes_received = 0
+        self.writes = 0  # requests other than GET sent (the cluster cache reuses a sync none followed)
 
     @classmethod
     def from_kubeconfig(
@@ -234,6 +235,8 @@ class KubeClient:
         retry_statuses: Collection[int] = RETRY_STATUSES,
     ) -> Any:
         """Send one request (with retries) and return the decoded JSON response (None when empty)."""
+        if method != "GET":
+            self.writes += 1
         data = self._perform(method, path, query, body, content_type, retry_statuses)
         self.bytes_received += len(data or b"")
         if not data:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from fleetwright.kube.client import JsonObject, KubeClient
-from fleetwright.kube.errors import WatchExpiredError
+from fleetwright.kube.errors import KubeApiError, WatchExpiredError
 from fleetwright.kube.resources import Resource
 from fleetwright.kube.watch import BOOKMARK, DELETED
 
@@ -88,6 +88,10 @@ class Informer:
         self.relists = 0
         self.events = 0
         self.error = ""
+        # The API server answered 404 for the resource (a custom resource whose CRD was removed): the
+        # watch has stopped; only an informer made ``optional`` stops on a 404, others retry.
+        self.optional = False
+        self.gone = False
         self._generation = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -141,6 +145,7 @@ class Informer:
             self.event_at = self.monotonic()
             self.relists += 1
             self.error = ""
+            self.gone = False
             self.changed.notify_all()
 
     def _spawn(self) -> None:
@@ -173,11 +178,28 @@ class Informer:
                     if self._current(generation):
                         self.relist(generation)
                 except Exception as error:  # next round tries again
+                    if self._not_served(error):
+                        self._gone(generation)
+                        return
                     failures += 1
                     self._failed(generation, error, failures)
             except Exception as error:  # the thread must outlive any failure: it reopens the watch
+                if self._not_served(error):
+                    self._gone(generation)
+                    return
                 failures += 1
                 self._failed(generation, error, failures)
+
+    def _not_served(self, error: Exception) -> bool:
+        return self.optional and isinstance(error, KubeApiError) and error.not_found
+
+    def _gone(self, generation: int) -> None:
+        log.info("resource no longer served; watch stopped", extra={"resource": self.resource.plural})
+        with self.lock:
+            if generation == self._generation:
+                self.opened_at = None
+                self.gone = True
+                self.changed.notify_all()
 
     def _failed(self, generation: int, error: Exception, failures: int) -> None:
         message = f"{type(error).__name__}: {error}"

@@ -8,6 +8,9 @@ written after the table and reconciled on every pass: created when missing, its 
 when the NodeClaim CRD is not installed (checked once a minute). Every failure is logged and counted
 (``NodeClaimSyncErrors``), never raised: the table is right whatever the mirror says.
 
+With a :class:`~fleetwright.kube.cache.ClusterCache` the objects are read from it (the caller syncs it
+first) and so is whether the CRD is installed; without one each reconciliation LISTs them.
+
 Objects carry the ``karpenter.sh/termination`` finalizer, so ``kubectl delete nodeclaim`` leaves the
 object Terminating until its claim has ended; the mirror lifts it when it deletes the object.
 """
@@ -18,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
@@ -27,6 +30,9 @@ from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS,
 from fleetwright.model import labels as wk
 from fleetwright.model.quantity import format_resource
 from fleetwright.state.nodeclaims import ACTIVE, ClaimStatus, NodeClaimRecord
+
+if TYPE_CHECKING:
+    from fleetwright.kube.cache import ClusterCache
 
 API_VERSION: Final = "karpenter.sh/v1"
 CRD_NAME: Final = "nodeclaims.karpenter.sh"
@@ -209,8 +215,10 @@ class NodeClaimObjects:
         metrics: Metrics | None = None,
         logger: logging.Logger | Any = None,
         check_seconds: float = CHECK_SECONDS,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.client = client
+        self.cache = cache
         self.clock = clock
         self.metrics = metrics
         self.log = logger or log
@@ -223,7 +231,10 @@ class NodeClaimObjects:
     # -- reads -----------------------------------------------------------------------------------------
 
     def installed(self) -> bool:
-        """Whether the NodeClaim CRD is installed (checked at most once per ``check_seconds``)."""
+        """Whether the NodeClaim CRD is installed (as the cache last found it; without a cache, or before
+        its first sync, checked at most once per ``check_seconds``)."""
+        if self.cache is not None and self.cache.nodeclaims_installed is not None:
+            return self.cache.nodeclaims_installed
         now = self.clock()
         if self._installed is None or now - self._checked_at >= self.check_seconds:
             self._checked_at = now
@@ -274,7 +285,7 @@ class NodeClaimObjects:
         try:
             if not self.installed():
                 return
-            listed = {str(o["metadata"]["name"]): o for o in self.client.list(NODE_CLAIMS).items}
+            listed = self._listed()
         except Exception as error:
             self._failed("List", "", error)
             return
@@ -311,6 +322,12 @@ class NodeClaimObjects:
             self._failed("Delete", claim_id, error)
 
     # -- helpers ---------------------------------------------------------------------------------------
+
+    def _listed(self) -> dict[str, JsonObject]:
+        """Every NodeClaim object by name: from the cache when it follows them, else one LIST."""
+        cached = self.cache.nodeclaim_objects() if self.cache is not None else None
+        items = cached if cached is not None else self.client.list(NODE_CLAIMS).items
+        return {str(o["metadata"]["name"]): o for o in items}
 
     def _get(self, name: str) -> JsonObject | None:
         try:
@@ -357,6 +374,10 @@ class NodeClaimObjects:
         try:
             created = self.client.create(NODE_CLAIMS, body)
         except KubeApiError as error:
+            if error.not_found:  # the resource is not served (CRD removed): ask again next time
+                self._installed = None
+                if self.cache is not None:
+                    self.cache.forget_nodeclaims()
             if not error.conflict:  # 409: it exists already (another writer); update it instead
                 raise
             existing = self._get(record.id)
@@ -402,7 +423,7 @@ class NodeClaimObjects:
         try:
             if not wanted or not self.installed():
                 return
-            listed = {str(o["metadata"]["name"]): o for o in self.client.list(NODE_CLAIMS).items}
+            listed = self._listed()
         except Exception as error:
             self._failed("List", "", error)
             return

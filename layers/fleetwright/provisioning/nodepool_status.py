@@ -28,6 +28,7 @@ from fleetwright.provisioning.observability import MetricsSink, NullMetrics
 
 if TYPE_CHECKING:
     from fleetwright.aws.nodeclass import NodeClassResolver
+    from fleetwright.kube.cache import ClusterCache
 
 # Metric: a status that could not be written (dimension Kind).
 STATUS_WRITE_ERRORS: Final = "StatusWriteErrors"
@@ -129,7 +130,8 @@ class NodePoolStatus:
 
     ``resolver`` (the AWS provider's ``NodeClassResolver``) resolves EC2NodeClass terms; without one
     (tests, a cloud without AWS) the EC2NodeClass status holds validation and readiness only. ``clock``
-    gives epoch seconds.
+    gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
+    that publishes synced it) once it has been synced, instead of listed.
     """
 
     def __init__(
@@ -140,8 +142,10 @@ class NodePoolStatus:
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
+        cache: ClusterCache | None = None,
     ) -> None:
         self.kube = kube
+        self.cache = cache
         self.resolver = resolver
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
@@ -152,7 +156,7 @@ class NodePoolStatus:
         if read.source != SOURCE_CLUSTER:
             return 0
         try:
-            nodes = self.kube.list_nodes(label_selector=wk.NODEPOOL)
+            nodes = self._nodes()
         except Exception as error:
             self._failed("NodePool", "*", error)
             return 0
@@ -171,6 +175,16 @@ class NodePoolStatus:
                 NODE_POOLS, obj, self._nodepool_status(obj, read, class_ready, resources, now)
             )
         return written
+
+    def _nodes(self) -> list[JsonObject]:
+        """The Nodes of any NodePool (label ``karpenter.sh/nodepool``)."""
+        if self.cache is None or self.cache.last_sync is None:
+            return self.kube.list_nodes(label_selector=wk.NODEPOOL)
+        return [
+            n
+            for n in self.cache.node_objects()
+            if wk.NODEPOOL in ((n.get("metadata") or {}).get("labels") or {})
+        ]
 
     def _nodepool_status(
         self,

@@ -141,7 +141,7 @@ class Provisioner:
         self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
         # NodeClaim objects mirroring the claim records (when the CRD is installed).
         self.nodeclaim_objects = NodeClaimObjects(
-            kube.client, clock=self.clock, metrics=self.metrics, logger=self.log
+            kube.client, clock=self.clock, metrics=self.metrics, logger=self.log, cache=cache
         )
         self.lease = state.lease(self.holder, seconds=config.lease_seconds)
         # NodePools from the cluster, re-read (and their status written) at the start of each pass.
@@ -992,6 +992,7 @@ class Provisioner:
     def _sync_nodeclaim_objects(self) -> None:
         """Bring the NodeClaim objects in line with the records (after the table, which stays right)."""
         try:
+            self._ensure_synced()
             if self.nodeclaim_objects.installed():
                 self.nodeclaim_objects.sync(self.state.nodeclaims.list())
         except Exception as error:  # the mirror never fails a reconciliation

@@ -129,7 +129,7 @@ def keep_replicas(provisioner: Provisioner, run: RunReport) -> None:
 
 def _keep_replicas(provisioner: Provisioner, pools: Sequence[NodePool], report: PassReport) -> None:
     records = provisioner.state.nodeclaims.list()
-    counts = node_counts(pools, records, provisioner.kube.list_nodes())
+    counts = node_counts(pools, records, provisioner._node_objects())
     recent = recent_failures(records, provisioner.wall_clock(), provisioner.config.failed_claim_ttl_seconds)
     short: dict[str, int] = {}
     for pool in pools:
@@ -209,7 +209,7 @@ class StaticLimitGuard:
             return provisioner.launch_claims(claims, deadline=deadline)
         # The lease the launch itself takes (re-entrant): nothing launches between the count and the launch.
         with provisioner._replacement_pass(deadline):
-            counts = node_counts(limited, provisioner.state.nodeclaims.list(), provisioner.kube.list_nodes())
+            counts = node_counts(limited, provisioner.state.nodeclaims.list(), provisioner._node_objects())
             for pool in limited:
                 limit = (pool.limits() or {})[NODES]
                 if counts[pool.name] + wanted[pool.name] > limit:
