@@ -844,6 +844,9 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
                 "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
                 "FLEETWRIGHT_ECONOMY_MODE": "true",
                 "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0",
+                # moto answers a Query of 10,000 claim records in tens of seconds (DynamoDB in well under
+                # one): a lease as long as the stand-ins make a pass keeps the launch from being given up.
+                "FLEETWRIGHT_LEASE_SECONDS": "900",
                 "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine_arn,
                 "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightScale",
                 "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
