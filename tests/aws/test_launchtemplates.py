@@ -5,9 +5,9 @@ from __future__ import annotations
 from fleetwright.aws.amis import Ami
 from fleetwright.aws.launchtemplates import (
     LaunchTemplates,
-    delete_unused_launch_templates,
+    delete_launch_template,
+    describe_launch_templates,
     launch_template_data,
-    list_launch_templates,
 )
 from fleetwright.aws.tags import CLUSTER_TAG, merge_tags, ownership_tags
 from tests.aws.conftest import CLUSTER, Aws, node_class
@@ -68,13 +68,14 @@ def test_equal_settings_share_a_template_and_unused_ones_are_deleted(aws: Aws) -
     aws.clients.ec2.create_launch_template(
         LaunchTemplateName="someone-elses", LaunchTemplateData={"ImageId": AMI.id}
     )
-    assert list_launch_templates(aws.clients, CLUSTER) == sorted([first, other])
+    assert [t.name for t in describe_launch_templates(aws.clients, CLUSTER)] == sorted([first, other])
 
-    assert delete_unused_launch_templates(aws.clients, CLUSTER, [first], templates) == [other]
+    assert delete_launch_template(aws.clients, CLUSTER, other)
+    templates.forget([other])
     names = {t["LaunchTemplateName"] for t in aws.clients.ec2.describe_launch_templates()["LaunchTemplates"]}
     assert names == {first, "someone-elses"}
     assert templates.ensure(launch_template_data(spec, AMI, "b", ["sg-1"], "p"), tags) == other  # recreated
-    assert other in list_launch_templates(aws.clients, CLUSTER)
+    assert other in [t.name for t in describe_launch_templates(aws.clients, CLUSTER)]
 
 
 def test_user_tags_cannot_override_ownership_tags() -> None:

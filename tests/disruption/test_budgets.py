@@ -10,7 +10,6 @@ import pytest
 from fleetwright.disruption.budgets import (
     CronError,
     CronSchedule,
-    active_budget_description,
     allowed_disruptions,
 )
 from fleetwright.model.nodepool import NodePool
@@ -152,11 +151,3 @@ def test_long_window_finds_a_fire_time_far_back() -> None:
     now = datetime(2025, 1, 20, 12, 0, tzinfo=UTC)
     assert schedule.last_fire(now, now - timedelta(hours=720)) == datetime(2025, 1, 1, tzinfo=UTC)
     assert schedule.last_fire(now, now - timedelta(hours=24)) is None
-
-
-def test_description_names_the_binding_budget() -> None:
-    nodepool = pool([{"nodes": "50%"}, {"nodes": "2", "schedule": "0 9 * * *", "duration": "8h"}])
-    text = active_budget_description(nodepool, "Empty", 10, NOON)
-    assert "allows 2 of 10" in text
-    assert "0 9 * * *" in text
-    assert "allows 5 of 10" in active_budget_description(nodepool, "Empty", 10, NOON.replace(hour=20))

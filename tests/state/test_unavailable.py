@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.aws.unavailable import apply_unavailable
-from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.state import DynamoTable, DynamoUnavailableOfferings
 from tests.state.conftest import FakeClock
 
@@ -56,24 +54,6 @@ def test_reads_are_cached_for_the_refresh_interval(table: DynamoTable, clock: Fa
     assert not reader.is_unavailable("m5.large", "us-east-1a", "spot")  # still the copy read a moment ago
     clock.advance(5)
     assert reader.is_unavailable("m5.large", "us-east-1a", "spot")
-
-
-def test_offerings_in_the_cache_become_unavailable_to_the_scheduler(
-    table: DynamoTable, clock: FakeClock
-) -> None:
-    cache = DynamoUnavailableOfferings(table, "demo", clock=clock)
-    cache.mark("m5.large", "us-east-1a", "spot", "ICE")
-    instance_type = InstanceType(
-        "m5.large",
-        capacity={"cpu": 2000},
-        allocatable={"cpu": 1930},
-        offerings=(Offering("us-east-1a", "spot", 0.03), Offering("us-east-1b", "spot", 0.031)),
-    )
-    [converted] = apply_unavailable([instance_type], cache)
-    assert [(o.zone, o.available) for o in converted.offerings] == [
-        ("us-east-1a", False),
-        ("us-east-1b", True),
-    ]
 
 
 def test_a_failing_table_does_not_block_launches(clock: FakeClock) -> None:

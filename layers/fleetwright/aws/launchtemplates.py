@@ -1,5 +1,5 @@
 """Launch templates: one per distinct (node class settings, AMI, user data), named by a hash of their
-content, created on first use, reused afterwards, deleted by :func:`delete_unused_launch_templates`."""
+content, created on first use, reused afterwards, deleted by :func:`delete_launch_template`."""
 
 from __future__ import annotations
 
@@ -206,39 +206,6 @@ class LaunchTemplates:
         """Drop names from the known set (after they were deleted)."""
         with self._lock:
             self._known.difference_update(names)
-
-
-def list_launch_templates(clients: AwsClients, cluster: str) -> list[str]:
-    """Names of this cluster's launch templates (by the ownership tag)."""
-    names: list[str] = []
-    paginator = clients.ec2.get_paginator("describe_launch_templates")
-    for page in paginator.paginate(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]):
-        names.extend(str(t["LaunchTemplateName"]) for t in page.get("LaunchTemplates", []))
-    return sorted(names)
-
-
-def delete_unused_launch_templates(
-    clients: AwsClients, cluster: str, in_use: Iterable[str], cache: LaunchTemplates | None = None
-) -> list[str]:
-    """Delete this cluster's launch templates not named in ``in_use``; returns the deleted names.
-
-    ``in_use`` is what the current node classes and NodePools resolve to; running instances do not
-    need their template any more.
-    """
-    keep = set(in_use)
-    deleted = []
-    for name in list_launch_templates(clients, cluster):
-        if name in keep:
-            continue
-        try:
-            clients.ec2.delete_launch_template(LaunchTemplateName=name)
-            deleted.append(name)
-        except Exception as error:
-            if error_code(error) != "InvalidLaunchTemplateName.NotFoundException":
-                raise
-    if cache is not None:
-        cache.forget(deleted)
-    return deleted
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
-
-from fleetwright.model.instancetype import InstanceType
 
 DEFAULT_TTL_SECONDS = 180.0
 
@@ -96,23 +94,3 @@ _DEFAULT = InMemoryUnavailableOfferings()
 def default_cache() -> InMemoryUnavailableOfferings:
     """The process-wide in-memory cache."""
     return _DEFAULT
-
-
-def apply_unavailable(
-    instance_types: Iterable[InstanceType], cache: UnavailableOfferings
-) -> list[InstanceType]:
-    """Copies of ``instance_types`` whose offerings in the cache are marked ``available=False``."""
-    result = []
-    for instance_type in instance_types:
-        offerings = tuple(
-            replace(o, available=False)
-            if o.available and cache.is_unavailable(instance_type.name, o.zone, o.capacity_type)
-            else o
-            for o in instance_type.offerings
-        )
-        result.append(
-            instance_type
-            if offerings == instance_type.offerings
-            else replace(instance_type, offerings=offerings)
-        )
-    return result

@@ -185,16 +185,3 @@ def allowed_disruptions(
     limits = [budget_limit(budget, total_nodes) for budget in active_budgets(nodepool, reason, now)]
     limit = min(limits, default=total_nodes)
     return max(0, limit - disrupting_now)
-
-
-def active_budget_description(nodepool: NodePool, reason: str, total_nodes: int, now: datetime) -> str:
-    """A one-line account of the budget that binds ``reason`` at ``now`` (for events and logs)."""
-    budgets = active_budgets(nodepool, reason, now)
-    if not budgets:
-        return f"no budget of NodePool {nodepool.name} limits {reason} disruptions now"
-    binding = min(budgets, key=lambda budget: budget_limit(budget, total_nodes))
-    window = f" (schedule {binding.schedule!r} for {binding.duration})" if binding.schedule else ""
-    return (
-        f"NodePool {nodepool.name} allows {budget_limit(binding, total_nodes)} of {total_nodes} nodes "
-        f"to be disrupted for {reason}: budget nodes={binding.nodes}{window}"
-    )

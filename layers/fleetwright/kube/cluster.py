@@ -26,10 +26,11 @@ from fleetwright.kube.resources import (
     Resource,
 )
 from fleetwright.kube.watch import Resync, filtered, list_then_watch
+from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 
 # Server-side filter for pods no node has been chosen for; the Unschedulable condition is checked here.
 PENDING_UNBOUND = "spec.nodeName=,status.phase=Pending"
-DISRUPTED_TAINT = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 EXCLUDE_FROM_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers"
 EXCLUDE_FROM_LB_VALUE = "true"
 # When mark_disrupted first marked the node (ISO 8601 UTC): the disruption sweep measures its grace from it.

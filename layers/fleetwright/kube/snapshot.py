@@ -66,15 +66,3 @@ def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
         except DocumentError as err:
             snapshot.errors.append(err)
     return snapshot
-
-
-def read_pending_pods(cluster: KubeCluster) -> tuple[list[Pod], list[DocumentError]]:
-    """Only the unschedulable pods, converted (one LIST), with the objects that failed conversion."""
-    pods: list[Pod] = []
-    errors: list[DocumentError] = []
-    for obj in cluster.list_unschedulable_pods():
-        try:
-            pods.append(pod_from_object(obj))
-        except DocumentError as err:
-            errors.append(err)
-    return pods, errors

@@ -108,9 +108,7 @@ INSTANCE_TYPE_LABELS = (
 # Labels that only an offering (not the instance type itself) decides.
 OFFERING_LABELS = frozenset({ZONE, ZONE_ID, CAPACITY_TYPE}) | CAPACITY_RESERVATION_LABELS
 
-# Label domains that users may not set in a NodePool template (Karpenter's restricted domains).
-RESTRICTED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
-# Exceptions inside the restricted domains that users may set.
+# Labels inside Karpenter's restricted domains that users may set.
 ALLOWED_RESTRICTED_LABELS = frozenset(
     {ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD, HOSTNAME}
 )

@@ -48,11 +48,6 @@ def fits(requests: Mapping[str, int], available: Mapping[str, int]) -> bool:
     return all(amount <= available.get(name, 0) for name, amount in requests.items() if amount > 0)
 
 
-def exceeded(requests: Mapping[str, int], available: Mapping[str, int]) -> list[str]:
-    """Names of the resources whose request is above what is available."""
-    return [name for name, amount in requests.items() if amount > 0 and amount > available.get(name, 0)]
-
-
 def render(resources: Mapping[str, int]) -> str:
     """``cpu=1930m, memory=6.9Gi, pods=29`` for messages."""
     return ", ".join(f"{name}={format_resource(name, amount)}" for name, amount in sorted(resources.items()))

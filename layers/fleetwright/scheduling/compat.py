@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.labels import (
     CAPACITY_RESERVATION_ID,
@@ -144,8 +142,3 @@ def allowed_offerings(
         and _offering_allowed(zone_req, ct_req, zone_id_req, o)
         and (not reserved or _reservation_allowed(reserved, o))
     ]
-
-
-def labels_satisfy(labels: Mapping[str, str], requirements: Requirements) -> bool:
-    """True when an existing node's labels meet the requirements."""
-    return requirements.matches(labels)
