@@ -137,8 +137,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(data)
+            # Counted before it is written: a client that has read the answer sees it counted.
             self.server.traffic.sent(len(data))
+            self.wfile.write(data)
 
     def _send_error(self, error: ApiError) -> None:
         self._send_json(error.code, error.status())
@@ -732,9 +733,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         self._write_data(json.dumps(event).encode() + b"\n")
 
     def _write_data(self, data: bytes) -> None:
+        self.server.traffic.sent(len(data))
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
-        self.server.traffic.sent(len(data))
 
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
