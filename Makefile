@@ -22,6 +22,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=layers $(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

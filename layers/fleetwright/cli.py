@@ -1,30 +1,29 @@
 """The ``fleetwright`` command line.
 
-Subcommands here: ``plan`` and ``validate``. Other packages add theirs through ``add_cli(subparsers)`` in a
-module listed in :data:`OPTIONAL_COMMANDS`; the module is skipped when it is not installed. A
-subcommand sets ``handler`` (``Callable[[argparse.Namespace], int]``, returning the exit code) with
-``set_defaults``; commands grouped under one word (``fleetwright local ...``) use :func:`command_group`.
+Subcommands here: ``plan``, ``validate`` and ``catalog export``. Other packages add theirs with an
+``add_cli(subparsers)`` function declared as a ``fleetwright.commands`` entry point (``pyproject.toml``); one
+whose module is not installed is skipped. A subcommand sets ``handler``
+(``Callable[[argparse.Namespace], int]``, returning the exit code) with ``set_defaults``; commands grouped
+under one word (``fleetwright local ...``) use :func:`fleetwright.commands.command_group`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import TypeAlias
+from importlib.metadata import entry_points
 
 from fleetwright import __version__
+from fleetwright.commands import Subparsers, command_group
 from fleetwright.model.errors import DocumentError
 from fleetwright.validation import validate  # re-exported for callers of fleetwright.cli.validate
 
-# argparse has no public name for the object add_subparsers() returns.
-Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler = Callable[[argparse.Namespace], int]
 
-# Modules with an ``add_cli(subparsers)`` function, imported when the parser is built.
-OPTIONAL_COMMANDS = ("fleetwright.local.apiserver.server", "fleetwright.local.cli")
+# The entry-point group of the packages' ``add_cli(subparsers)`` functions, loaded when the parser is built.
+COMMANDS_GROUP = "fleetwright.commands"
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # bad input: unreadable or invalid manifests, catalogs or arguments
@@ -33,18 +32,6 @@ EXIT_BROKEN_PIPE = 141  # stdout closed by its reader: 128 + SIGPIPE, as shells 
 
 def _err(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-def command_group(subparsers: Subparsers, name: str, help_text: str) -> Subparsers:
-    """The subparsers of ``fleetwright NAME ...``, created on first use so several modules can share it."""
-    existing = subparsers.choices.get(name)
-    if existing is not None:
-        for action in existing._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                return action
-    parser = subparsers.add_parser(name, help=help_text, description=help_text)
-    group: Subparsers = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
-    return group
 
 
 # --- plan ------------------------------------------------------------------------------------------------
@@ -136,15 +123,16 @@ def _add_validate(subparsers: Subparsers) -> None:
 
 
 def _add_optional(subparsers: Subparsers) -> None:
-    for module_name in OPTIONAL_COMMANDS:
+    for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        module_name = entry.module
         try:
-            module = importlib.import_module(module_name)
+            add_cli = entry.load()
         except ModuleNotFoundError as err:
             # Absent from this installation: leave its commands out. Other import errors are bugs.
             if err.name is not None and (module_name == err.name or module_name.startswith(err.name + ".")):
                 continue
             raise
-        module.add_cli(subparsers)
+        add_cli(subparsers)
 
 
 # --- catalog export --------------------------------------------------------------------------------------

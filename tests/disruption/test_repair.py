@@ -10,9 +10,9 @@ from fleetwright.disruption import metrics as m
 from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.planner import plan, validate
 from fleetwright.disruption.types import REPAIR, UNHEALTHY, DisruptionSettings, NodeState, Plan
-from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool

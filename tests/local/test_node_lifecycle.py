@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import NODES, PODS
+from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 from fleetwright.model import labels as wk
 from fleetwright.provisioning.registration import (

@@ -11,7 +11,7 @@ import pytest
 from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning.observability import LAUNCH_ERRORS, RecordingMetrics
+from fleetwright.observability.metrics import LAUNCH_ERRORS, RecordingMetrics
 from fleetwright.provisioning.static_pools import (
     RETRY_AFTER_FAILURE_SECONDS,
     STATIC_LIMIT_REACHED,

@@ -8,9 +8,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
-Subparsers = Any
+from fleetwright.commands import Subparsers
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -77,7 +76,7 @@ Ctrl-C stops everything.""",
 
 def add_cli(subparsers: Subparsers) -> None:
     """Register ``fleetwright demo`` and ``fleetwright local up``."""
-    from fleetwright.cli import command_group
+    from fleetwright.commands import command_group
 
     demo = subparsers.add_parser(
         "demo",

@@ -7,18 +7,13 @@ Entry point: :class:`Provisioner` (``run_until(deadline)``, ``run_once()``, ``pr
 from __future__ import annotations
 
 from fleetwright.provisioning.cloud import Cloud
-from fleetwright.provisioning.config import ConfigError, HandlerSettings, ProvisionerConfig, settings_from_env
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 
 __all__ = [
     "Cloud",
-    "ConfigError",
-    "HandlerSettings",
     "PassReport",
     "Provisioner",
-    "ProvisionerConfig",
     "ReconcileReport",
     "RunReport",
-    "settings_from_env",
 ]

@@ -32,7 +32,7 @@ from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
-from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import Event, EventRecorder
@@ -40,13 +40,14 @@ from fleetwright.kube.resources import NODES
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
+from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import DISRUPTED_TAINT_KEY, ZONE_ID
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.model.volumes import volume_requirements
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.provisioning import static_pools
 from fleetwright.provisioning.batcher import Batcher
 from fleetwright.provisioning.claims import (
@@ -58,7 +59,6 @@ from fleetwright.provisioning.claims import (
     offering_price,
 )
 from fleetwright.provisioning.cloud import Cloud
-from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
 from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from fleetwright.provisioning.registration import (

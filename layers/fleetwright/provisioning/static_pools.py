@@ -23,7 +23,7 @@ from fleetwright.model.kube import daemonset_pod
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.provisioning.reports import PassReport, RunReport
 from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates

@@ -26,7 +26,7 @@ from fleetwright.local.apiserver.store import GracefulDeletion, JsonObject, Stor
 from fleetwright.local.apiserver.traffic import Traffic
 
 if TYPE_CHECKING:
-    from fleetwright.cli import Subparsers
+    from fleetwright.commands import Subparsers
     from fleetwright.kube.config import ClusterConfig
     from fleetwright.local.kubelet import KubeletOptions
 
@@ -225,7 +225,7 @@ class ApiServer:
 
 def add_cli(subparsers: Subparsers) -> None:
     """Register ``fleetwright local apiserver`` on the top-level ``subparsers`` (sets ``handler``)."""
-    from fleetwright.cli import command_group
+    from fleetwright.commands import command_group
 
     local_commands = command_group(
         subparsers, "local", "local stand-ins for the cloud: Kubernetes API emulator, simulators"

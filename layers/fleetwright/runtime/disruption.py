@@ -2,8 +2,8 @@
 adapter, the cloud provider, the state table, the NodePool configuration and a workflow starter.
 
 The Lambda handler passes a Step Functions starter; the local sandbox passes
-``fleetwright.interruption.inprocess.DeferredWorkflows`` and runs the queued workflows itself
-(:func:`run_disruption`).
+``fleetwright.local.inprocess.interruption.DeferredWorkflows`` and runs the queued workflows itself
+(:func:`fleetwright.local.inprocess.disruption.run_disruption`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
-from fleetwright.disruption.controller import DisruptionController, DisruptionReport
+from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.inputs import (
     InputReader,
     provider_amis,
@@ -23,13 +23,12 @@ from fleetwright.disruption.inputs import (
     provider_security_groups,
     provider_subnets,
 )
-from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube.cluster import KubeCluster
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.observability.metrics import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.provisioning.static_pools import StaticLimitGuard
 from fleetwright.state.store import StateStore
+from fleetwright.workflow.starter import WorkflowStarter
 
 if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache
@@ -239,51 +238,3 @@ def build_controller(
         drain_interval_seconds=drain_interval_seconds,
         poll_seconds=poll_seconds,
     )
-
-
-@dataclass(slots=True)
-class DisruptionRun:
-    """A pass run in-process: the controller's report and the termination workflows that then ran."""
-
-    report: DisruptionReport
-    executions: list[Any] = field(default_factory=list)
-
-
-def run_disruption(
-    *,
-    kube: KubeCluster,
-    cloud: Any,
-    state: StateStore,
-    config: ProvisionerConfig,
-    options: DisruptionOptions | None = None,
-    metrics: MetricsSink | None = None,
-    clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    collect_garbage: bool = True,
-) -> DisruptionRun:
-    """One disruption pass in this process (the local sandbox and demo), then the termination workflows
-    it started, run to their end with :class:`~fleetwright.termination.inprocess.InProcessWorkflow`
-    (1 s drain and poll intervals: a person is watching)."""
-    from fleetwright.interruption.inprocess import DeferredWorkflows
-    from fleetwright.termination.claims import StoreClaimBook
-    from fleetwright.termination.inprocess import InProcessWorkflow
-    from fleetwright.termination.steps import TerminationSteps
-
-    claims = StoreClaimBook(state.nodeclaims, clock=clock)
-    steps = TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock)
-    workflows = DeferredWorkflows(InProcessWorkflow(steps, sleep=sleep))
-    controller = build_controller(
-        kube,
-        cloud,
-        state,
-        config,
-        workflows,
-        options=options,
-        metrics=metrics,
-        clock=clock,
-        collect_garbage=collect_garbage,
-        drain_interval_seconds=1,
-        poll_seconds=1,
-    )
-    report = controller.run_once()
-    return DisruptionRun(report, workflows.run_queued())
