@@ -114,7 +114,7 @@ class Deployment:
 
     name: str
     economy: bool = False
-    provisioner_memory_mb: int = 512
+    provisioner_memory_mb: int = 1024  # 512 by default in economy mode
     disruption_memory_mb: int = 1024
     event_memory_mb: int = 512  # interruption handler and termination steps
     provisioner_timeout: int = 60
@@ -122,7 +122,7 @@ class Deployment:
 
 
 WATCHING = Deployment("watching (default)")
-ECONOMY = Deployment("economy", economy=True, monitoring="essential")
+ECONOMY = Deployment("economy", economy=True, provisioner_memory_mb=512, monitoring="essential")
 
 # Transitions of infra/termination_workflow.py for one node removed: Resumed?, Cordon, ReplacementWanted?,
 # Drain, Drained?, Terminate, InstanceGone?, WaitForShutdown, CheckInstance, InstanceGone?, DeleteNode,
@@ -228,20 +228,21 @@ def main() -> None:
     print()
     print("Other settings (idle cluster; the old defaults first):")
     levers = (
+        replace(WATCHING, name="watching, monitoring=full (the defaults before)", monitoring="full"),
+        replace(WATCHING, name="watching, provisioner 512 MB", provisioner_memory_mb=512),
         replace(
             WATCHING,
-            name="watching, provisioner 1,024 MB, monitoring=full (the defaults before)",
-            provisioner_memory_mb=1024,
-            monitoring="full",
+            name="watching, provisioner 512 MB, monitoring=essential",
+            provisioner_memory_mb=512,
+            monitoring="essential",
         ),
-        replace(WATCHING, name="watching, monitoring=full", monitoring="full"),
-        replace(WATCHING, name="watching, provisioner 1,024 MB", provisioner_memory_mb=1024),
         replace(
             ECONOMY,
             name="economy, provisioner 1,024 MB, monitoring=full (the defaults before)",
             provisioner_memory_mb=1024,
             monitoring="full",
         ),
+        replace(ECONOMY, name="economy, provisioner 1,024 MB", provisioner_memory_mb=1024),
         replace(ECONOMY, name="economy, monitoring=alarms", monitoring="alarms"),
         replace(ECONOMY, name="economy, disruption 512 MB", disruption_memory_mb=512),
     )

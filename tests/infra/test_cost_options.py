@@ -1,5 +1,5 @@
-"""What Fleetwright's own bill depends on (docs/cost.md): the provisioner's default memory and the
-``monitoring`` levels. By default (watching) the stack deploys every alarm but no dashboard, and the
+"""What Fleetwright's own bill depends on (docs/cost.md): the provisioner's default memory in economy mode
+and the ``monitoring`` levels. By default (watching) the stack deploys every alarm but no dashboard, and the
 functions publish only the metrics those alarms read; in economy mode only the alarms that say nodes or
 pods are at risk; ``monitoring=full`` brings back the dashboard and every metric.
 
@@ -101,12 +101,15 @@ def _custom_metrics(alarms: dict[str, list[tuple[str, str]]]) -> set[str]:
     return {name for metrics in alarms.values() for namespace, name in metrics if namespace == cm.NAMESPACE}
 
 
-def test_the_provisioner_defaults_to_512_mb_and_functionsizes_raises_it(watching: Any) -> None:
-    template, _ = watching
-    assert _functions(template)["Fleetwright provisioner"]["MemorySize"] == 512
-    assert _functions(template)["Fleetwright disruption"]["MemorySize"] == 1024
+def test_the_provisioner_has_512_mb_in_economy_mode_and_functionsizes_sets_it(
+    watching: Any, economy: Any
+) -> None:
+    # Watching, the pass's CPU decides the pending → CreateFleet latency: 1,024 MB stays.
+    assert _functions(watching[0])["Fleetwright provisioner"]["MemorySize"] == 1024
+    assert _functions(economy[0])["Fleetwright provisioner"]["MemorySize"] == 512
+    assert _functions(economy[0])["Fleetwright disruption"]["MemorySize"] == 1024
     settings = settings_from_context(
-        {"clusterName": "c", "functionSizes": '{"provisioner": {"memoryMB": 1024}}'}
+        {"clusterName": "c", "economyMode": "true", "functionSizes": '{"provisioner": {"memoryMB": 1024}}'}
     )
     assert settings.function_sizes == {"provisioner": FunctionSize(memory_mb=1024)}
 

@@ -85,8 +85,7 @@ def test_scheduled_function_runs_every_minute_one_at_a_time(synthesis: Synthesis
     function_id, function = function_by_description(stack, FUNCTIONS[directory])
     props = function["Properties"]
     assert props["Timeout"] == 60
-    # The provisioner's default serves clusters up to 100 nodes at half the watching bill (docs/cost.md).
-    assert props["MemorySize"] == {"provisioner": 512, "disruption": 1024}[directory]
+    assert props["MemorySize"] == 1024
     assert props["ReservedConcurrentExecutions"] == 1
     arn = "${" + function_id + ".Arn}"
     [rule] = [
