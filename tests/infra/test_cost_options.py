@@ -7,6 +7,7 @@ One synthesis per mode for the module (the session's ``monitoring=full`` app is 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
 import app as cdk_app
 from infra import controller_metrics as cm
@@ -193,6 +195,14 @@ def test_the_cost_model_counts_the_alarm_metrics_each_level_deploys(
 )
 def test_monitoring_setting(context: dict[str, str], level: Monitoring) -> None:
     assert settings_from_context({"clusterName": "c", **context}).monitoring is level
+
+
+@pytest.mark.parametrize("mode", ["watching", "economy"])
+def test_cdk_nag_and_cfn_lint_pass(mode: str, request: pytest.FixtureRequest) -> None:
+    template, messages = request.getfixturevalue(mode)
+    assert [m for m in messages if "ERROR" in m[0] or "WARNING" in m[0]] == []
+    matches = lint(json.dumps(template), config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
+    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")] == []
 
 
 def test_a_bad_monitoring_level_names_the_choices() -> None:
