@@ -40,6 +40,7 @@ def build_app(app: cdk.App) -> FleetwrightStack:
         disruption_options=settings.disruption_options,
         function_sizes=settings.function_sizes,
         economy_mode=settings.economy_mode,
+        monitoring=settings.monitoring,
         vpc=settings.vpc,
     )
     return stack

@@ -41,11 +41,36 @@ DAYS_PER_MONTH = 730 / 24
 # --- what the stack deploys (infra/) -----------------------------------------------------------------------
 SCHEDULE_SECONDS = 60  # both schedules: rate(1 minute)
 DEADLINE_MARGIN_SECONDS = 10  # the watching provisioner stops this long before its timeout
-# The default stack's 11 alarms read 15 metrics (the workflow-execution alarm 3, the near-limit ones 2 each;
-# counted in the synthesized template).
-ALARM_METRICS = 15
-DASHBOARDS = 1
 LOG_RETENTION_MONTHS = 1
+
+
+@dataclass(frozen=True)
+class MonitoringLevel:
+    """What one ``monitoring`` level (infra/settings.py, ``Monitoring``) deploys and publishes."""
+
+    alarm_metrics: int  # metrics the alarms read (counted in the synthesized templates)
+    dashboards: int
+    # Series written every minute by an idle cluster.
+    idle_metrics: int
+    # Whether the per-NodePool, instance-type and capacity-type series of a busy cluster are published.
+    every_metric: bool
+
+
+# Checked against the synthesized templates by tests/infra/test_cost_options.py.
+MONITORING = {
+    # The dashboard, every metric, 11 alarms reading 15 metrics (the workflow-execution alarm 3, the
+    # near-limit ones 2 each). Idle metrics: the provisioner's PendingPods, SchedulingDuration,
+    # DurationOfTimeout, MemoryOfLimit; the disruption function's DisruptionDecisionDuration,
+    # DisruptionCandidates, NodeCount (total and per NodePool), ClusterHourlyCost, DurationOfTimeout,
+    # MemoryOfLimit.
+    "full": MonitoringLevel(alarm_metrics=15, dashboards=1, idle_metrics=11, every_metric=True),
+    # The same alarms; only the metrics they read: DurationOfTimeout and MemoryOfLimit of the two scheduled
+    # functions every minute, the rest (ProvisioningErrors, RegistrationTimeouts, TerminationFailures,
+    # DisruptionErrors) only when something fails.
+    "alarms": MonitoringLevel(alarm_metrics=15, dashboards=0, idle_metrics=4, every_metric=False),
+    # Without the two near-limit alarms: 9 alarms reading 11 metrics, none written by an idle cluster.
+    "essential": MonitoringLevel(alarm_metrics=11, dashboards=0, idle_metrics=0, every_metric=False),
+}
 # SQS: Lambda's event source mapping long-polls (20 s) the interruption queue with 5 pollers when idle.
 SQS_POLLERS = 5
 SQS_LONG_POLL_SECONDS = 20
@@ -68,38 +93,36 @@ class Cluster:
     pods_per_node: int = 10
     node_churn_per_day: float = 0.10  # share of the nodes replaced a day (launched and removed)
     disruption_plan_seconds: float = 0.0  # docs/performance.md, Consolidation
+    # The memory docs/performance.md's sizing table gives the scheduled functions for this size (MB): a
+    # deployment's smaller default is raised to it (functionSizes).
+    sized_memory_mb: int = 0
 
 
 CLUSTERS = (
     Cluster("idle (0 nodes)", 0),
     Cluster("100 nodes", 100, disruption_plan_seconds=0.1),
-    Cluster("1,000 nodes", 1000, disruption_plan_seconds=0.6),
-    # Extrapolated from 5,000 nodes (2.1 s): PENDING the 10,000-node figure of bench/scale.py.
-    Cluster("10,000 nodes*", 10000, disruption_plan_seconds=4.5),
+    Cluster("1,000 nodes", 1000, disruption_plan_seconds=0.6, sized_memory_mb=1024),
+    # Extrapolated from 5,000 nodes (2.1 s): PENDING the 10,000-node figure of bench/scale.py. Memory: the
+    # 5,000-node row of the sizing table (10,000 nodes are not yet sized).
+    Cluster("10,000 nodes*", 10000, disruption_plan_seconds=4.5, sized_memory_mb=2048),
 )
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """The settings that move the bill."""
+    """The settings that move the bill (the defaults of infra/autoscaler.py)."""
 
     name: str
     economy: bool = False
-    provisioner_memory_mb: int = 1024
+    provisioner_memory_mb: int = 1024  # 512 by default in economy mode
     disruption_memory_mb: int = 1024
     event_memory_mb: int = 512  # interruption handler and termination steps
     provisioner_timeout: int = 60
-    # Metrics an idle cluster publishes every minute (read from the code): the provisioner's PendingPods,
-    # SchedulingDuration, DurationOfTimeout, MemoryOfLimit; the disruption function's
-    # DisruptionDecisionDuration, DisruptionCandidates, NodeCount (total and per NodePool),
-    # ClusterHourlyCost, DurationOfTimeout, MemoryOfLimit.
-    custom_metrics_idle: int = 11
-    alarm_metrics: int = ALARM_METRICS
-    dashboards: int = DASHBOARDS
+    monitoring: str = "alarms"  # "essential" by default in economy mode
 
 
 WATCHING = Deployment("watching (default)")
-ECONOMY = Deployment("economy", economy=True)
+ECONOMY = Deployment("economy", economy=True, provisioner_memory_mb=512, monitoring="essential")
 
 # Transitions of infra/termination_workflow.py for one node removed: Resumed?, Cordon, ReplacementWanted?,
 # Drain, Drained?, Terminate, InstanceGone?, WaitForShutdown, CheckInstance, InstanceGone?, DeleteNode,
@@ -131,9 +154,11 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
     removals = cluster.nodes * cluster.node_churn_per_day * DAYS_PER_MONTH
     step_seconds = removals * STEP_INVOCATIONS_PER_REMOVAL * STEP_SECONDS
     interruption_invocations = removals * 0.2  # a fifth of removals start with an interruption event
+    provisioner_mb = max(deployment.provisioner_memory_mb, cluster.sized_memory_mb)
+    disruption_mb = max(deployment.disruption_memory_mb, cluster.sized_memory_mb)
     gb_seconds = (
-        invocations * provisioner_seconds * deployment.provisioner_memory_mb * gb
-        + invocations * disruption_seconds * deployment.disruption_memory_mb * gb
+        invocations * provisioner_seconds * provisioner_mb * gb
+        + invocations * disruption_seconds * disruption_mb * gb
         + (step_seconds + interruption_invocations * 0.5) * deployment.event_memory_mb * gb
     )
     requests = 2 * invocations + removals * STEP_INVOCATIONS_PER_REMOVAL + interruption_invocations
@@ -146,8 +171,11 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
     log_gb = (
         2 * invocations * 1.5e3 + removals * 2 * 2e3 + removals * STEP_INVOCATIONS_PER_REMOVAL * 1e3
     ) / 1e9
-    # Custom metrics: the idle ones, plus per-NodePool and per-instance-type series once nodes come and go.
-    metrics = deployment.custom_metrics_idle + (0 if not cluster.nodes else 6 + min(40, cluster.nodes // 50))
+    # Custom metrics: the idle ones, plus (with every metric published) per-NodePool and per-instance-type
+    # series once nodes come and go. Metrics written only on failures are not counted.
+    level = MONITORING[deployment.monitoring]
+    busy = 6 + min(40, cluster.nodes // 50) if cluster.nodes and level.every_metric else 0
+    metrics = level.idle_metrics + busy
     sqs_requests = SQS_POLLERS * MINUTES_PER_MONTH * 60 / SQS_LONG_POLL_SECONDS + interruption_invocations * 2
     return {
         "Lambda compute": gb_seconds * LAMBDA_GB_SECOND,
@@ -157,8 +185,8 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
         "SQS": sqs_requests * SQS_REQUEST,
         "CloudWatch Logs": log_gb * (LOGS_INGESTED_GB + LOGS_STORED_GB_MONTH * LOG_RETENTION_MONTHS),
         "custom metrics": metrics * CUSTOM_METRIC_MONTH,
-        "alarms": deployment.alarm_metrics * ALARM_METRIC_MONTH,
-        "dashboard": deployment.dashboards * DASHBOARD_MONTH,
+        "alarms": level.alarm_metrics * ALARM_METRIC_MONTH,
+        "dashboard": level.dashboards * DASHBOARD_MONTH,
     }
 
 
@@ -198,23 +226,25 @@ def main() -> None:
     print("USD per month, us-east-1 prices of 2026-11-24, free tiers not subtracted")
     print(table((WATCHING, ECONOMY), args.markdown))
     print()
-    print("Levers (idle cluster):")
+    print("Other settings (idle cluster; the old defaults first):")
     levers = (
+        replace(WATCHING, name="watching, monitoring=full (the defaults before)", monitoring="full"),
         replace(WATCHING, name="watching, provisioner 512 MB", provisioner_memory_mb=512),
         replace(
             WATCHING,
-            name="watching, provisioner 512 MB, account's free dashboard",
+            name="watching, provisioner 512 MB, monitoring=essential",
             provisioner_memory_mb=512,
-            dashboards=0,
+            monitoring="essential",
         ),
-        replace(ECONOMY, name="economy, disruption 512 MB", disruption_memory_mb=512),
         replace(
             ECONOMY,
-            name="economy, no dashboard, no alarms, metrics in free tier",
-            dashboards=0,
-            alarm_metrics=0,
-            custom_metrics_idle=0,
+            name="economy, provisioner 1,024 MB, monitoring=full (the defaults before)",
+            provisioner_memory_mb=1024,
+            monitoring="full",
         ),
+        replace(ECONOMY, name="economy, provisioner 1,024 MB", provisioner_memory_mb=1024),
+        replace(ECONOMY, name="economy, monitoring=alarms", monitoring="alarms"),
+        replace(ECONOMY, name="economy, disruption 512 MB", disruption_memory_mb=512),
     )
     for lever in levers:
         cost = monthly(lever, CLUSTERS[0])

@@ -6,7 +6,18 @@ window (idle 1 s, max 10 s), so the figures are dominated by that window; what i
 own work (LISTs, scheduling, DynamoDB writes, launch preparation). Pods are created over HTTP, as the
 kube-scheduler would mark them: one POST, then a status PATCH marking them Unschedulable.
 
-    .venv/bin/python bench/latency.py [--pods 1 5 100 1000] [--skip-import]
+    .venv/bin/python bench/latency.py [--pods 1 5 100 1000] [--skip-import] [--memory 512 1024]
+
+Lambda memory is not reproduced: the bench runs at this machine's full CPU (shared with whatever else
+runs). ``--memory`` models it: Lambda gives CPU in proportion to memory (1,769 MB is one vCPU), so the CPU
+seconds the provisioner's threads (named ``fleetwright-*``: the loop, the pod watch, the launches; not the
+emulator's) spent from the end of the batch idle window (taken at 95% of it after the last pod) to
+CreateFleet, the pass's own work, are stretched by 1,769 / memory and added to the window, the one wait
+on the way (``batch_idle + pass_cpu * 1769 / memory``; ``cpu`` is the threads' CPU from the first pod on,
+window included). Left out of those CPU seconds: the time inside AWS requests, from signing to the
+response (moto's work here, network waiting on AWS); botocore's serializing and parsing stay in. Not in
+the model: network round trips to AWS and the API server, and this machine's queueing (in the measured
+wall time, not in the model).
 """
 
 from __future__ import annotations
@@ -50,6 +61,61 @@ class Figure:
     scheduling_seconds: float
     claims: int
     create_fleet_calls: int
+    cpu_to_fleet: float = 0.0  # the provisioner threads' CPU seconds from the pods' creation to CreateFleet
+    batch_idle: float = 1.0  # the batch window's idle time (FLEETWRIGHT_BATCH_IDLE_SECONDS)
+    pass_cpu: float = 0.0  # the same from the end of the batch window on
+
+    def modelled(self, memory_mb: int) -> float:
+        """First pod → CreateFleet on a Lambda of ``memory_mb`` (see the module's docstring)."""
+        return self.batch_idle + self.pass_cpu * LAMBDA_MB_PER_VCPU / memory_mb
+
+
+LAMBDA_MB_PER_VCPU = 1769
+FUNCTION_THREADS = "fleetwright"  # the name prefix of the provisioner's threads
+
+
+def function_cpu() -> dict[int, float]:
+    """CPU seconds so far of each live thread of the provisioner (named ``fleetwright-*``), by thread id."""
+    seconds: dict[int, float] = {}
+    for thread in threading.enumerate():
+        if thread.name.startswith(FUNCTION_THREADS) and thread.ident is not None:
+            try:
+                seconds[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, ProcessLookupError):  # ended meanwhile
+                continue
+    return seconds
+
+
+class RequestCpu:
+    """CPU seconds the provisioner's threads spend inside AWS requests, from signing to the response (moto
+    answering in the calling thread), as (when it ended, seconds)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.spent: list[tuple[float, float]] = []
+        self.lock = threading.Lock()
+
+    def start(self, **_: Any) -> None:
+        self.local.cpu = time.thread_time()
+
+    def end(self, **_: Any) -> None:
+        started = getattr(self.local, "cpu", None)
+        self.local.cpu = None
+        if started is not None and threading.current_thread().name.startswith(FUNCTION_THREADS):
+            with self.lock:
+                self.spent.append((time.perf_counter(), time.thread_time() - started))
+
+    def between(self, start: float, end: float) -> float:
+        with self.lock:
+            return sum(cpu for when, cpu in self.spent if start <= when <= end)
+
+
+REQUEST_CPU = RequestCpu()
+
+
+def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the provisioner's threads spent between two :func:`function_cpu` readings."""
+    return sum(value - before.get(ident, 0.0) for ident, value in after.items())
 
 
 def _seed_aws(clients: Any) -> Any:
@@ -187,9 +253,11 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
     from fleetwright.state import StateStore
 
     fleet_calls: list[float] = []
+    fleet_cpu: list[dict[int, float]] = []
 
     def record(**_: Any) -> None:
         fleet_calls.append(time.perf_counter())
+        fleet_cpu.append(function_cpu())
 
     clients.ec2.meta.events.register("before-call.ec2.CreateFleet", record)
     try:
@@ -200,16 +268,24 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
             state = StateStore(TABLE, f"{CLUSTER}-{pods}", client=clients.client("dynamodb"))
             cloud = AwsProvider(cluster_info, REGION, clients=clients, unavailable=state.unavailable)
             cloud.instance_types(None)  # warm caches, as a warm Lambda has them
-            provisioner = Provisioner(KubeCluster(client), cloud, state, _config())
+            config = _config()
+            provisioner = Provisioner(KubeCluster(client), cloud, state, config)
             runs: list[Any] = []
             worker = threading.Thread(
-                target=lambda: runs.append(provisioner.run_until(time.monotonic() + 40))
+                target=lambda: runs.append(provisioner.run_until(time.monotonic() + 40)),
+                name=f"{FUNCTION_THREADS}-provisioner",
             )
             worker.start()
             time.sleep(1.5)  # the provisioner has reconciled and is watching
             started = time.perf_counter()
+            cpu_started = function_cpu()
             first, last = _create_pods(server, f"p{pods}", pods)
             create_seconds = last - started
+            # The batch window closes batch_idle after the last pod: what the threads spend from then on
+            # is the pass.
+            time.sleep(max(0.0, last + 0.95 * config.batch_idle_seconds - time.perf_counter()))
+            window_ended = time.perf_counter()
+            cpu_window_ended = function_cpu()
             while not fleet_calls and worker.is_alive():
                 time.sleep(0.01)
             fleet = fleet_calls[0] if fleet_calls else float("nan")
@@ -231,6 +307,14 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
                 scheduling_seconds=sum(p.scheduling_seconds for p in passes),
                 claims=sum(len(p.launched) for p in passes),
                 create_fleet_calls=len(fleet_calls),
+                cpu_to_fleet=cpu_between(cpu_started, fleet_cpu[0]) - REQUEST_CPU.between(started, fleet)
+                if fleet_cpu
+                else float("nan"),
+                batch_idle=config.batch_idle_seconds,
+                pass_cpu=cpu_between(cpu_window_ended, fleet_cpu[0])
+                - REQUEST_CPU.between(window_ended, fleet)
+                if fleet_cpu and window_ended < fleet
+                else float("nan"),
             )
     finally:
         clients.ec2.meta.events.unregister("before-call.ec2.CreateFleet", record)
@@ -266,6 +350,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, nargs="+", default=[1, 5, 100, 1000])
     parser.add_argument("--skip-import", action="store_true")
+    parser.add_argument(
+        "--memory",
+        type=int,
+        nargs="*",
+        default=[],
+        help="Lambda memory (MB) to model first pod→CreateFleet at",
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if not args.skip_import:
@@ -286,7 +377,13 @@ def main() -> None:
 
     logging_quiet()
     with mock_aws():
-        clients = AwsClients(REGION)
+        import boto3
+
+        session = boto3.session.Session()
+        # Every client inherits these: the CPU spent inside requests is moto's, not the function's.
+        session.events.register("before-sign", REQUEST_CPU.start)
+        session.events.register("needs-retry", REQUEST_CPU.end)
+        clients = AwsClients(REGION, session=session)
         cluster_info = _seed_aws(clients)
         started = time.perf_counter()
         instancetypes.describe_instance_types(clients)
@@ -294,13 +391,15 @@ def main() -> None:
         print(f"(moto instance-type listing, once: {time.perf_counter() - started:.1f} s)")
         print(
             "pods  create(s)  first pod→CreateFleet(s)  last pod→CreateFleet(s)  scheduling(s)"
-            "  claims  fleets"
+            "  claims  fleets  cpu(s)  pass cpu(s)" + "".join(f"  at {mb} MB(s)" for mb in args.memory)
         )
         for count in args.pods:
             f = measure(count, clients, cluster_info)
             print(
                 f"{f.pods:>4}  {f.create_seconds:>9.2f}  {f.first_to_fleet:>24.2f}  {f.last_to_fleet:>23.2f}"
                 f"  {f.scheduling_seconds:>13.3f}  {f.claims:>6}  {f.create_fleet_calls:>6}"
+                f"  {f.cpu_to_fleet:>6.2f}  {f.pass_cpu:>11.2f}"
+                + "".join(f"  {f.modelled(mb):>{len(f'at {mb} MB(s)')}.2f}" for mb in args.memory)
             )
 
 

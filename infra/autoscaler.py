@@ -35,6 +35,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from fleetwright.provisioning.observability import ENV_PUBLISHED_METRICS
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
 from infra.dashboard import FleetwrightDashboard
@@ -45,7 +46,7 @@ from infra.layer import ARCHITECTURE, RUNTIME, FleetwrightLayer
 from infra.node_role import NodeRole
 from infra.nodepool_parameter import NodePoolParameter, nodepools_digest
 from infra.nodepools import NodePoolConfig
-from infra.settings import DisruptionOptions, FunctionSize
+from infra.settings import DisruptionOptions, FunctionSize, Monitoring
 from infra.state_table import StateTable
 from infra.termination_workflow import TerminationWorkflow
 
@@ -76,6 +77,10 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 PROVISIONER_SCHEDULE = events.Schedule.rate(Duration.minutes(1))
 PROVISIONER_TIMEOUT = Duration.seconds(60)
 PROVISIONER_MEMORY = 1024  # MB; more memory is more CPU for scheduling large batches
+# In economy mode the provisioner makes one pass a minute and pods wait for it anyway: half the memory
+# (docs/cost.md). Watching, 512 MB would halve the bill too, but its CPU (0.29 vCPU) puts the pass past the
+# 1.5 s pending → CreateFleet target (docs/cost.md, "Latency at 512 MB").
+ECONOMY_PROVISIONER_MEMORY = 512
 PROVISIONER_RESERVED_CONCURRENCY = 1
 # A scheduled invocation that could not start within a minute is superseded by the next one.
 PROVISIONER_MAX_EVENT_AGE = Duration.seconds(60)
@@ -132,15 +137,18 @@ class FleetwrightAutoscaler(Construct):
     ``provisioner_reserved_concurrency`` (None: unreserved), ``replace_on_rebalance``, ``disruption``
     (False: no disruption function), ``disruption_options`` (its settings; default: the function's) and
     ``function_sizes`` (memory and timeout by function: ``provisioner``, ``disruption``, ``interruption``,
-    ``termination``; default 1024 MB / 60 s for the first two, 512 MB / 60 s for the others),
-    ``economy_mode`` (the provisioner makes one pass per invocation instead of watching) and ``vpc``
+    ``termination``; default 1024 MB / 60 s for the first two (the provisioner 512 MB in economy mode),
+    512 MB / 60 s for the others), ``economy_mode`` (the provisioner makes one pass per invocation instead
+    of watching), ``monitoring`` (:class:`~infra.settings.Monitoring`; default ``ALARMS``, ``ESSENTIAL``
+    in economy mode: what dashboard, alarms and metrics to deploy) and ``vpc``
     (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
     a private endpoint only; ``network`` then holds the security groups and endpoints).
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``),
     ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
-    policy), ``dashboard`` (``dashboard``, ``alarms``, ``dlq_alarm``), ``provisioner``,
+    policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
+    ``provisioner``,
     ``interruption_handling`` and ``disruption`` (None without them); ``functions`` lists the functions
     added so far and
     ``access_entries`` the EKS access entries of their roles.
@@ -163,12 +171,14 @@ class FleetwrightAutoscaler(Construct):
         disruption_options: DisruptionOptions | None = None,
         function_sizes: Mapping[str, FunctionSize] | None = None,
         economy_mode: bool = False,
+        monitoring: Monitoring | None = None,
         vpc: VpcOptions | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         self.function_sizes = dict(function_sizes or {})
         self.economy_mode = economy_mode
+        self.monitoring = monitoring if monitoring is not None else Monitoring.default(economy_mode)
         self.network = (
             FunctionNetwork(self, "Network", options=vpc, cluster_name=cluster_name)
             if vpc is not None
@@ -208,6 +218,7 @@ class FleetwrightAutoscaler(Construct):
             dead_letter_queue=self.interruption.dead_letter_queue,
             table=self.state_table,
             alarm_topic=alarm_topic,
+            with_dashboard=self.monitoring is Monitoring.FULL,
         )
         if with_functions:
             self.provisioner = self.add_provisioner(reserved_concurrency=provisioner_reserved_concurrency)
@@ -369,11 +380,13 @@ class FleetwrightAutoscaler(Construct):
         self, *, reserved_concurrency: int | None = PROVISIONER_RESERVED_CONCURRENCY
     ) -> Provisioner:
         """The provisioner (docs/provisioner.md) on a one-minute EventBridge schedule, with alarms on failing
-        passes, on instances that never register and on invocations near their timeout or memory."""
+        passes, on instances that never register and (above ``Monitoring.ESSENTIAL``) on invocations near
+        their timeout or memory."""
         self.dashboard.add_section("Provisioning")
         self.dashboard.add_provisioning_widgets()
         alarms = self.dashboard.add_provisioning_alarms()
-        memory, timeout = self._size("provisioner", PROVISIONER_MEMORY, PROVISIONER_TIMEOUT)
+        default_memory = ECONOMY_PROVISIONER_MEMORY if self.economy_mode else PROVISIONER_MEMORY
+        memory, timeout = self._size("provisioner", default_memory, PROVISIONER_TIMEOUT)
         function = self.add_function(
             "Provisioner",
             handler="handler.handler",
@@ -390,7 +403,8 @@ class FleetwrightAutoscaler(Construct):
             retry_attempts=0,
             max_event_age=PROVISIONER_MAX_EVENT_AGE,
         )
-        alarms.append(self.dashboard.add_limit_alarm("Provisioner", cm.PROVISIONER_SERVICE))
+        if self.monitoring is not Monitoring.ESSENTIAL:
+            alarms.append(self.dashboard.add_limit_alarm("Provisioner", cm.PROVISIONER_SERVICE))
         schedule = events.Rule(
             self,
             "ProvisionerSchedule",
@@ -446,7 +460,8 @@ class FleetwrightAutoscaler(Construct):
         """The disruption function (docs/disruption.md) on a one-minute EventBridge schedule, one pass at a
         time: it may start termination workflows (:meth:`grant_terminations`); launching replacements,
         terminating orphaned instances and deleting launch templates (only those tagged for this cluster)
-        come with the controller policy. Alarms on failing passes. Needs
+        come with the controller policy. Alarms on failing passes (and, above ``Monitoring.ESSENTIAL``, near
+        its limits). Needs
         :meth:`add_interruption_handling` first (the termination workflow)."""
         if self.interruption_handling is None:
             raise ValueError("add_disruption needs the termination workflow: call add_interruption_handling")
@@ -470,7 +485,8 @@ class FleetwrightAutoscaler(Construct):
             retry_attempts=0,
             max_event_age=DISRUPTION_MAX_EVENT_AGE,
         )
-        alarms.append(self.dashboard.add_limit_alarm("Disruption", cm.DISRUPTION_SERVICE))
+        if self.monitoring is not Monitoring.ESSENTIAL:
+            alarms.append(self.dashboard.add_limit_alarm("Disruption", cm.DISRUPTION_SERVICE))
         self.grant_terminations(function)
         # The sweep lists the workflow's running executions to find nodes nobody is working on.
         self.interruption_handling.workflow.state_machine.grant(function, "states:ListExecutions")
@@ -498,7 +514,13 @@ class FleetwrightAutoscaler(Construct):
         machine.grant_execution(function, "states:DescribeExecution")
         self.termination_starters.append(function)
 
-    @staticmethod
-    def _service_environment(service: str) -> dict[str, str]:
-        """Powertools' service name (the ``service`` metric dimension) and the metrics namespace."""
-        return {ENV_SERVICE: service, ENV_METRICS_NAMESPACE: cm.NAMESPACE}
+    def _service_environment(self, service: str) -> dict[str, str]:
+        """Powertools' service name (the ``service`` metric dimension) and the metrics namespace; below
+        ``Monitoring.FULL``, the only metrics to publish: those the alarms read."""
+        environment = {ENV_SERVICE: service, ENV_METRICS_NAMESPACE: cm.NAMESPACE}
+        if self.monitoring is not Monitoring.FULL:
+            published = (
+                cm.ESSENTIAL_ALARM_METRICS if self.monitoring is Monitoring.ESSENTIAL else cm.ALARM_METRICS
+            )
+            environment[ENV_PUBLISHED_METRICS] = ",".join(published)
+        return environment

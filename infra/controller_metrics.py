@@ -100,6 +100,18 @@ DELETION_ERRORS = deletion.DELETION_ERRORS
 NODE_COUNT = disruption.NODE_COUNT
 CLUSTER_HOURLY_COST = disruption.CLUSTER_HOURLY_COST
 
+# The custom metrics the stack's alarms read, by monitoring level (infra.settings.Monitoring): below
+# ``full`` the built-in functions publish only these (``FLEETWRIGHT_PUBLISHED_METRICS``). The essential
+# ones are written only when something fails, so an idle cluster publishes none of them.
+ESSENTIAL_ALARM_METRICS = (
+    PROVISIONING_ERRORS,
+    REGISTRATION_TIMEOUTS,
+    TERMINATION_FAILURES,
+    DISRUPTION_ERRORS,
+)
+# The near-limit alarms' metrics are written by every scheduled invocation.
+ALARM_METRICS = (*ESSENTIAL_ALARM_METRICS, DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT)
+
 MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
 

@@ -31,7 +31,9 @@ EVENT_PERIOD = Duration.minutes(5)
 class FleetwrightDashboard(Construct):
     """``dashboard`` and ``alarms``; ``dlq_alarm`` fires as soon as one interruption message is dead-lettered.
 
-    When ``alarm_topic`` is given, every alarm notifies it (on alarm and on recovery).
+    When ``alarm_topic`` is given, every alarm notifies it (on alarm and on recovery). With
+    ``with_dashboard=False`` only the alarms are deployed (a dashboard costs $3 a month, docs/cost.md):
+    ``dashboard`` is None and the widget methods add nothing.
     """
 
     def __init__(
@@ -44,12 +46,15 @@ class FleetwrightDashboard(Construct):
         dead_letter_queue: sqs.IQueue,
         table: dynamodb.ITable,
         alarm_topic: sns.ITopic | None = None,
+        with_dashboard: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = alarm_topic
         self.alarms: list[cloudwatch.Alarm] = []
-        self.dashboard = cloudwatch.Dashboard(
-            self, "Dashboard", dashboard_name=f"Fleetwright-{cluster_name}"[:255]
+        self.dashboard = (
+            cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"Fleetwright-{cluster_name}"[:255])
+            if with_dashboard
+            else None
         )
         self.dlq_alarm = self.add_alarm(
             cloudwatch.Alarm(
@@ -66,12 +71,12 @@ class FleetwrightDashboard(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.TextWidget(
                 markdown=f"# Fleetwright — cluster `{cluster_name}`", width=2 * WIDGET_WIDTH, height=1
             )
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Interruption queue",
                 left=[
@@ -85,7 +90,7 @@ class FleetwrightDashboard(Construct):
                 title="Dead-lettered interruption events", alarm=self.dlq_alarm, width=WIDGET_WIDTH
             ),
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="State table",
                 left=[
@@ -96,6 +101,11 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
         )
+
+    def _add_widgets(self, *widgets: cloudwatch.IWidget) -> None:
+        """A row of widgets on the dashboard, when there is one."""
+        if self.dashboard is not None:
+            self.dashboard.add_widgets(*widgets)
 
     def add_alarm(self, alarm: cloudwatch.Alarm) -> cloudwatch.Alarm:
         """Register ``alarm`` (wired to the alarm topic when there is one) and return it."""
@@ -109,7 +119,7 @@ class FleetwrightDashboard(Construct):
     def add_function_widgets(self, function: lambda_.IFunction, title: str | None = None) -> None:
         """A row for one function: invocations, errors and throttles; duration (p50, p99)."""
         name = title or function.node.id
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{name}: invocations, errors and throttles",
                 left=[function.metric_invocations(period=PERIOD), function.metric_errors(period=PERIOD)],
@@ -128,15 +138,13 @@ class FleetwrightDashboard(Construct):
 
     def add_section(self, title: str) -> None:
         """A full-width heading; the widgets added next belong to it."""
-        self.dashboard.add_widgets(
-            cloudwatch.TextWidget(markdown=f"## {title}", width=2 * WIDGET_WIDTH, height=1)
-        )
+        self._add_widgets(cloudwatch.TextWidget(markdown=f"## {title}", width=2 * WIDGET_WIDTH, height=1))
 
     def add_provisioning_widgets(self) -> None:
         """What the provisioner publishes: pending pods, launches by instance type and capacity type,
         launch and capacity errors, nodes registered, the hourly cost launched."""
         service = cm.PROVISIONER_SERVICE
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Pending pods; batch size",
                 left=[
@@ -154,7 +162,7 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Nodes launched by capacity type",
                 left=[cm.insights(cm.CLAIMS_LAUNCHED, service, group_by="CapacityType", period=EVENT_PERIOD)],
@@ -186,7 +194,7 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Nodes registered and initialized; registration timeouts",
                 left=[
@@ -245,7 +253,7 @@ class FleetwrightDashboard(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.AlarmWidget(title="Failed provisioning passes", alarm=failing, width=WIDGET_WIDTH),
             cloudwatch.AlarmWidget(title="Registration timeouts", alarm=timeouts, width=WIDGET_WIDTH),
         )
@@ -256,7 +264,7 @@ class FleetwrightDashboard(Construct):
         ignored events, nodes cleaned up, replacements."""
         service = cm.INTERRUPTION_SERVICE
         third = 2 * WIDGET_WIDTH // 3
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Interruption events by kind; rejected, duplicates",
                 left=[cm.insights(cm.INTERRUPTION_EVENTS, service, group_by="Kind", period=EVENT_PERIOD)],
@@ -302,7 +310,7 @@ class FleetwrightDashboard(Construct):
         Functions' own metrics), why they were started, what the steps did, and the failure alarms."""
         steps = cm.TERMINATION_SERVICE
         third = 2 * WIDGET_WIDTH // 3
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Termination workflows (executions)",
                 left=[
@@ -344,7 +352,7 @@ class FleetwrightDashboard(Construct):
             ),
         )
         if execution_alarm is not None:
-            self.dashboard.add_widgets(
+            self._add_widgets(
                 cloudwatch.AlarmWidget(
                     title="Termination workflows failed, timed out or aborted",
                     alarm=execution_alarm,
@@ -358,7 +366,7 @@ class FleetwrightDashboard(Construct):
         blocked disruption or repair, how long deciding took and errors by stage."""
         service = cm.DISRUPTION_SERVICE
         third = 2 * WIDGET_WIDTH // 3
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Fleetwright nodes; cluster hourly cost ($/h)",
                 left=[cm.metric(cm.NODE_COUNT, service, statistic="Maximum", period=EVENT_PERIOD)],
@@ -376,7 +384,7 @@ class FleetwrightDashboard(Construct):
                 width=WIDGET_WIDTH,
             ),
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Disruption commands by method; invalidated",
                 left=[cm.insights(cm.DISRUPTION_COMMANDS, service, group_by="Method")],
@@ -398,7 +406,7 @@ class FleetwrightDashboard(Construct):
                 width=third,
             ),
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Garbage collected by kind; nodes retired after deletion",
                 left=[
@@ -457,7 +465,7 @@ class FleetwrightDashboard(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{function_title}: share of the Lambda timeout and memory used (max)",
                 left=[duration, memory],
@@ -485,7 +493,7 @@ class FleetwrightDashboard(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.dashboard.add_widgets(
+        self._add_widgets(
             cloudwatch.AlarmWidget(title="Failing disruption", alarm=failing, width=2 * WIDGET_WIDTH),
         )
         return [self.add_alarm(failing)]

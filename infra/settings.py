@@ -6,6 +6,7 @@ import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from fleetwright.disruption.config import (
@@ -43,6 +44,7 @@ CONTEXT_KEYS = (
     "createVpcEndpoints",
     "vpcRouteTableIds",
     "disruptionNodeRepair",
+    "monitoring",
 )
 # The functions whose memory and timeout ``functionSizes`` sets (docs/performance.md, "Sizing").
 SIZED_FUNCTIONS = ("provisioner", "disruption", "interruption", "termination")
@@ -52,6 +54,26 @@ TIMEOUT_RANGE = (1, 900)  # seconds, Lambda's limits
 
 class SettingsError(ValueError):
     """A context value is missing or malformed."""
+
+
+class Monitoring(StrEnum):
+    """What CloudWatch monitoring the stack deploys; each custom metric, alarm metric and dashboard is billed
+    every month (docs/cost.md).
+
+    ``FULL``: the dashboard, every metric the functions write, every alarm. ``ALARMS`` (the default): every
+    alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in economy mode): the
+    alarms that say nodes or pods are at risk (dead letters, function errors, failing provisioning and
+    disruption passes, instances that never register, failed terminations) and only the metrics they read;
+    no near-limit alarms, no dashboard."""
+
+    FULL = "full"
+    ALARMS = "alarms"
+    ESSENTIAL = "essential"
+
+    @classmethod
+    def default(cls, economy_mode: bool) -> Monitoring:
+        """``ESSENTIAL`` in economy mode, else ``ALARMS``."""
+        return cls.ESSENTIAL if economy_mode else cls.ALARMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +124,9 @@ class AppSettings:
     ``disruptionMinSavingDollars``, ``disruptionMinNodeAgeSeconds``, ``disruptionSpotToSpot`` and
     ``disruptionDryRun`` (unset: the function's defaults), ``functionSizes`` (memory and timeout per
     function, see :func:`function_sizes_from_context`), ``economyMode`` (the provisioner makes one pass per
-    scheduled invocation instead of watching; docs/cost.md) and the VPC settings of
-    :func:`vpc_from_context`."""
+    scheduled invocation instead of watching; docs/cost.md), ``monitoring`` (``full``, ``alarms`` or
+    ``essential``, see :class:`Monitoring`; default ``alarms``, ``essential`` in economy mode) and the VPC
+    settings of :func:`vpc_from_context`."""
 
     cluster_name: str
     nodepool_paths: tuple[str, ...]
@@ -115,6 +138,7 @@ class AppSettings:
     disruption_options: DisruptionOptions = field(default_factory=DisruptionOptions)
     function_sizes: dict[str, FunctionSize] = field(default_factory=dict)
     economy_mode: bool = False
+    monitoring: Monitoring = Monitoring.ALARMS
     vpc: VpcOptions | None = None
 
 
@@ -292,6 +316,21 @@ def vpc_from_context(context: dict[str, Any]) -> VpcOptions | None:
     return options
 
 
+def monitoring_from_context(context: dict[str, Any], economy_mode: bool) -> Monitoring:
+    """``monitoring``: ``full``, ``alarms`` or ``essential``; unset, :meth:`Monitoring.default`."""
+    value = context.get("monitoring")
+    if value is None or value == "":
+        return Monitoring.default(economy_mode)
+    text = str(value).strip().lower()
+    try:
+        return Monitoring(text)
+    except ValueError:
+        known = tuple(level.value for level in Monitoring)
+        raise SettingsError(
+            f"context 'monitoring' must be one of {', '.join(known)}, got {value!r}"
+        ) from None
+
+
 def settings_from_context(context: dict[str, Any]) -> AppSettings:
     """Build the settings from a context mapping; raises :class:`SettingsError` with what to pass."""
     cluster = _text(context, "clusterName")
@@ -304,6 +343,7 @@ def settings_from_context(context: dict[str, Any]) -> AppSettings:
         paths = tuple(raw_paths)
     else:
         raise SettingsError(f"context 'nodePoolsFile' must be a path or a list of paths, got {raw_paths!r}")
+    economy_mode = _flag(context, "economyMode") is True
     return AppSettings(
         cluster_name=cluster,
         nodepool_paths=paths,
@@ -314,6 +354,7 @@ def settings_from_context(context: dict[str, Any]) -> AppSettings:
         disruption=_flag(context, "disruption") is not False,
         disruption_options=disruption_options_from_context(context),
         function_sizes=function_sizes_from_context(context),
-        economy_mode=_flag(context, "economyMode") is True,
+        economy_mode=economy_mode,
+        monitoring=monitoring_from_context(context, economy_mode),
         vpc=vpc_from_context(context),
     )

@@ -13,7 +13,7 @@ from infra.autoscaler import PROVISIONER_RESERVED_CONCURRENCY, FleetwrightAutosc
 from infra.function_network import VpcOptions
 from infra.nag import acknowledge_findings
 from infra.nodepools import NodePoolConfig
-from infra.settings import DisruptionOptions, FunctionSize
+from infra.settings import DisruptionOptions, FunctionSize, Monitoring
 
 
 class FleetwrightStack(Stack):
@@ -33,6 +33,7 @@ class FleetwrightStack(Stack):
         disruption_options: DisruptionOptions | None = None,
         function_sizes: Mapping[str, FunctionSize] | None = None,
         economy_mode: bool = False,
+        monitoring: Monitoring | None = None,
         vpc: VpcOptions | None = None,
         **kwargs: Any,
     ) -> None:
@@ -51,6 +52,7 @@ class FleetwrightStack(Stack):
             disruption_options=disruption_options,
             function_sizes=function_sizes,
             economy_mode=economy_mode,
+            monitoring=monitoring,
             vpc=vpc,
         )
         acknowledge_findings(self.autoscaler)
@@ -71,8 +73,9 @@ class FleetwrightStack(Stack):
                 "SSM parameter with the NodePools",
             ),
             ("ControllerPolicyArn", a.controller_policy.managed_policy_arn, "Policy of the controller"),
-            ("DashboardName", a.dashboard.dashboard.dashboard_name, "CloudWatch dashboard"),
         ]
+        if a.dashboard.dashboard is not None:
+            outputs.append(("DashboardName", a.dashboard.dashboard.dashboard_name, "CloudWatch dashboard"))
         if a.interruption_handling is not None:
             outputs.append(
                 (

@@ -29,6 +29,7 @@ from cdk_nag import AwsSolutionsChecks  # noqa: E402
 import app as cdk_app  # noqa: E402
 from infra.autoscaler import FleetwrightAutoscaler  # noqa: E402
 from infra.nodepools import load_nodepool_config  # noqa: E402
+from infra.settings import Monitoring  # noqa: E402
 
 CLUSTER = "prod-cluster"
 USER_STACK = "UserApp"
@@ -73,12 +74,14 @@ def _two_roles_dir(base: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
-    """The app of ``cdk deploy -c clusterName=prod-cluster``, and a user's stack using the construct."""
+    """The app of ``cdk deploy -c clusterName=prod-cluster -c monitoring=full`` (every dashboard row, metric
+    and alarm; the cheaper defaults are tested in test_cost_options.py), and a user's stack using the
+    construct."""
     cwd = Path.cwd()
     os.chdir(REPO_ROOT)  # nodePoolsFile is relative to the project directory, as with the CDK CLI
     try:
         outdir = tmp_path_factory.mktemp("cdk.out")
-        app = cdk.App(outdir=str(outdir), context={"clusterName": CLUSTER})
+        app = cdk.App(outdir=str(outdir), context={"clusterName": CLUSTER, "monitoring": "full"})
         stack = cdk_app.build_app(app)
         # log_ignores: acknowledged findings are reported as info, so the tests see that the checks ran.
         cdk.Aspects.of(stack).add(AwsSolutionsChecks(log_ignores=True))
@@ -90,6 +93,7 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
             cluster_name="other-cluster",
             nodepools=load_nodepool_config([str(_two_roles_dir(tmp_path_factory.mktemp("pools")))]),
             with_functions=False,
+            monitoring=Monitoring.FULL,
         )
         function = user.add_function(
             "Provisioner",

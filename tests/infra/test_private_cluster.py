@@ -132,7 +132,7 @@ def test_function_sizes_and_cdk_nag(private: Any) -> None:
         for f in _resources(template, "AWS::Lambda::Function").values()
     }
     assert sizes == {
-        "Fleetwright provisioner": (1024, 60),
+        "Fleetwright provisioner": (512, 60),  # economy mode's default
         "Fleetwright disruption": (3008, 120),
         "Fleetwright interruption handler": (512, 60),
         "Fleetwright termination workflow steps": (512, 60),

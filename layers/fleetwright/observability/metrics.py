@@ -4,7 +4,8 @@ plug in Powertools (EMF metrics, X-Ray) and tests or the local demo can record o
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +25,10 @@ PASS_ERRORS = "ProvisioningErrors"
 LEASE_LOST = "LeaseLost"
 # A claim launched after EC2 refused one of its offerings for capacity (or quota) in the same launch.
 INSUFFICIENT_CAPACITY_RECOVERED = "InsufficientCapacityRecovered"
+
+# When set, the only metric names the handlers publish (comma-separated; empty: none). The stack sets it
+# to what its alarms read unless it deploys the full monitoring (docs/cost.md): every metric costs a month.
+ENV_PUBLISHED_METRICS = "FLEETWRIGHT_PUBLISHED_METRICS"
 
 COUNT = "Count"
 SECONDS = "Seconds"
@@ -81,19 +86,31 @@ class RecordingMetrics:
         )
 
 
+def published_metrics(environ: Mapping[str, str] | None = None) -> frozenset[str] | None:
+    """The metric names ``FLEETWRIGHT_PUBLISHED_METRICS`` allows; None (all) when it is unset."""
+    raw = (os.environ if environ is None else environ).get(ENV_PUBLISHED_METRICS)
+    if raw is None:
+        return None
+    return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
 class PowertoolsMetrics:
     """Powertools EMF metrics: undimensioned points go on the handler's ``Metrics`` object (flushed with
-    the invocation); dimensioned ones are written at once with ``single_metric``, one EMF line each."""
+    the invocation); dimensioned ones are written at once with ``single_metric``, one EMF line each. Names
+    outside ``published`` (default: :func:`published_metrics`) are dropped."""
 
-    def __init__(self, metrics: Any) -> None:
+    def __init__(self, metrics: Any, published: Collection[str] | None = None) -> None:
         self.metrics = metrics
+        self.published = published if published is not None else published_metrics()
 
     def add(
         self, name: str, value: float, unit: str = COUNT, dimensions: Mapping[str, str] | None = None
     ) -> None:
-        """Record one data point."""
+        """Record one data point (dropped when ``published`` leaves ``name`` out)."""
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
+        if self.published is not None and name not in self.published:
+            return
         if not dimensions:
             self.metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
             return
