@@ -118,7 +118,7 @@ class Deployment:
     disruption_memory_mb: int = 1024
     event_memory_mb: int = 512  # interruption handler and termination steps
     provisioner_timeout: int = 60
-    monitoring: str = "alarms"  # "essential" by default in economy mode
+    monitoring: str = "full"  # "essential" by default in economy mode
 
 
 WATCHING = Deployment("watching (default)")
@@ -226,9 +226,9 @@ def main() -> None:
     print("USD per month, us-east-1 prices of 2026-11-24, free tiers not subtracted")
     print(table((WATCHING, ECONOMY), args.markdown))
     print()
-    print("Other settings (idle cluster; the old defaults first):")
+    print("Other settings (idle cluster):")
     levers = (
-        replace(WATCHING, name="watching, monitoring=full (the defaults before)", monitoring="full"),
+        replace(WATCHING, name="watching, monitoring=alarms", monitoring="alarms"),
         replace(WATCHING, name="watching, provisioner 512 MB", provisioner_memory_mb=512),
         replace(
             WATCHING,

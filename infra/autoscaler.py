@@ -35,7 +35,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from fleetwright.provisioning.observability import ENV_PUBLISHED_METRICS
+from fleetwright.observability.metrics import ENV_PUBLISHED_METRICS
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
 from infra.dashboard import FleetwrightDashboard
@@ -139,7 +139,7 @@ class FleetwrightAutoscaler(Construct):
     ``function_sizes`` (memory and timeout by function: ``provisioner``, ``disruption``, ``interruption``,
     ``termination``; default 1024 MB / 60 s for the first two (the provisioner 512 MB in economy mode),
     512 MB / 60 s for the others), ``economy_mode`` (the provisioner makes one pass per invocation instead
-    of watching), ``monitoring`` (:class:`~infra.settings.Monitoring`; default ``ALARMS``, ``ESSENTIAL``
+    of watching), ``monitoring`` (:class:`~infra.settings.Monitoring`; default ``FULL``, ``ESSENTIAL``
     in economy mode: what dashboard, alarms and metrics to deploy) and ``vpc``
     (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
     a private endpoint only; ``network`` then holds the security groups and endpoints).

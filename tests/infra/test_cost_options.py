@@ -1,7 +1,7 @@
 """What Fleetwright's own bill depends on (docs/cost.md): the provisioner's default memory in economy mode
-and the ``monitoring`` levels. By default (watching) the stack deploys every alarm but no dashboard, and the
-functions publish only the metrics those alarms read; in economy mode only the alarms that say nodes or
-pods are at risk; ``monitoring=full`` brings back the dashboard and every metric.
+and the ``monitoring`` levels. By default (watching) the stack deploys the dashboard, every metric and every
+alarm; ``monitoring=alarms`` keeps every alarm but no dashboard, and the functions publish only the metrics
+those alarms read; in economy mode only the alarms that say nodes or pods are at risk.
 
 One synthesis per mode for the module (the session's ``monitoring=full`` app is in conftest.py)."""
 
@@ -46,7 +46,9 @@ def _synth(tmp: Any, context: dict[str, str]) -> tuple[Template, list[tuple[str,
 
 @pytest.fixture(scope="module")
 def watching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Template, list[tuple[str, str]]]]:
-    yield _synth(tmp_path_factory.mktemp("cdk.watching"), {"clusterName": "cost-watching"})
+    yield _synth(
+        tmp_path_factory.mktemp("cdk.watching"), {"clusterName": "cost-watching", "monitoring": "alarms"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +118,9 @@ def test_the_provisioner_has_512_mb_in_economy_mode_and_functionsizes_sets_it(
     assert settings.function_sizes == {"provisioner": FunctionSize(memory_mb=1024)}
 
 
-def test_watching_keeps_every_alarm_without_the_dashboard(watching: Any, synthesis: Synthesis) -> None:
+def test_the_alarms_level_keeps_every_alarm_without_the_dashboard(
+    watching: Any, synthesis: Synthesis
+) -> None:
     template, messages = watching
     assert _resources(template, "AWS::CloudWatch::Dashboard") == {}
     assert "DashboardName" not in template["Outputs"]
@@ -125,7 +129,7 @@ def test_watching_keeps_every_alarm_without_the_dashboard(watching: Any, synthes
     assert [m for m in messages if "ERROR" in m[0] or "WARNING" in m[0]] == []
 
 
-def test_watching_publishes_only_what_its_alarms_read(watching: Any) -> None:
+def test_the_alarms_level_publishes_only_what_its_alarms_read(watching: Any) -> None:
     template, _ = watching
     read = _custom_metrics(_alarms(template))
     assert read == set(cm.ALARM_METRICS)
@@ -187,7 +191,7 @@ def test_the_cost_model_counts_the_alarm_metrics_each_level_deploys(
 @pytest.mark.parametrize(
     ("context", "level"),
     [
-        ({}, Monitoring.ALARMS),
+        ({}, Monitoring.FULL),
         ({"economyMode": "true"}, Monitoring.ESSENTIAL),
         ({"economyMode": "true", "monitoring": "full"}, Monitoring.FULL),
         ({"monitoring": " Essential "}, Monitoring.ESSENTIAL),

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_lambda_powertools import Metrics
 
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 
 
 def test_unset_publishes_every_metric() -> None:
