@@ -62,9 +62,9 @@ class Monitoring(StrEnum):
 
     ``FULL`` (the default when watching): the dashboard, every metric the functions write, every alarm.
     ``ALARMS``: every alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in
-    economy mode): the alarms that say nodes or pods are at risk (dead letters, function errors, failing provisioning and
-    disruption passes, instances that never register, failed terminations) and only the metrics they read;
-    no near-limit alarms, no dashboard."""
+    economy mode): the alarms that say nodes or pods are at risk (dead letters, function errors, failing
+    provisioning and disruption passes, instances that never register, failed terminations) and only the
+    metrics they read; no near-limit alarms, no dashboard."""
 
     FULL = "full"
     ALARMS = "alarms"
