@@ -136,13 +136,6 @@ def repair_commands(cluster: Cluster, blocked: dict[str, str]) -> list[Command]:
     return commands
 
 
-def still_due(cluster: Cluster, state: NodeState) -> str | None:
-    """None when ``state`` is still to be repaired in the fresh ``cluster``; otherwise why not."""
-    if due_repair(cluster, state) is None:
-        return f"node {state.name} is no longer unhealthy long enough"
-    return pool_repair_block(cluster, state.nodepool)
-
-
 class Repair:
     """Node repair as a disruption method (forceful, a command per node; only with ``node_repair`` on)."""
 
@@ -162,4 +155,10 @@ class Repair:
 
     def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
         """Every node is still due for repair and its NodePool still under the 20 % rule."""
-        return next((why for why in (still_due(cluster, s) for s in fresh) if why), None)
+        for state in fresh:
+            if not self.should_disrupt(cluster, state):
+                return f"node {state.name} is no longer unhealthy long enough"
+            why = pool_repair_block(cluster, state.nodepool)
+            if why is not None:
+                return why
+        return None
