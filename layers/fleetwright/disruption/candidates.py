@@ -9,15 +9,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Final
 
 from fleetwright.disruption.budgets import allowed_disruptions
-from fleetwright.disruption.emptiness import is_empty, is_terminal
 from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod, is_node_bound
 from fleetwright.scheduling.types import NewNodeClaim
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+def is_terminal(pod: Pod) -> bool:
+    """True for pods that have finished (they no longer occupy the node)."""
+    return pod.phase in TERMINAL_PHASES
+
+
+def is_empty(node: Node) -> bool:
+    """True when the node runs no pod that would need a new home if the node went away."""
+    return all(is_terminal(pod) or is_node_bound(pod) for pod in node.pods)
 
 
 def evictable_pods(state: NodeState) -> list[Pod]:
@@ -120,6 +133,11 @@ class Cluster:
     def pool_of(self, state: NodeState) -> NodePool | None:
         """The NodePool of ``state``, or None when the node is not ours."""
         return self.pools.get(state.nodepool)
+
+    def is_static(self, state: NodeState) -> bool:
+        """True when ``state`` belongs to a static NodePool (``spec.replicas``): it keeps its nodes."""
+        pool = self.pools.get(state.nodepool)
+        return pool is not None and pool.spec.replicas is not None
 
     def allowed(self, pool: str, reason: str) -> int:
         """How many of ``pool``'s nodes may still be disrupted for ``reason`` (before this pass acts)."""

@@ -23,7 +23,7 @@ Balanced candidate that would fail it even if deleted outright.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from fleetwright.disruption import balanced
@@ -35,9 +35,10 @@ from fleetwright.disruption.candidates import (
     price_of,
     type_summary,
 )
+from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Command, NodeState
-from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.labels import CAPACITY_TYPE, ON_DEMAND, SPOT
 from fleetwright.model.quantity import CPU, MEMORY
 from fleetwright.model.requirements import Requirements
@@ -54,7 +55,7 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     pool = cluster.pool_of(state)
     if pool is None or pool.spec.disruption.consolidation_policy not in UNDERUTILIZED_POLICIES:
         return False
-    if pool.spec.replicas is not None:  # a static pool keeps its nodes
+    if cluster.is_static(state):  # a static pool keeps its nodes
         return False
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
@@ -111,25 +112,19 @@ def cheaper_replacement(
     node is not walked down the price ladder); the replacement keeps that many cheapest types.
     """
     settings = cluster.settings
-    ceiling = price_of(nodes) - required_saving(cluster, nodes)
-    zones = frozenset(claim.zones) or None
-    capacity_types = frozenset(claim.capacity_types) or None
+    window = _Window(
+        ceiling=price_of(nodes) - required_saving(cluster, nodes),
+        zones=frozenset(claim.zones) or None,
+        capacity_types=frozenset(claim.capacity_types) or None,
+    )
     spot_to_spot = all(s.capacity_type == SPOT for s in nodes) and (
-        capacity_types is None or SPOT in capacity_types
+        window.capacity_types is None or SPOT in window.capacity_types
     )
     if spot_to_spot:
         if not settings.spot_to_spot:
             return None, "spot-to-spot consolidation is disabled"
-        capacity_types = frozenset({SPOT})
-    own = {s.instance_type for s in nodes}
-    priced: list[tuple[float, str, int]] = []
-    for i, instance_type in enumerate(claim.instance_types):
-        if instance_type.name in own:
-            continue
-        offering = instance_type.cheapest(zones, capacity_types)
-        if offering is not None and offering.price < ceiling:
-            priced.append((offering.price, instance_type.name, i))
-    priced.sort()
+        window = replace(window, capacity_types=frozenset({SPOT}))
+    priced = _cheaper_types(claim, {s.instance_type for s in nodes}, window)
     if spot_to_spot:
         if single and len(priced) < settings.spot_to_spot_min_types:
             return None, (
@@ -138,22 +133,54 @@ def cheaper_replacement(
             )
         priced = priced[: settings.spot_to_spot_min_types]
     if not priced:
-        return None, f"no replacement type is cheaper than ${ceiling:.3f}/h"
-    # Only the offerings under the ceiling stay: a launch falling back to another zone or capacity type
-    # (spot gone, so on-demand) must still save what the command promised.
+        return None, f"no replacement type is cheaper than ${window.ceiling:.3f}/h"
+    return _narrowed(claim, priced, window, spot_to_spot), ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The offerings a replacement may use: below ``ceiling`` per hour, in ``zones`` and of
+    ``capacity_types`` (None: any)."""
+
+    ceiling: float
+    zones: frozenset[str] | None
+    capacity_types: frozenset[str] | None
+
+    def allows(self, offering: Offering) -> bool:
+        """``offering`` is available, under the ceiling, in an allowed zone and capacity type."""
+        return (
+            offering.available
+            and offering.price < self.ceiling
+            and (self.zones is None or offering.zone in self.zones)
+            and (self.capacity_types is None or offering.capacity_type in self.capacity_types)
+        )
+
+
+def _cheaper_types(claim: NewNodeClaim, own: set[str], window: _Window) -> list[tuple[float, str, int]]:
+    """The claim's types other than ``own`` whose cheapest allowed offering is under the ceiling, as
+    (price, name, index in the claim), cheapest first."""
+    priced: list[tuple[float, str, int]] = []
+    for i, instance_type in enumerate(claim.instance_types):
+        if instance_type.name in own:
+            continue
+        offering = instance_type.cheapest(window.zones, window.capacity_types)
+        if offering is not None and offering.price < window.ceiling:
+            priced.append((offering.price, instance_type.name, i))
+    return sorted(priced)
+
+
+def _narrowed(
+    claim: NewNodeClaim, priced: Sequence[tuple[float, str, int]], window: _Window, spot_to_spot: bool
+) -> NewNodeClaim:
+    """``claim`` with only the ``priced`` types and, of those, only the offerings under the ceiling: a
+    launch falling back to another zone or capacity type (spot gone, so on-demand) must still save what
+    the command promised."""
     types: list[InstanceType] = []
     allowed_zones: set[str] = set()
     allowed_capacity: set[str] = set()
     for _, _, i in priced:
         instance_type = claim.instance_types[i]
-        offerings = tuple(
-            o
-            for o in instance_type.offerings
-            if o.available
-            and o.price < ceiling
-            and (zones is None or o.zone in zones)
-            and (capacity_types is None or o.capacity_type in capacity_types)
-        )
+        offerings = tuple(o for o in instance_type.offerings if window.allows(o))
         types.append(replace(instance_type, offerings=offerings))
         allowed_zones.update(o.zone for o in offerings)
         allowed_capacity.update(o.capacity_type for o in offerings)
@@ -162,7 +189,7 @@ def cheaper_replacement(
     if spot_to_spot:
         requirements = requirements.intersect(Requirements.from_labels({CAPACITY_TYPE: SPOT}))
         labels[CAPACITY_TYPE] = SPOT
-    narrowed = replace(
+    return replace(
         claim,
         instance_types=types,
         zones=sorted(allowed_zones),
@@ -171,7 +198,6 @@ def cheaper_replacement(
         requirements=requirements,
         labels=labels,
     )
-    return narrowed, ""
 
 
 def evaluate(
@@ -268,3 +294,81 @@ def single_node_command(
         if unconsolidatable is not None:
             unconsolidatable[state.name] = why
     return None
+
+
+def still_consolidatable(cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+    """None when ``command``'s consolidation still holds for ``fresh`` with as many replacements and none
+    dearer than planned; otherwise why not."""
+    if not all(consolidatable(cluster, s) for s in fresh):
+        return "a node is no longer eligible for consolidation"
+    again, why = evaluate(cluster, Simulator(cluster), fresh, command.method)
+    if again is None:
+        return f"consolidation no longer valid: {why}"
+    if len(again.replacements) != len(command.replacements):
+        return (
+            f"consolidation now needs {len(again.replacements)} new node(s) "
+            f"instead of {len(command.replacements)}"
+        )
+    if again.replacements and again.replacements[0].price > command.replacements[0].price + 1e-9:
+        return (
+            f"the replacement would now cost ${again.replacements[0].price:.3f}/h "
+            f"instead of ${command.replacements[0].price:.3f}/h"
+        )
+    return None
+
+
+_CANDIDATES: Final = "consolidation-candidates"
+
+
+def pass_candidates(ctx: PassContext) -> list[NodeState]:
+    """The pass's consolidation candidates (:func:`ordered_candidates`), found once for both methods."""
+    found = ctx.cluster.memo.get(_CANDIDATES)
+    if not isinstance(found, list):
+        found = ordered_candidates(ctx.cluster, ctx.static, ctx.skipped)
+        ctx.cluster.memo[_CANDIDATES] = found
+    return found
+
+
+class MultiNodeConsolidation:
+    """Multi-node consolidation as a disruption method (graceful, one command per pass)."""
+
+    name = MULTI_NODE
+    reason = UNDERUTILIZED
+    forceful = False
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Consolidatable under its NodePool's policy, and not empty (emptiness takes empty nodes)."""
+        return consolidatable(cluster, state) and not node_is_empty(state)
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """The longest valid prefix (≥ 2 nodes) of the candidates, or none."""
+        command = multi_node_command(ctx.cluster, ctx.simulator, pass_candidates(ctx))
+        return [command] if command is not None else []
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Still consolidatable, and no dearer."""
+        return still_consolidatable(cluster, command, fresh)
+
+
+class SingleNodeConsolidation:
+    """Single-node consolidation as a disruption method (graceful, one command per pass)."""
+
+    name = SINGLE_NODE
+    reason = UNDERUTILIZED
+    forceful = False
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Consolidatable under its NodePool's policy, and not empty (emptiness takes empty nodes)."""
+        return consolidatable(cluster, state) and not node_is_empty(state)
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """The first candidate that forms a valid command alone, or none; why the others tried did not
+        goes into ``unconsolidatable``."""
+        command = single_node_command(
+            ctx.cluster, ctx.simulator, pass_candidates(ctx), ctx.skipped, ctx.plan.unconsolidatable
+        )
+        return [command] if command is not None else []
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Still consolidatable, and no dearer."""
+        return still_consolidatable(cluster, command, fresh)

@@ -183,22 +183,7 @@ class DisruptionController:
         self.monotonic = monotonic
         self._planner = planner
         self._validator = validator
-        kube = getattr(reader, "kube", None)
-        if events is None and kube is not None:
-            events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
-        self.events = events
-        # Drifted / Consolidatable on the NodeClaim objects (when the CRD is installed).
-        self.nodeclaim_objects = (
-            NodeClaimObjects(
-                kube.client,
-                clock=monotonic,
-                metrics=self.metrics,
-                logger=self.log,
-                cache=getattr(reader, "cache", None),
-            )
-            if kube is not None
-            else None
-        )
+        self.events, self.nodeclaim_objects = self._cluster_outputs(events)
         self.executor = CommandExecutor(
             workflow,
             launcher,
@@ -208,8 +193,28 @@ class DisruptionController:
             clock=clock,
             drain_interval_seconds=drain_interval_seconds,
             poll_seconds=poll_seconds,
-            events=events,
+            events=self.events,
         )
+
+    def _cluster_outputs(
+        self, events: EventRecorder | None
+    ) -> tuple[EventRecorder | None, NodeClaimObjects | None]:
+        """What the pass writes to the reader's cluster besides its commands: events (``events``, else a
+        recorder on that cluster) and the NodeClaim objects' Drifted / Consolidatable conditions (when the
+        CRD is installed); neither without a cluster."""
+        kube = getattr(self.reader, "kube", None)
+        if kube is None:
+            return events, None
+        if events is None:
+            events = EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
+        objects = NodeClaimObjects(
+            kube.client,
+            clock=self.monotonic,
+            metrics=self.metrics,
+            logger=self.log,
+            cache=getattr(self.reader, "cache", None),
+        )
+        return events, objects
 
     def _functions(self) -> tuple[Planner, Validator]:
         if self._planner is None or self._validator is None:

@@ -14,12 +14,16 @@ number, any price) are its replacements; a node whose pods cannot all be placed 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fleetwright.disruption.candidates import (
     Cluster,
     CommandBuilder,
     claims_summary,
+    evictable_pods,
     node_is_empty,
 )
+from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import DRIFT, DRIFTED, Command, NodeState
 from fleetwright.model.labels import NODEPOOL, WELL_KNOWN_LABELS
@@ -134,3 +138,37 @@ def drift_command(
             explanation=text,
         )
     return None
+
+
+def still_drifted(cluster: Cluster, fresh: Sequence[NodeState]) -> str | None:
+    """None when every node of a drift command has still drifted and, unless all are a static pool's (whose
+    replacement takes their pods), their pods still fit elsewhere; otherwise why not."""
+    steady = [s.name for s in fresh if drift_reason(cluster, s) is None]
+    if steady:
+        return f"node {steady[0]} has not drifted any more"
+    if any(evictable_pods(s) for s in fresh) and not all(cluster.is_static(s) for s in fresh):
+        results = Simulator(cluster).run(fresh)
+        if results.errors:
+            return f"{len(results.errors)} pod(s) cannot be scheduled elsewhere any more"
+    return None
+
+
+class Drift:
+    """Drift of dynamic NodePools' nodes as a disruption method (graceful, one command per pass)."""
+
+    name = DRIFT
+    reason = DRIFTED
+    forceful = False
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Drifted, and not of a static pool (those are ``StaticDrift``'s)."""
+        return not cluster.is_static(state) and drift_reason(cluster, state) is not None
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """The empty drifted nodes the budget allows, else one busy drifted node with its replacements."""
+        command = drift_command(ctx.cluster, ctx.simulator, ctx.static, ctx.skipped)
+        return [command] if command is not None else []
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Still drifted, the pods still placeable."""
+        return still_drifted(cluster, fresh)

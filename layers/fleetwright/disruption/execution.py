@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Protocol
 
 from fleetwright.disruption import metrics as m
-from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings
+from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings, NodeState
 from fleetwright.kube.events import EventRecorder
 from fleetwright.kube.reasons import disruption_launching, nodeclaim_ref
 from fleetwright.model.nodepool import NodePool
@@ -139,47 +139,9 @@ class CommandExecutor:
         outcome.replacements = launched
         failures = []
         for candidate in command.candidates:
-            if not candidate.instance_id:
-                failures.append(f"{candidate.name}: no instance id")
-                continue
-            request = TerminationRequest(
-                node=candidate.name,
-                instance_id=candidate.instance_id,
-                claim_id=candidate.claim_id,
-                reason=command.reason,
-                deadline=self._deadline(nodepools.get(candidate.nodepool), command.reason),
-                on_deadline=self._on_deadline(nodepools.get(candidate.nodepool), command.reason),
-                uncordon_on_failure=True,
-                wait_for_replacement=bool(launched),
-                replacement_claims=launched,
-                drain_interval_seconds=self.drain_interval_seconds,
-                poll_seconds=self.poll_seconds,
-            )
-            # One name per attempt: Step Functions keeps a name for 90 days, and a node whose disruption
-            # was called off (or failed) may be disrupted again later.
-            name = execution_name(candidate.instance_id, f"{command.reason}-{int(self.clock())}")
-            try:
-                started = self.workflow.start(name, request)
-            except Exception as error:  # the other candidates still go; this node stays untouched
-                failures.append(f"{candidate.name}: cannot start the termination workflow: {error}")
-                continue
-            outcome.executions[candidate.name] = started.execution
-            if started.started:
-                self.metrics.add(m.NODES_DISRUPTED, 1, COUNT, {"Reason": command.reason})
-                if command.reason == UNHEALTHY:
-                    repaired = {"Condition": command.condition, "NodePool": candidate.nodepool}
-                    self.metrics.add(m.NODES_REPAIRED, 1, COUNT, repaired)
-            self.log.info(
-                "termination workflow started" if started.started else "termination workflow already running",
-                extra={
-                    "node": candidate.name,
-                    "instanceId": candidate.instance_id,
-                    "reason": command.reason,
-                    "execution": started.execution,
-                    "replacementClaims": launched,
-                    "deadline": request.to_json()["deadline"],
-                },
-            )
+            failure = self._start(command, candidate, launched, nodepools.get(candidate.nodepool), outcome)
+            if failure:
+                failures.append(f"{candidate.name}: {failure}")
         if failures:
             self._fail(outcome, "; ".join(failures))
         if outcome.executions:
@@ -188,6 +150,57 @@ class CommandExecutor:
             if command.savings:
                 self.metrics.add(m.DISRUPTION_SAVINGS, command.savings, "None", {"Method": command.method})
         return outcome
+
+    def _start(
+        self,
+        command: Command,
+        candidate: NodeState,
+        launched: list[str],
+        nodepool: NodePool | None,
+        outcome: CommandOutcome,
+    ) -> str:
+        """Start ``candidate``'s termination workflow, its execution recorded in ``outcome``; why not ("" when
+        it started or already runs)."""
+        if not candidate.instance_id:
+            return "no instance id"
+        request = TerminationRequest(
+            node=candidate.name,
+            instance_id=candidate.instance_id,
+            claim_id=candidate.claim_id,
+            reason=command.reason,
+            deadline=self._deadline(nodepool, command.reason),
+            on_deadline=self._on_deadline(nodepool, command.reason),
+            uncordon_on_failure=True,
+            wait_for_replacement=bool(launched),
+            replacement_claims=launched,
+            drain_interval_seconds=self.drain_interval_seconds,
+            poll_seconds=self.poll_seconds,
+        )
+        # One name per attempt: Step Functions keeps a name for 90 days, and a node whose disruption was
+        # called off (or failed) may be disrupted again later.
+        name = execution_name(candidate.instance_id, f"{command.reason}-{int(self.clock())}")
+        try:
+            started = self.workflow.start(name, request)
+        except Exception as error:  # the other candidates still go; this node stays untouched
+            return f"cannot start the termination workflow: {error}"
+        outcome.executions[candidate.name] = started.execution
+        if started.started:
+            self.metrics.add(m.NODES_DISRUPTED, 1, COUNT, {"Reason": command.reason})
+            if command.reason == UNHEALTHY:
+                repaired = {"Condition": command.condition, "NodePool": candidate.nodepool}
+                self.metrics.add(m.NODES_REPAIRED, 1, COUNT, repaired)
+        self.log.info(
+            "termination workflow started" if started.started else "termination workflow already running",
+            extra={
+                "node": candidate.name,
+                "instanceId": candidate.instance_id,
+                "reason": command.reason,
+                "execution": started.execution,
+                "replacementClaims": launched,
+                "deadline": request.to_json()["deadline"],
+            },
+        )
+        return ""
 
     def _launch(self, command: Command, outcome: CommandOutcome) -> list[str] | None:
         """The launched claim ids, or None when the command is aborted."""

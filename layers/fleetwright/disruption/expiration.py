@@ -10,7 +10,10 @@ received first, so capacity is not bought twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fleetwright.disruption.candidates import Cluster, claims_summary, describe_seconds, evictable_pods
+from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import EXPIRATION, EXPIRED, Command, NodeState
 from fleetwright.model.labels import CAPACITY_RESERVATION_ID
@@ -45,7 +48,7 @@ def expired_nodes(cluster: Cluster) -> list[NodeState]:
 def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]:
     """One forceful command per expired node, with the replacements its pods need."""
     # Static pools' nodes are replaced by a node of their pool instead (fleetwright.disruption.static_pools).
-    expired = [s for s in expired_nodes(cluster) if cluster.pools[s.nodepool].spec.replicas is None]
+    expired = [s for s in expired_nodes(cluster) if not cluster.is_static(s)]
     if not expired:
         return []
     commands = {s.name: Command(method=EXPIRATION, reason=EXPIRED, candidates=[s]) for s in expired}
@@ -82,3 +85,29 @@ def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]
             text += f"; {stuck[state.name]} pod(s) fit nowhere and will stay pending"
         command.explanation = text
     return [commands[s.name] for s in expired]
+
+
+def still_expired(cluster: Cluster, fresh: Sequence[NodeState]) -> str | None:
+    """None when every node of an expiration command is still expired in the fresh ``cluster``."""
+    steady = [s.name for s in fresh if not is_expired(cluster, s)]
+    return f"node {steady[0]} has not expired any more" if steady else None
+
+
+class Expiration:
+    """Expiration of dynamic NodePools' nodes as a disruption method (forceful, a command per node)."""
+
+    name = EXPIRATION
+    reason = EXPIRED
+    forceful = True
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Expired, and not of a static pool (those are ``StaticExpiration``'s)."""
+        return is_expired(cluster, state) and not cluster.is_static(state)
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """One command per expired node, the replacements from one simulation."""
+        return expiration_commands(ctx.cluster, ctx.simulator)
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Every node has still expired."""
+        return still_expired(cluster, fresh)

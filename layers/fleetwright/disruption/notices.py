@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from fleetwright.disruption.candidates import Cluster, node_is_empty
-from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES
-from fleetwright.disruption.emptiness import is_terminal
+from fleetwright.disruption.candidates import Cluster, is_terminal, node_is_empty
+from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES, consolidatable
+from fleetwright.disruption.drift import drift_reason
+from fleetwright.disruption.emptiness import empty_for
 from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
 from fleetwright.model.donotdisrupt import pod_protection
 from fleetwright.model.pod import Pod
@@ -69,10 +70,6 @@ def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:
 def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
     """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
     message of a condition that holds, None for one that does not."""
-    from fleetwright.disruption.consolidation import consolidatable
-    from fleetwright.disruption.drift import drift_reason
-    from fleetwright.disruption.planner import empty_for
-
     cluster = Cluster(inp)
     found: dict[str, dict[str, str | None]] = {}
     for state in cluster.ours:

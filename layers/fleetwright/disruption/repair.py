@@ -18,10 +18,12 @@ left pending).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from fleetwright.disruption.candidates import Cluster, describe_seconds
+from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.types import REPAIR, UNHEALTHY, Command, NodeState
 
 ALLOWED_UNHEALTHY_PERCENT: Final = 20
@@ -134,8 +136,29 @@ def repair_commands(cluster: Cluster, blocked: dict[str, str]) -> list[Command]:
     return commands
 
 
-def still_due(cluster: Cluster, state: NodeState) -> str | None:
-    """None when ``state`` is still to be repaired in the fresh ``cluster``; otherwise why not."""
-    if due_repair(cluster, state) is None:
-        return f"node {state.name} is no longer unhealthy long enough"
-    return pool_repair_block(cluster, state.nodepool)
+class Repair:
+    """Node repair as a disruption method (forceful, a command per node; only with ``node_repair`` on)."""
+
+    name = REPAIR
+    reason = UNHEALTHY
+    forceful = True
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Unhealthy past its condition's toleration (the NodePool's 20 % rule aside)."""
+        return due_repair(cluster, state) is not None
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """One command per node due for repair; the nodes the 20 % rule keeps go to ``repair_blocked``."""
+        if not ctx.cluster.settings.node_repair:
+            return []
+        return repair_commands(ctx.cluster, ctx.plan.repair_blocked)
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Every node is still due for repair and its NodePool still under the 20 % rule."""
+        for state in fresh:
+            if not self.should_disrupt(cluster, state):
+                return f"node {state.name} is no longer unhealthy long enough"
+            why = pool_repair_block(cluster, state.nodepool)
+            if why is not None:
+                return why
+        return None

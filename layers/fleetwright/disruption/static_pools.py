@@ -30,12 +30,13 @@ from fleetwright.disruption.candidates import (
     CommandBuilder,
     describe_seconds,
     evictable_pods,
+    is_terminal,
     node_is_empty,
     type_summary,
 )
-from fleetwright.disruption.drift import drifted_nodes
-from fleetwright.disruption.emptiness import is_terminal
-from fleetwright.disruption.expiration import expired_nodes
+from fleetwright.disruption.drift import drift_reason, drifted_nodes, still_drifted
+from fleetwright.disruption.expiration import expired_nodes, is_expired, still_expired
+from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.types import DRIFT, DRIFTED, EXPIRATION, EXPIRED, Command, NodeState
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION, NODEPOOL
 from fleetwright.model.nodepool import NodePool
@@ -45,12 +46,6 @@ from fleetwright.scheduling.types import NODES, NewNodeClaim
 
 SCALE_DOWN: Final = "static-scale-down"
 OVERPROVISIONED: Final = "Overprovisioned"
-
-
-def is_static(cluster: Cluster, state: NodeState) -> bool:
-    """True when ``state`` belongs to a static NodePool of this cluster."""
-    pool = cluster.pool_of(state)
-    return pool is not None and pool.spec.replicas is not None
 
 
 def _static_pools(cluster: Cluster) -> list[NodePool]:
@@ -155,7 +150,7 @@ def static_expirations(cluster: Cluster) -> list[Command]:
     """One forceful command per expired node of a static pool, with its replacement."""
     commands = []
     for state in expired_nodes(cluster):
-        if not is_static(cluster, state):
+        if not cluster.is_static(state):
             continue
         pool = cluster.pools[state.nodepool]
         # At limits.nodes the node goes first; the provisioner then launches what the pool lacks.
@@ -182,7 +177,7 @@ def static_drift_command(cluster: Cluster, skipped: dict[str, str]) -> Command |
     """The oldest drifted node of a static pool that budgets, PDBs and do-not-disrupt let go, with its
     replacement; None when there is none."""
     for state, why in drifted_nodes(cluster, set()):
-        if not is_static(cluster, state):
+        if not cluster.is_static(state):
             continue
         block = cluster.graceful_block(state) or CommandBuilder(cluster, DRIFTED).refusal(state)
         if block is None and over_limit(cluster, cluster.pools[state.nodepool]):
@@ -205,3 +200,64 @@ def static_drift_command(cluster: Cluster, skipped: dict[str, str]) -> Command |
             ),
         )
     return None
+
+
+class StaticScaleDown:
+    """Static pools' scale-down to ``replicas`` as a disruption method (forceful, a command per node)."""
+
+    name = SCALE_DOWN
+    reason = OVERPROVISIONED
+    forceful = True
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Any node of a static pool may be its surplus (which ones go is the pool's count's call)."""
+        return cluster.is_static(state) and not state.terminating
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """One command per surplus node, counting the nodes already leaving this pass as gone."""
+        return scale_down_commands(ctx.cluster, ctx.going, ctx.skipped)
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """The pools still have that many nodes beyond their replicas, none launching."""
+        return still_surplus(cluster, fresh)
+
+
+class StaticExpiration:
+    """Expiration of static pools' nodes as a disruption method (forceful; replaced by the pool's own)."""
+
+    name = EXPIRATION
+    reason = EXPIRED
+    forceful = True
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Expired, and of a static pool."""
+        return cluster.is_static(state) and is_expired(cluster, state)
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """One command per expired node of a static pool, with its replacement."""
+        return static_expirations(ctx.cluster)
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Every node has still expired (as for any expiration)."""
+        return still_expired(cluster, fresh)
+
+
+class StaticDrift:
+    """Drift of static pools' nodes as a disruption method (graceful; replaced by the pool's own)."""
+
+    name = DRIFT
+    reason = DRIFTED
+    forceful = False
+
+    def should_disrupt(self, cluster: Cluster, state: NodeState) -> bool:
+        """Drifted, and of a static pool."""
+        return cluster.is_static(state) and drift_reason(cluster, state) is not None
+
+    def compute_commands(self, ctx: PassContext) -> list[Command]:
+        """The oldest drifted static node the budgets allow, with its replacement, or none."""
+        command = static_drift_command(ctx.cluster, ctx.skipped)
+        return [command] if command is not None else []
+
+    def validate(self, cluster: Cluster, command: Command, fresh: Sequence[NodeState]) -> str | None:
+        """Still drifted (as for any drift)."""
+        return still_drifted(cluster, fresh)

@@ -3,8 +3,8 @@ and re-validated.
 
 The controller (I/O) gathers a :class:`DisruptionInput` — nodes with what is known about them, the
 NodePools and EC2NodeClasses, the catalog, DaemonSets, PodDisruptionBudgets — and the pure planner turns it
-into a :class:`Plan`: forceful expiration commands plus at most one graceful command per pass (emptiness,
-drift, multi-node consolidation, single-node consolidation, in Karpenter's order).
+into a :class:`Plan`: repairs, forceful expiration and scale-down commands, plus at most one graceful
+command per pass (the methods of :mod:`fleetwright.disruption.method`, in Karpenter's order).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ UNDERUTILIZED: Final = "Underutilized"
 EXPIRED: Final = "Expired"
 UNHEALTHY: Final = "Unhealthy"
 
-# Methods, in the order a pass tries them.
+# Methods (``Command.method``); the planner's ``METHODS`` holds the order a pass tries them in.
 EMPTINESS: Final = "emptiness"
 DRIFT: Final = "drift"
 MULTI_NODE: Final = "multi-node-consolidation"
