@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 from scheduling import machine  # noqa: E402  (bench/scheduling.py)
+from seeding import K8S_VERSION, seed_network  # noqa: E402  (bench/seeding.py)
 
 REGION = "us-east-1"
 CLUSTER = "bench"
@@ -55,33 +56,13 @@ class Figure:
 def _seed_aws(clients: Any) -> Any:
     """A VPC with tagged subnets and security group, EKS AMIs, the state table; returns the ClusterInfo."""
     from fleetwright.aws.cluster import ClusterInfo
-    from fleetwright.local.aws_fakes import seed_eks_amis
-    from fleetwright.state.table import create_state_table
 
-    ec2 = clients.ec2
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    tags = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
-    for cidr, zone in (("10.0.0.0/18", "us-east-1a"), ("10.0.64.0/18", "us-east-1b")):
-        ec2.create_subnet(
-            VpcId=vpc,
-            CidrBlock=cidr,
-            AvailabilityZone=zone,
-            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
-        )
-    ec2.create_security_group(
-        GroupName="nodes",
-        Description="nodes",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-    )
-    version = "1.31"
-    seed_eks_amis(ec2, version)
-    create_state_table(clients.client("dynamodb"), TABLE)
+    seed_network(clients, CLUSTER, ("us-east-1a", "us-east-1b"), TABLE)
     return ClusterInfo(
         name=CLUSTER,
         endpoint="https://EXAMPLE.gr7.us-east-1.eks.amazonaws.com",
         ca_bundle=base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n").decode(),
-        version=version,
+        version=K8S_VERSION,
     )
 
 
