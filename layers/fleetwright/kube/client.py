@@ -374,24 +374,7 @@ class KubeClient:
             "fieldSelector": field_selector or None,
         }
         path = resource.path(namespace)
-
-        def open_stream(**_set_by_watch: Any) -> Any:
-            # Watch.stream asks for watch=True and _preload_content=False: the query and _perform do both.
-            response = self._perform(
-                "GET",
-                path,
-                query,
-                None,
-                JSON,
-                RETRY_STATUSES,
-                # The server ends the watch; only a silent connection should time out on our side.
-                read_timeout=timeout_seconds + self.read_timeout,
-                stream=True,
-            )
-            if on_open is not None:
-                on_open()
-            return response
-
+        open_stream = self._watch_opener(path, query, timeout_seconds, on_open)
         # Passing timeout_seconds makes Watch make one request and leave resuming to list_then_watch.
         events = Watch().stream(open_stream, timeout_seconds=timeout_seconds)
         try:
@@ -407,6 +390,30 @@ class KubeClient:
             raise failure from err
         finally:
             events.close()
+
+    def _watch_opener(
+        self, path: str, query: dict[str, Any], timeout_seconds: int, on_open: Callable[[], None] | None
+    ) -> Callable[..., Any]:
+        """The function Watch.stream calls to open the stream (it asks for watch=True and
+        _preload_content=False: the query and _perform do both)."""
+
+        def open_stream(**_set_by_watch: Any) -> Any:
+            response = self._perform(
+                "GET",
+                path,
+                query,
+                None,
+                JSON,
+                RETRY_STATUSES,
+                # The server ends the watch; only a silent connection should time out on our side.
+                read_timeout=timeout_seconds + self.read_timeout,
+                stream=True,
+            )
+            if on_open is not None:
+                on_open()
+            return response
+
+        return open_stream
 
 
 def _watch_failure(err: Exception, path: str) -> Exception:
