@@ -176,7 +176,6 @@ def main() -> None:
     args = parser.parse_args()
 
     from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
-    from fleetwright.kube.cache import ClusterCache
     from fleetwright.kube.snapshot import read_snapshot
     from fleetwright.local.apiserver import ApiServer
 
@@ -198,40 +197,49 @@ def main() -> None:
         client = KubeClient(ClusterConfig(server=server.url), read_timeout=120)
         cluster = KubeCluster(client)
 
-        def measure(read: Any) -> tuple[float, int, Any]:
-            before = client.bytes_received
-            started = time.perf_counter()
-            result = read()
-            return time.perf_counter() - started, client.bytes_received - before, result
-
-        lists = [measure(lambda: read_snapshot(cluster)) for _ in range(args.runs)]
+        lists = [_measure(client, lambda: read_snapshot(cluster)) for _ in range(args.runs)]
         seconds = statistics.median(s for s, _, _ in lists)
         print(
             f"three LISTs (read_snapshot): {seconds:.2f} s, {lists[0][1] / 1e6:.1f} MB per pass "
             f"(median of {args.runs})"
         )
 
-        cache = ClusterCache(client)
-        cold_seconds, cold_bytes, snap = measure(cache.snapshot)
-        print(
-            f"cache, cold: {cold_seconds:.2f} s, {cold_bytes / 1e6:.1f} MB "
-            f"({len(snap.nodes)} nodes, {len(snap.pending_pods)} pending)"
-        )
-        warm = []
-        for round_ in range(args.runs):
-            events = sum(cache.stats()["events"].values())
-            change(server.store, names, round_, args.changes)
-            seconds, size, snap = measure(cache.snapshot)
-            warm.append((seconds, size, sum(cache.stats()["events"].values()) - events, cache.last_sync))
-        seconds = statistics.median(w[0] for w in warm)
-        sync = statistics.median(w[3].seconds for w in warm if w[3] is not None)
-        print(
-            f"cache, warm: {seconds:.3f} s per pass (sync {sync:.3f} s), {warm[-1][1] / 1e3:.1f} kB, "
-            f"~{warm[-1][2]} watch events after {args.changes} pod writes (median of {args.runs}; "
-            f"{len(snap.pending_pods)} pending at the end)"
-        )
-        cache.stop()
+        _cache_passes(server, client, names, args)
         client.close()
+
+
+def _measure(client: Any, read: Any) -> tuple[float, int, Any]:
+    """Seconds and bytes received by one read, and what it returned."""
+    before = client.bytes_received
+    started = time.perf_counter()
+    result = read()
+    return time.perf_counter() - started, client.bytes_received - before, result
+
+
+def _cache_passes(server: Any, client: Any, names: Any, args: argparse.Namespace) -> None:
+    """The cache's cold snapshot, then ``args.runs`` warm ones each after ``args.changes`` pod writes."""
+    from fleetwright.kube.cache import ClusterCache
+
+    cache = ClusterCache(client)
+    cold_seconds, cold_bytes, snap = _measure(client, cache.snapshot)
+    print(
+        f"cache, cold: {cold_seconds:.2f} s, {cold_bytes / 1e6:.1f} MB "
+        f"({len(snap.nodes)} nodes, {len(snap.pending_pods)} pending)"
+    )
+    warm = []
+    for round_ in range(args.runs):
+        events = sum(cache.stats()["events"].values())
+        change(server.store, names, round_, args.changes)
+        seconds, size, snap = _measure(client, cache.snapshot)
+        warm.append((seconds, size, sum(cache.stats()["events"].values()) - events, cache.last_sync))
+    seconds = statistics.median(w[0] for w in warm)
+    sync = statistics.median(w[3].seconds for w in warm if w[3] is not None)
+    print(
+        f"cache, warm: {seconds:.3f} s per pass (sync {sync:.3f} s), {warm[-1][1] / 1e3:.1f} kB, "
+        f"~{warm[-1][2]} watch events after {args.changes} pod writes (median of {args.runs}; "
+        f"{len(snap.pending_pods)} pending at the end)"
+    )
+    cache.stop()
 
 
 if __name__ == "__main__":

@@ -307,6 +307,12 @@ def main() -> None:
     catalog = builtin_catalog("us-east-1")
     print(f"machine: {machine()}")
     print(f"catalog: {len(catalog)} instance types; NodePool: on-demand c/m/r amd64, budget 10%")
+    _decision_times(args, catalog)
+    _convergence(args, catalog)
+
+
+def _decision_times(args: argparse.Namespace, catalog: list[InstanceType]) -> None:
+    """Seconds one plan() takes on mixed, packed and stuck clusters of each size."""
     print("\ndecision time: utilisation 15-95% (mixed) or 85-98% (packed); stuck: nothing to find")
     print(f"{'cluster':>7} {'nodes':>6} {'pods':>7} {'$/h':>9} {'plan s':>7} {'sims':>5}  command")
     for size in (int(s) for s in args.sizes.split(",") if s):
@@ -323,6 +329,10 @@ def main() -> None:
                 seconds, runs, command = counted_plan(cluster_input(nodes, catalog, START, pool))
                 best = seconds if best is None else min(best, seconds)
             print(f"{kind:>7} {size:>6} {pods:>7} {cost:>9.2f} {best:>7.2f} {runs:>5}  {describe(command)}")
+
+
+def _convergence(args: argparse.Namespace, catalog: list[InstanceType]) -> None:
+    """Fragmented clusters consolidated pass after pass until nothing is left to do, against the LP bound."""
     print("\nfragmented cluster (5-25% used), plan() applied until no command")
     print(
         f"{'nodes':>6} {'pods':>6} {'before $/h':>10} {'after $/h':>9} {'nodes':>6} {'passes':>6} "

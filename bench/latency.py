@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 from scheduling import machine  # noqa: E402  (bench/scheduling.py)
+from seeding import K8S_VERSION, seed_network  # noqa: E402  (bench/seeding.py)
 
 REGION = "us-east-1"
 CLUSTER = "bench"
@@ -121,33 +122,13 @@ def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
 def _seed_aws(clients: Any) -> Any:
     """A VPC with tagged subnets and security group, EKS AMIs, the state table; returns the ClusterInfo."""
     from fleetwright.aws.cluster import ClusterInfo
-    from fleetwright.local.aws_fakes import seed_eks_amis
-    from fleetwright.state.table import create_state_table
 
-    ec2 = clients.ec2
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    tags = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
-    for cidr, zone in (("10.0.0.0/18", "us-east-1a"), ("10.0.64.0/18", "us-east-1b")):
-        ec2.create_subnet(
-            VpcId=vpc,
-            CidrBlock=cidr,
-            AvailabilityZone=zone,
-            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
-        )
-    ec2.create_security_group(
-        GroupName="nodes",
-        Description="nodes",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-    )
-    version = "1.31"
-    seed_eks_amis(ec2, version)
-    create_state_table(clients.client("dynamodb"), TABLE)
+    seed_network(clients, CLUSTER, ("us-east-1a", "us-east-1b"), TABLE)
     return ClusterInfo(
         name=CLUSTER,
         endpoint="https://EXAMPLE.gr7.us-east-1.eks.amazonaws.com",
         ca_bundle=base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n").decode(),
-        version=version,
+        version=K8S_VERSION,
     )
 
 
@@ -244,6 +225,36 @@ def _create_pods(server: Any, prefix: str, count: int) -> tuple[float, float]:
     return first, last
 
 
+def _start_watching(provisioner: Any) -> tuple[threading.Thread, list[Any]]:
+    """Run the provisioner's watch loop in a thread (40 s), once it has reconciled and is watching."""
+    runs: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: runs.append(provisioner.run_until(time.monotonic() + 40)),
+        name=f"{FUNCTION_THREADS}-provisioner",
+    )
+    worker.start()
+    time.sleep(1.5)  # the provisioner has reconciled and is watching
+    return worker, runs
+
+
+def _await_launches(worker: threading.Thread, fleet_calls: list[float]) -> None:
+    """Let the pass finish its launches: no new CreateFleet for 3 s (at most 60 s)."""
+    give_up = time.perf_counter() + 60
+    while worker.is_alive() and time.perf_counter() < give_up:
+        if fleet_calls and time.perf_counter() - fleet_calls[-1] > 3:
+            break
+        time.sleep(0.1)
+
+
+def _cpu_until_fleet(
+    cpu_mark: dict[int, float], wall_mark: float, fleet_cpu: list[dict[int, float]], fleet: float
+) -> float:
+    """The function threads' CPU seconds from the marks to the first CreateFleet, less the requests' own."""
+    if not fleet_cpu or wall_mark >= fleet:
+        return float("nan")
+    return cpu_between(cpu_mark, fleet_cpu[0]) - REQUEST_CPU.between(wall_mark, fleet)
+
+
 def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
     """One scenario on a fresh emulator and a fresh cluster partition of the state table."""
     from fleetwright.aws.provider import AwsProvider
@@ -270,13 +281,7 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
             cloud.instance_types(None)  # warm caches, as a warm Lambda has them
             config = _config()
             provisioner = Provisioner(KubeCluster(client), cloud, state, config)
-            runs: list[Any] = []
-            worker = threading.Thread(
-                target=lambda: runs.append(provisioner.run_until(time.monotonic() + 40)),
-                name=f"{FUNCTION_THREADS}-provisioner",
-            )
-            worker.start()
-            time.sleep(1.5)  # the provisioner has reconciled and is watching
+            worker, runs = _start_watching(provisioner)
             started = time.perf_counter()
             cpu_started = function_cpu()
             first, last = _create_pods(server, f"p{pods}", pods)
@@ -289,12 +294,7 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
             while not fleet_calls and worker.is_alive():
                 time.sleep(0.01)
             fleet = fleet_calls[0] if fleet_calls else float("nan")
-            # Let the pass finish its launches (no new CreateFleet for 3 s), then end the run.
-            give_up = time.perf_counter() + 60
-            while worker.is_alive() and time.perf_counter() < give_up:
-                if fleet_calls and time.perf_counter() - fleet_calls[-1] > 3:
-                    break
-                time.sleep(0.1)
+            _await_launches(worker, fleet_calls)
             provisioner_stop(provisioner)
             worker.join(60)
             report = runs[0] if runs else None
@@ -307,14 +307,9 @@ def measure(pods: int, clients: Any, cluster_info: Any) -> Figure:
                 scheduling_seconds=sum(p.scheduling_seconds for p in passes),
                 claims=sum(len(p.launched) for p in passes),
                 create_fleet_calls=len(fleet_calls),
-                cpu_to_fleet=cpu_between(cpu_started, fleet_cpu[0]) - REQUEST_CPU.between(started, fleet)
-                if fleet_cpu
-                else float("nan"),
+                cpu_to_fleet=_cpu_until_fleet(cpu_started, started, fleet_cpu, fleet),
                 batch_idle=config.batch_idle_seconds,
-                pass_cpu=cpu_between(cpu_window_ended, fleet_cpu[0])
-                - REQUEST_CPU.between(window_ended, fleet)
-                if fleet_cpu and window_ended < fleet
-                else float("nan"),
+                pass_cpu=_cpu_until_fleet(cpu_window_ended, window_ended, fleet_cpu, fleet),
             )
     finally:
         clients.ec2.meta.events.unregister("before-call.ec2.CreateFleet", record)

@@ -428,27 +428,9 @@ def lp_bound(
         iterations += 1
         relaxations = [_relaxation_bound(o.capacity, needs, duals, limits[t]) for t, o in enumerate(options)]
         ratios = [upper / o.price for (upper, _), o in zip(relaxations, options, strict=True)]
-        promising = sorted((t for t, r in enumerate(ratios) if r > 1 + REL_TOL), key=lambda t: -ratios[t])
-        entering: list[Pattern] = []
-        undecided = 0
-        for position, t in enumerate(promising):
-            if len(entering) >= knapsacks_per_round or time.perf_counter() - start >= time_limit:
-                undecided += len(promising) - position
-                break
-            price = options[t].price
-            capacity = options[t].capacity
-            counts, value = _rounded_pattern(capacity, problem.classes, duals, limits[t], relaxations[t][1])
-            if value > price * (1 + REL_TOL) and (t, counts) not in seen:
-                seen.add((t, counts))
-                entering.append(Pattern(t, counts))
-                continue
-            counts, value, upper = _knapsack(capacity, problem.classes, duals, limits[t], price)
-            ratios[t] = min(ratios[t], upper / price)
-            if value > price * (1 + REL_TOL) and (t, counts) not in seen:
-                seen.add((t, counts))
-                entering.append(Pattern(t, counts))
-            elif ratios[t] > 1 + REL_TOL:
-                undecided += 1  # the tight solve ran out of time (or repeated a column): no proof
+        entering, undecided = _price_columns(
+            problem, duals, limits, relaxations, ratios, seen, knapsacks_per_round, (start, time_limit)
+        )
         # pi / max(1, theta) is dual feasible for the full LP: a lower bound whatever happens next.
         theta = max(ratios, default=0.0)
         best = max(best, float(demand @ duals) / max(1.0, theta))
@@ -464,6 +446,45 @@ def lp_bound(
     return LPBound(
         best, kind, master, iterations, len(patterns), time.perf_counter() - start, list(options), used
     )
+
+
+def _price_columns(
+    problem: PackingProblem,
+    duals: np.ndarray,
+    limits: list[np.ndarray],
+    relaxations: list[tuple[float, np.ndarray]],
+    ratios: list[float],
+    seen: set[tuple[int, tuple[int, ...]]],
+    knapsacks_per_round: int,
+    clock: tuple[float, float],
+) -> tuple[list[Pattern], int]:
+    """One pricing round: improving columns for the most promising options (best bound per dollar first),
+    up to ``knapsacks_per_round`` or until ``clock`` (start, time limit) runs out; also how many options
+    stay undecided (they might still improve, no proof either way). Tightens ``ratios`` in place."""
+    start, time_limit = clock
+    options = problem.options
+    promising = sorted((t for t, r in enumerate(ratios) if r > 1 + REL_TOL), key=lambda t: -ratios[t])
+    entering: list[Pattern] = []
+    undecided = 0
+    for position, t in enumerate(promising):
+        if len(entering) >= knapsacks_per_round or time.perf_counter() - start >= time_limit:
+            undecided += len(promising) - position
+            break
+        price = options[t].price
+        capacity = options[t].capacity
+        counts, value = _rounded_pattern(capacity, problem.classes, duals, limits[t], relaxations[t][1])
+        if value > price * (1 + REL_TOL) and (t, counts) not in seen:
+            seen.add((t, counts))
+            entering.append(Pattern(t, counts))
+            continue
+        counts, value, upper = _knapsack(capacity, problem.classes, duals, limits[t], price)
+        ratios[t] = min(ratios[t], upper / price)
+        if value > price * (1 + REL_TOL) and (t, counts) not in seen:
+            seen.add((t, counts))
+            entering.append(Pattern(t, counts))
+        elif ratios[t] > 1 + REL_TOL:
+            undecided += 1  # the tight solve ran out of time (or repeated a column): no proof
+    return entering, undecided
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scheduling import machine  # noqa: E402  (bench/scheduling.py)
+from seeding import K8S_VERSION, seed_network  # noqa: E402  (bench/seeding.py)
 
 REGION = "us-east-1"
 CLUSTER = "scale"
@@ -317,34 +318,11 @@ def seed_aws(clients: Any) -> tuple[Any, str]:
     """VPC, subnets and security group tagged for discovery, EKS AMIs, the state table, the EKS cluster
     and a pass-through termination state machine; returns (ClusterInfo, state machine ARN)."""
     from fleetwright.aws.cluster import describe_cluster
-    from fleetwright.local.aws_fakes import seed_eks_amis
-    from fleetwright.state.table import create_state_table
 
-    ec2 = clients.ec2
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    tags = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
-    subnets = []
-    for i, zone in enumerate(ZONES):
-        subnets.append(
-            ec2.create_subnet(
-                VpcId=vpc,
-                CidrBlock=f"10.0.{i * 64}.0/18",
-                AvailabilityZone=zone,
-                TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
-            )["Subnet"]["SubnetId"]
-        )
-    ec2.create_security_group(
-        GroupName="nodes",
-        Description="nodes",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-    )
-    version = "1.31"
-    seed_eks_amis(ec2, version)
-    create_state_table(clients.client("dynamodb"), TABLE)
+    subnets = seed_network(clients, CLUSTER, ZONES, TABLE)
     clients.eks.create_cluster(
         name=CLUSTER,
-        version=version,
+        version=K8S_VERSION,
         roleArn="arn:aws:iam::123456789012:role/eks",
         resourcesVpcConfig={"subnetIds": subnets},
     )
@@ -368,25 +346,10 @@ def _dynamo(value: Any) -> Any:
 
 def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int) -> Cluster:
     """Instances, NodeClaim records and objects, Nodes, DaemonSets, Deployments' ReplicaSets, PDBs, pods."""
-    from boto3.dynamodb.types import TypeSerializer  # type: ignore[import-untyped]
-    from moto.ec2.models import ec2_backends
-
     from fleetwright.aws.provider import AwsProvider
-    from fleetwright.aws.tags import ownership_tags, to_aws
     from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-    from fleetwright.local.apiserver.resources import (
-        DAEMON_SETS,
-        NAMESPACES,
-        NODES,
-        POD_DISRUPTION_BUDGETS,
-        PODS,
-        REPLICA_SETS,
-    )
-    from fleetwright.model import labels as wk
-    from fleetwright.model.allocatable import instance_type_allocatable
+    from fleetwright.local.apiserver.resources import NODES, PODS
     from fleetwright.model.karpenter import EC2NodeClass, NodePool
-    from fleetwright.provisioning.nodeclaim_objects import labels_of, spec_of, status_of
-    from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
     started = time.perf_counter()
     store = server.store
@@ -394,29 +357,49 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
     documents = [json.loads(d) for d in nodepool_documents(nodes, pending).split("\n---\n")]
     pools = {d["metadata"]["name"]: NodePool.model_validate(d) for d in documents if d["kind"] == "NodePool"}
     nodeclass = EC2NodeClass.model_validate(documents[-1])
-    cloud = AwsProvider(info, REGION, clients=clients)
-    catalog = {t.name: t for t in cloud.instance_types(nodeclass)}
+    catalog = {t.name: t for t in AwsProvider(info, REGION, clients=clients).instance_types(nodeclass)}
     image = sorted(i["ImageId"] for i in clients.ec2.describe_images(Owners=["self"])["Images"])[0]
+    plan = _placement(nodes)
+    instance_ids = _launch_instances(clients, plan, image)
+    seeded = _SeededNodes(pools, nodeclass, catalog, image)
+    for index, where in enumerate(plan):
+        seeded.add(index, where, instance_ids[index])
+    _write_records(clients.client("dynamodb"), seeded.records)
+    store.seed(NODES, seeded.node_objects)
+    store.seed(store.registry.lookup("karpenter.sh", "v1", "nodeclaims"), seeded.claim_objects)
+    owners = _seed_workloads(store)
+    pods = _node_pods(seeded.node_names, plan, catalog, owners)
+    store.seed(PODS, pods)
+    store.seed(PODS, pending_pods(pending, "initial"))
+    return Cluster(nodes, len(pods), pending, time.perf_counter() - started)
+
+
+_Where = tuple[str, str, str, str]  # pool, instance type, zone, capacity type
+
+
+def _placement(nodes: int) -> list[_Where]:
+    """Which node goes where: pools by share, types and zones round-robin."""
+    plan: list[_Where] = []
+    counts = {name: round(nodes * share) for name, _t, _c, _p, share in POOLS}
+    counts[POOLS[0][0]] += nodes - sum(counts.values())
+    for name, types, capacity, _policy, _share in POOLS:
+        plan += [(name, types[i % len(types)], ZONES[i % len(ZONES)], capacity) for i in range(counts[name])]
+    return plan
+
+
+def _launch_instances(clients: Any, plan: list[_Where], image: str) -> dict[int, str]:
+    """An instance per planned node, tagged with its NodePool, launched in batches; node index → id."""
+    from fleetwright.aws.tags import ownership_tags, to_aws
+
     subnets = {
         s["AvailabilityZone"]: s["SubnetId"]
         for s in clients.ec2.describe_subnets(
             Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": [CLUSTER]}]
         )["Subnets"]
     }
-    backend = ec2_backends["123456789012"][REGION]
-    serializer = TypeSerializer()
-    dynamo = clients.client("dynamodb")
-
-    # Which node goes where: pools by share, types and zones round-robin.
-    plan: list[tuple[str, str, str, str]] = []  # pool, type, zone, capacity
-    counts = {name: round(nodes * share) for name, _t, _c, _p, share in POOLS}
-    counts[POOLS[0][0]] += nodes - sum(counts.values())
-    for name, types, capacity, _policy, _share in POOLS:
-        plan += [(name, types[i % len(types)], ZONES[i % len(ZONES)], capacity) for i in range(counts[name])]
-    groups: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+    groups: dict[_Where, list[int]] = defaultdict(list)
     for index, where in enumerate(plan):
         groups[where].append(index)
-
     instance_ids: dict[int, str] = {}
     for (pool, itype, zone, capacity), indexes in groups.items():
         market: dict[str, Any] = (
@@ -437,23 +420,41 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
             )["Instances"]
             for index, instance in zip(batch, launched, strict=True):
                 instance_ids[index] = instance["InstanceId"]
+    return instance_ids
 
-    now = time.time() - 3600
-    records: list[NodeClaimRecord] = []
-    node_objects: list[dict[str, Any]] = []
-    claim_objects: list[dict[str, Any]] = []
-    node_names: list[str] = []
-    from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
 
-    hashes = {name: nodepool_hash(p) for name, p in pools.items()}
-    class_hash = nodeclass_hash(nodeclass)
-    for index, (pool, itype, zone, capacity) in enumerate(plan):
+class _SeededNodes:
+    """What Fleetwright would have recorded for each launched node: its NodeClaim record and object, and
+    the Ready Node its kubelet registered."""
+
+    def __init__(self, pools: dict[str, Any], nodeclass: Any, catalog: dict[str, Any], image: str) -> None:
+        from moto.ec2.models import ec2_backends
+
+        from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
+
+        self.pools = pools
+        self.catalog = catalog
+        self.image = image
+        self.backend = ec2_backends["123456789012"][REGION]
+        self.hashes = {name: nodepool_hash(p) for name, p in pools.items()}
+        self.class_hash = nodeclass_hash(nodeclass)
+        self.now = time.time() - 3600
+        self.records: list[Any] = []
+        self.node_objects: list[dict[str, Any]] = []
+        self.claim_objects: list[dict[str, Any]] = []
+        self.node_names: list[str] = []
+
+    def add(self, index: int, where: _Where, instance_id: str) -> None:
+        from fleetwright.provisioning.nodeclaim_objects import labels_of, spec_of, status_of
+        from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+
+        pool, itype, zone, capacity = where
         claim = f"{pool}-{index:06x}"
-        instance_id = instance_ids[index]
-        backend.create_tags([instance_id], {"karpenter.sh/nodeclaim": claim, "Name": claim})
-        known = catalog[itype]
+        self.backend.create_tags([instance_id], {"karpenter.sh/nodeclaim": claim, "Name": claim})
+        known = self.catalog[itype]
         name = f"ip-10-{index // 65536}-{(index // 256) % 256}-{index % 256}.ec2.internal"
-        node_names.append(name)
+        self.node_names.append(name)
+        now = self.now
         record = NodeClaimRecord(
             id=claim,
             nodepool=pool,
@@ -469,11 +470,11 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
             registered_at=now,
             initialized_at=now,
             node_name=name,
-            nodepool_hash=hashes[pool],
-            nodeclass_hash=class_hash,
+            nodepool_hash=self.hashes[pool],
+            nodeclass_hash=self.class_hash,
         )
-        records.append(record)
-        claim_objects.append(
+        self.records.append(record)
+        self.claim_objects.append(
             {
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodeClaim",
@@ -483,14 +484,22 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
                     "finalizers": ["karpenter.sh/termination"],
                 },
                 "spec": spec_of(record),
-                "status": status_of(record, image),
+                "status": status_of(record, self.image),
             }
         )
+        self.node_objects.append(self._node_object(name, where, instance_id))
+
+    def _node_object(self, name: str, where: _Where, instance_id: str) -> dict[str, Any]:
+        from fleetwright.model import labels as wk
+        from fleetwright.model.allocatable import instance_type_allocatable
+
+        pool, itype, zone, capacity = where
+        known = self.catalog[itype]
         allocatable = instance_type_allocatable(known, None)
         quantities = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in allocatable.items()}
         labels = {
             **known.labels,
-            **pools[pool].labels(),
+            **self.pools[pool].labels(),
             wk.NODEPOOL: pool,
             wk.INSTANCE_TYPE: itype,
             wk.ZONE: zone,
@@ -498,18 +507,23 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
             wk.HOSTNAME: name,
             "pool": pool,
         }
-        node_objects.append(
-            {
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
-                "status": {
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                    "allocatable": quantities,
-                    "capacity": quantities,
-                    "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a"},
-                },
-            }
-        )
+        return {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": quantities,
+                "capacity": quantities,
+                "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a"},
+            },
+        }
+
+
+def _write_records(dynamo: Any, records: list[Any]) -> None:
+    """The NodeClaim records into the state table, 25 to a batch write."""
+    from boto3.dynamodb.types import TypeSerializer  # type: ignore[import-untyped]
+
+    serializer = TypeSerializer()
     pk = f"NODECLAIM#{CLUSTER}"
     for start in range(0, len(records), 25):
         items = [
@@ -518,70 +532,96 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
         ]
         dynamo.batch_write_item(RequestItems={TABLE: items})
 
-    store.seed(NODES, node_objects)
-    node_claims = store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
-    store.seed(node_claims, claim_objects)
 
-    # Workloads: three DaemonSets in kube-system, APPS Deployments (one ReplicaSet and a PDB each) in
-    # ten namespaces, their pods spread over the nodes by round robin.
+@dataclass
+class _Owners:
+    daemonsets: dict[str, str]  # DaemonSet name → uid
+    apps: list[tuple[str, str]]  # (app, namespace) per Deployment
+    replica_sets: dict[tuple[str, str], str]  # (namespace, app) → its ReplicaSet's uid
+
+
+def _seed_workloads(store: Any) -> _Owners:
+    """Three DaemonSets in kube-system, APPS Deployments (one ReplicaSet and a PDB each) in ten
+    namespaces; the pods' owners."""
+    from fleetwright.local.apiserver.resources import (
+        DAEMON_SETS,
+        NAMESPACES,
+        POD_DISRUPTION_BUDGETS,
+        REPLICA_SETS,
+    )
+
     for team in range(10):
         store.create(NAMESPACES, {"metadata": {"name": f"team-{team}"}})
-    daemonsets = store.seed(
-        DAEMON_SETS,
-        [
-            {
-                "metadata": {"name": ds, "namespace": "kube-system"},
-                "spec": {
-                    "selector": {"matchLabels": {"k8s-app": ds}},
-                    "template": {
-                        "metadata": {"labels": {"k8s-app": ds}},
-                        "spec": {"containers": [{"name": ds, "image": ds, "resources": _requests(cpu, mem)}]},
-                    },
-                },
-            }
-            for ds, cpu, mem in DAEMONSETS
-        ],
-    )
-    del daemonsets
+    store.seed(DAEMON_SETS, _daemonset_objects())
     ds_uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in store.list(DAEMON_SETS, "kube-system")[0]}
     apps = [(f"app-{a:03d}", f"team-{a % 10}") for a in range(APPS)]
-    store.seed(
-        REPLICA_SETS,
-        [
-            {
-                "metadata": {"name": f"{app}-7d4b9", "namespace": ns, "labels": {"app": app}},
-                "spec": {
-                    "replicas": 0,
-                    "selector": {"matchLabels": {"app": app}},
-                    "template": {
-                        "metadata": {"labels": {"app": app}},
-                        "spec": {"containers": [{"name": "app"}]},
-                    },
-                },
-            }
-            for app, ns in apps
-        ],
-    )
+    store.seed(REPLICA_SETS, _replica_set_objects(apps))
     rs_uids = {
         (o["metadata"]["namespace"], o["metadata"]["labels"]["app"]): o["metadata"]["uid"]
         for o in store.list(REPLICA_SETS)[0]
     }
-    store.seed(
-        POD_DISRUPTION_BUDGETS,
-        [
-            {
-                "metadata": {"name": app, "namespace": ns},
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
-                "status": {
-                    "disruptionsAllowed": 1,
-                    "currentHealthy": 0,
-                    "desiredHealthy": 0,
-                    "expectedPods": 0,
+    store.seed(POD_DISRUPTION_BUDGETS, _pdb_objects(apps))
+    return _Owners(ds_uids, apps, rs_uids)
+
+
+def _daemonset_objects() -> list[dict[str, Any]]:
+    """The DaemonSets every node runs a pod of."""
+    return [
+        {
+            "metadata": {"name": ds, "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"k8s-app": ds}},
+                "template": {
+                    "metadata": {"labels": {"k8s-app": ds}},
+                    "spec": {"containers": [{"name": ds, "image": ds, "resources": _requests(cpu, mem)}]},
                 },
-            }
-            for app, ns in apps
-        ],
-    )
+            },
+        }
+        for ds, cpu, mem in DAEMONSETS
+    ]
+
+
+def _replica_set_objects(apps: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A ReplicaSet (scaled to 0: its pods are seeded directly) per Deployment."""
+    return [
+        {
+            "metadata": {"name": f"{app}-7d4b9", "namespace": ns, "labels": {"app": app}},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    "spec": {"containers": [{"name": "app"}]},
+                },
+            },
+        }
+        for app, ns in apps
+    ]
+
+
+def _pdb_objects(apps: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """A PodDisruptionBudget per Deployment allowing one disruption."""
+    return [
+        {
+            "metadata": {"name": app, "namespace": ns},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
+            "status": {
+                "disruptionsAllowed": 1,
+                "currentHealthy": 0,
+                "desiredHealthy": 0,
+                "expectedPods": 0,
+            },
+        }
+        for app, ns in apps
+    ]
+
+
+def _node_pods(
+    node_names: list[str], plan: list[_Where], catalog: dict[str, Any], owners: _Owners
+) -> list[dict[str, Any]]:
+    """On each node one pod per DaemonSet and APP_PODS_PER_NODE Deployment pods, spread by round robin."""
+    from fleetwright.model.allocatable import instance_type_allocatable
+
     pods: list[dict[str, Any]] = []
     for index, name in enumerate(node_names):
         for ds, cpu, mem in DAEMONSETS:
@@ -593,12 +633,12 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
                     cpu,
                     mem,
                     name,
-                    ("DaemonSet", ds, ds_uids[ds]),
+                    ("DaemonSet", ds, owners.daemonsets[ds]),
                 )
             )
         millicores = int(instance_type_allocatable(catalog[plan[index][1]], None)["cpu"])
         for slot in range(APP_PODS_PER_NODE):
-            app, ns = apps[(index * APP_PODS_PER_NODE + slot) % APPS]
+            app, ns = owners.apps[(index * APP_PODS_PER_NODE + slot) % APPS]
             app_cpu = f"{millicores * 7 // (10 * APP_PODS_PER_NODE)}m"  # ~70% of the node's CPU
             pods.append(
                 _pod(
@@ -608,12 +648,10 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
                     app_cpu,
                     "512Mi",
                     name,
-                    ("ReplicaSet", f"{app}-7d4b9", rs_uids[(ns, app)]),
+                    ("ReplicaSet", f"{app}-7d4b9", owners.replica_sets[(ns, app)]),
                 )
             )
-    store.seed(PODS, pods)
-    store.seed(PODS, pending_pods(pending, "initial"))
-    return Cluster(nodes, len(pods), pending, time.perf_counter() - started)
+    return pods
 
 
 def _requests(cpu: str, memory: str) -> dict[str, Any]:
@@ -812,6 +850,24 @@ def print_figure(f: PassFigure) -> None:
     )
 
 
+def _handler_environment(documents: Path, kubeconfig: Path, machine_arn: str) -> dict[str, str]:
+    """The handlers' configuration, as Lambda would pass it."""
+    return {
+        "FLEETWRIGHT_CLUSTER_NAME": CLUSTER,
+        "FLEETWRIGHT_STATE_TABLE": TABLE,
+        "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
+        "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
+        "FLEETWRIGHT_ECONOMY_MODE": "true",
+        "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0",
+        # moto answers a Query of 10,000 claim records in tens of seconds (DynamoDB in well under
+        # one): a lease as long as the stand-ins make a pass keeps the launch from being given up.
+        "FLEETWRIGHT_LEASE_SECONDS": "900",
+        "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine_arn,
+        "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightScale",
+        "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
+    }
+
+
 def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigure]:
     """One cluster of ``nodes`` nodes and ``pending`` pending pods; ``runs`` passes of each function."""
     from moto import mock_aws
@@ -836,22 +892,7 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
         documents = work / "nodepools.yaml"
         documents.write_text(nodepool_documents(nodes, pending * runs))
         kubeconfig = server.write_kubeconfig(work / "kubeconfig")
-        os.environ.update(
-            {
-                "FLEETWRIGHT_CLUSTER_NAME": CLUSTER,
-                "FLEETWRIGHT_STATE_TABLE": TABLE,
-                "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
-                "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
-                "FLEETWRIGHT_ECONOMY_MODE": "true",
-                "FLEETWRIGHT_BATCH_IDLE_SECONDS": "0",
-                # moto answers a Query of 10,000 claim records in tens of seconds (DynamoDB in well under
-                # one): a lease as long as the stand-ins make a pass keeps the launch from being given up.
-                "FLEETWRIGHT_LEASE_SECONDS": "900",
-                "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine_arn,
-                "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightScale",
-                "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
-            }
-        )
+        os.environ.update(_handler_environment(documents, kubeconfig, machine_arn))
         print(
             f"{nodes} nodes, {cluster.pods} running pods, {pending} pending:"
             f" seeded in {cluster.seconds:.1f} s",

@@ -77,15 +77,36 @@ def load_all(text: str) -> Iterator[Any]:
         yield from documents
 
 
+_EVENTS = (
+    yaml.events.ScalarEvent,
+    yaml.events.MappingStartEvent,
+    yaml.events.MappingEndEvent,
+    yaml.events.SequenceStartEvent,
+    yaml.events.SequenceEndEvent,
+    yaml.events.DocumentEndEvent,
+    yaml.events.StreamEndEvent,
+)
+
+
+def _remember_plain(plain: dict[str, Any], value: str) -> Any:
+    """A plain scalar's value, kept for its next occurrences while the cache has room."""
+    item = _plain(value)
+    if len(plain) < CACHE_LIMIT:
+        plain[value] = item
+    return item
+
+
+def _check_collection_start(event: Any, mapping: bool, containers: list[Any], keys: list[Any]) -> None:
+    """Anchors, explicit tags and collections used as keys go to the slow loader."""
+    if event.anchor is not None or (event.tag not in (None, "!") and event.tag != (MAP if mapping else SEQ)):
+        raise _UnusualYamlError
+    if containers and keys[-1] is _MISSING and type(containers[-1]) is dict:
+        raise _UnusualYamlError  # a collection used as a key
+
+
 def _events_to_documents(parser: Any) -> Iterator[Any]:
-    events = yaml.events
-    scalar_event, mapping_start, mapping_end = (
-        events.ScalarEvent,
-        events.MappingStartEvent,
-        events.MappingEndEvent,
-    )
-    sequence_start, sequence_end = events.SequenceStartEvent, events.SequenceEndEvent
-    document_end, stream_end = events.DocumentEndEvent, events.StreamEndEvent
+    # Locals, not globals: the loop below runs once per event.
+    scalar_event, mapping_start, mapping_end, sequence_start, sequence_end, document_end, stream_end = _EVENTS
     plain: dict[str, Any] = {}
     # The collections being built, innermost last; for a mapping, its key waiting for a value (or _MISSING).
     containers: list[Any] = []
@@ -104,20 +125,13 @@ def _events_to_documents(parser: Any) -> Iterator[Any]:
                 if event.implicit[0]:
                     item = plain.get(value, _MISSING)
                     if item is _MISSING:
-                        item = _plain(value)
-                        if len(plain) < CACHE_LIMIT:
-                            plain[value] = item
+                        item = _remember_plain(plain, value)
                 else:
                     item = value
             else:
                 item = _scalar(tag, value)
         elif kind is mapping_start or kind is sequence_start:
-            if event.anchor is not None or (
-                event.tag not in (None, "!") and event.tag != (MAP if kind is mapping_start else SEQ)
-            ):
-                raise _UnusualYamlError
-            if containers and keys[-1] is _MISSING and type(containers[-1]) is dict:
-                raise _UnusualYamlError  # a collection used as a key
+            _check_collection_start(event, kind is mapping_start, containers, keys)
             containers.append({} if kind is mapping_start else [])
             keys.append(_MISSING)
             continue
@@ -130,7 +144,7 @@ def _events_to_documents(parser: Any) -> Iterator[Any]:
             continue
         elif kind is stream_end:
             return
-        elif kind is events.AliasEvent:
+        elif kind is yaml.events.AliasEvent:
             raise _UnusualYamlError
         else:  # stream and document starts
             continue

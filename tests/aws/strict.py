@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
@@ -66,6 +66,23 @@ class Rule:
             else:
                 kept.append((registered, event, handler))
         self._registered[:] = kept
+
+
+@dataclass
+class ParamsRule(Rule):
+    """A rule that checks one operation's parameters before moto sees them (its ``_check``)."""
+
+    operation: ClassVar[str] = ""
+
+    def install(self, client: Any) -> None:
+        self._on(client, f"provide-client-params.ec2.{self.operation}", self._check)
+
+    def _check(self, params: Mapping[str, Any], **_: Any) -> None:
+        raise NotImplementedError
+
+    def refuse(self, code: str, message: str) -> NoReturn:
+        """Refuse the request as EC2 would, with ``code``."""
+        refuse(self.operation, code, message)
 
 
 # ---------------------------------------------------------------------------------------------- tags
@@ -121,7 +138,7 @@ def check_tag_specifications(
 
 
 @dataclass
-class TagRestrictions(Rule):
+class TagRestrictions(ParamsRule):
     """CreateTags keeps EC2's tag limits: 50 tags per resource, keys up to 127 characters, values up to
     256, and no key beginning with ``aws:`` (:class:`FleetTagging` and :class:`LaunchTemplateRules` apply
     the same limits to the tags those calls carry).
@@ -129,11 +146,10 @@ class TagRestrictions(Rule):
     Tag restrictions: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions
     """
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateTags", self._create_tags)
+    operation = "CreateTags"
 
-    def _create_tags(self, params: Mapping[str, Any], **_: Any) -> None:
-        check_tags("CreateTags", params.get("Tags") or [])
+    def _check(self, params: Mapping[str, Any], **_: Any) -> None:
+        check_tags(self.operation, params.get("Tags") or [])
 
 
 # ------------------------------------------------------------------------------------------- CreateFleet
@@ -147,7 +163,7 @@ MAX_OVERRIDES_REQUEST_MAINTAIN = 300
 
 
 @dataclass
-class FleetTagging(Rule):
+class FleetTagging(ParamsRule):
     """CreateFleet ``TagSpecifications``: an ``instant`` fleet tags only the fleet, its instances, their
     volumes and network interfaces; a ``request``/``maintain`` fleet tags only the fleet. Spot instance
     requests are tagged through the launch template. moto accepts any resource type.
@@ -157,19 +173,18 @@ class FleetTagging(Rule):
 
     instant_taggable: tuple[str, ...] = INSTANT_FLEET_TAGGABLE
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateFleet", self._check)
+    operation = "CreateFleet"
 
     def _check(self, params: Mapping[str, Any], **_: Any) -> None:
         kind = str(params.get("Type", "maintain"))
         allowed = self.instant_taggable if kind == "instant" else FLEET_TAGGABLE
         check_tag_specifications(
-            "CreateFleet", params.get("TagSpecifications") or [], allowed, f"an EC2 Fleet of type {kind}"
+            self.operation, params.get("TagSpecifications") or [], allowed, f"an EC2 Fleet of type {kind}"
         )
 
 
 @dataclass
-class FleetRequestLimits(Rule):
+class FleetRequestLimits(ParamsRule):
     """CreateFleet request shape: ``ClientToken`` at most 64 ASCII characters; at most 50
     ``LaunchTemplateConfigs``; a launch template named by id or by name, not both; an override names
     ``AvailabilityZone`` or ``AvailabilityZoneId``, not both, and ``InstanceType`` or
@@ -184,22 +199,18 @@ class FleetRequestLimits(Rule):
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateOverridesRequest.html
     """
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateFleet", self._check)
+    operation = "CreateFleet"
 
     def _check(self, params: Mapping[str, Any], **_: Any) -> None:
-        op = "CreateFleet"
         token = params.get("ClientToken")
         if token is not None and (len(str(token)) > CLIENT_TOKEN_MAX or not str(token).isascii()):
-            refuse(
-                op,
+            self.refuse(
                 "InvalidParameterValue",
                 f"ClientToken must be at most {CLIENT_TOKEN_MAX} ASCII characters",
             )
         configs = list(params.get("LaunchTemplateConfigs") or [])
         if len(configs) > MAX_LAUNCH_TEMPLATE_CONFIGS:
-            refuse(
-                op,
+            self.refuse(
                 "InvalidParameterValue",
                 f"{len(configs)} LaunchTemplateConfigs; at most {MAX_LAUNCH_TEMPLATE_CONFIGS} are allowed",
             )
@@ -207,35 +218,31 @@ class FleetRequestLimits(Rule):
         for config in configs:
             spec = config.get("LaunchTemplateSpecification") or {}
             if ("LaunchTemplateId" in spec) == ("LaunchTemplateName" in spec):
-                refuse(
-                    op,
+                self.refuse(
                     "InvalidParameterCombination",
                     "Specify either LaunchTemplateId or LaunchTemplateName, but not both",
                 )
             for override in config.get("Overrides") or []:
                 overrides += 1
                 if "AvailabilityZone" in override and "AvailabilityZoneId" in override:
-                    refuse(
-                        op,
+                    self.refuse(
                         "InvalidParameterCombination",
                         "AvailabilityZone and AvailabilityZoneId cannot both be specified",
                     )
                 if "InstanceType" in override and "InstanceRequirements" in override:
-                    refuse(
-                        op,
+                    self.refuse(
                         "InvalidParameterCombination",
                         "InstanceType and InstanceRequirements cannot both be specified",
                     )
         kind = str(params.get("Type", "maintain"))
         if kind != "instant" and overrides > MAX_OVERRIDES_REQUEST_MAINTAIN:
-            refuse(
-                op,
+            self.refuse(
                 "InvalidParameterValue",
                 f"{overrides} overrides; at most {MAX_OVERRIDES_REQUEST_MAINTAIN}",
             )
         target = params.get("TargetCapacitySpecification") or {}
         if kind != "maintain" and int(target.get("TotalTargetCapacity", 0)) < 1:
-            refuse(op, "InvalidTargetCapacitySpecification", "TotalTargetCapacity must be at least 1")
+            self.refuse("InvalidTargetCapacitySpecification", "TotalTargetCapacity must be at least 1")
 
 
 def _canonical(params: Mapping[str, Any]) -> str:
@@ -307,7 +314,7 @@ LAUNCH_TEMPLATE_CLIENT_TOKEN_MAX = 128
 
 
 @dataclass
-class LaunchTemplateRules(Rule):
+class LaunchTemplateRules(ParamsRule):
     """CreateLaunchTemplate: the name is 3–128 characters of letters, digits and ``( ) . - / _``; the
     request's own ``TagSpecifications`` tag only the ``launch-template``; ``LaunchTemplateData``'s tag only
     ``instance``, ``volume``, ``network-interface`` or ``spot-instances-request``; user data is base64 of
@@ -320,15 +327,12 @@ class LaunchTemplateRules(Rule):
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RequestLaunchTemplateData.html
     """
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateLaunchTemplate", self._check)
+    operation = "CreateLaunchTemplate"
 
     def _check(self, params: Mapping[str, Any], **_: Any) -> None:
-        op = "CreateLaunchTemplate"
         name = str(params.get("LaunchTemplateName", ""))
         if not LAUNCH_TEMPLATE_NAME.fullmatch(name):
-            refuse(
-                op,
+            self.refuse(
                 "InvalidLaunchTemplateName.MalformedException",
                 f"Launch template name is malformed: {name!r}",
             )
@@ -336,22 +340,28 @@ class LaunchTemplateRules(Rule):
         if token is not None and (
             len(str(token)) > LAUNCH_TEMPLATE_CLIENT_TOKEN_MAX or not str(token).isascii()
         ):
-            refuse(op, "InvalidParameterValue", "ClientToken must be at most 128 ASCII characters")
+            self.refuse("InvalidParameterValue", "ClientToken must be at most 128 ASCII characters")
         check_tag_specifications(
-            op, params.get("TagSpecifications") or [], ("launch-template",), "CreateLaunchTemplate"
+            self.operation,
+            params.get("TagSpecifications") or [],
+            ("launch-template",),
+            "CreateLaunchTemplate",
         )
         data = params.get("LaunchTemplateData") or {}
         check_tag_specifications(
-            op, data.get("TagSpecifications") or [], LAUNCH_TEMPLATE_DATA_TAGGABLE, "launch template data"
+            self.operation,
+            data.get("TagSpecifications") or [],
+            LAUNCH_TEMPLATE_DATA_TAGGABLE,
+            "launch template data",
         )
         user_data = data.get("UserData")
         if user_data is not None:
             try:
                 raw = base64.b64decode(str(user_data), validate=True)
             except (binascii.Error, ValueError):
-                refuse(op, "InvalidUserData.Malformed", "User data must be base64-encoded")
+                self.refuse("InvalidUserData.Malformed", "User data must be base64-encoded")
             if len(raw) > USER_DATA_MAX_BYTES:
-                refuse(op, "InvalidParameterValue", f"User data is limited to {USER_DATA_MAX_BYTES} bytes")
+                self.refuse("InvalidParameterValue", f"User data is limited to {USER_DATA_MAX_BYTES} bytes")
 
 
 # ------------------------------------------------------------------------------ capacity reservations
@@ -363,7 +373,7 @@ RESERVATION_MARKET_TYPES = ("capacity-block", "interruptible-capacity-reservatio
 
 
 @dataclass
-class ReservationTargets(Rule):
+class ReservationTargets(ParamsRule):
     """CreateLaunchTemplate: ``CapacityReservationPreference`` is ``capacity-reservations-only``, ``open`` or
     ``none``; a ``CapacityReservationTarget`` names a reservation id (``cr-`` and 17 hex digits) and goes
     with no preference other than ``capacity-reservations-only``; ``capacity-reservations-only`` needs a
@@ -379,11 +389,9 @@ class ReservationTargets(Rule):
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateInstanceMarketOptionsRequest.html
     """
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateLaunchTemplate", self._check)
+    operation = "CreateLaunchTemplate"
 
     def _check(self, params: Mapping[str, Any], **_: Any) -> None:
-        op = "CreateLaunchTemplate"
         data = params.get("LaunchTemplateData") or {}
         spec = data.get("CapacityReservationSpecification")
         market = str((data.get("InstanceMarketOptions") or {}).get("MarketType", ""))
@@ -392,21 +400,22 @@ class ReservationTargets(Rule):
             preference = spec.get("CapacityReservationPreference")
             target = spec.get("CapacityReservationTarget") or {}
             if preference is not None and preference not in CAPACITY_RESERVATION_PREFERENCES:
-                refuse(op, "InvalidParameterValue", f"Invalid CapacityReservationPreference: {preference}")
+                self.refuse("InvalidParameterValue", f"Invalid CapacityReservationPreference: {preference}")
             if target and preference not in (None, "capacity-reservations-only"):
-                refuse(
-                    op,
+                self.refuse(
                     "InvalidParameterCombination",
                     f"CapacityReservationTarget goes with no CapacityReservationPreference {preference}",
                 )
             if preference == "capacity-reservations-only" and not target:
-                refuse(op, "MissingParameter", "capacity-reservations-only needs a CapacityReservationTarget")
+                self.refuse(
+                    "MissingParameter", "capacity-reservations-only needs a CapacityReservationTarget"
+                )
             rid = target.get("CapacityReservationId")
             if target and not CAPACITY_RESERVATION_ID.fullmatch(str(rid or "")):
-                refuse(op, "InvalidCapacityReservationId.Malformed", f"Invalid id: {rid!r}")
+                self.refuse("InvalidCapacityReservationId.Malformed", f"Invalid id: {rid!r}")
         if market in RESERVATION_MARKET_TYPES and not target:
-            refuse(
-                op, "InvalidParameterCombination", f"MarketType {market} needs a CapacityReservationTarget"
+            self.refuse(
+                "InvalidParameterCombination", f"MarketType {market} needs a CapacityReservationTarget"
             )
 
 
@@ -424,7 +433,7 @@ VOLUME_INITIALIZATION_RATE = (100, 300)
 
 
 @dataclass
-class LaunchTemplateFieldRules(Rule):
+class LaunchTemplateFieldRules(ParamsRule):
     """CreateLaunchTemplate's network, CPU, placement and EBS fields as EC2 checks them.
 
     Security groups go on the network interfaces once any is described, never on both levels; each
@@ -450,8 +459,7 @@ class LaunchTemplateFieldRules(Rule):
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateEbsBlockDeviceRequest.html
     """
 
-    def install(self, client: Any) -> None:
-        self._on(client, "provide-client-params.ec2.CreateLaunchTemplate", self._check)
+    operation = "CreateLaunchTemplate"
 
     def _check(self, params: Mapping[str, Any], **_: Any) -> None:
         data = params.get("LaunchTemplateData") or {}

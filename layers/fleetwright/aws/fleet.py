@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -390,7 +390,7 @@ class FleetLauncher:
         self,
         clients: AwsClients,
         cluster: str,
-        prepare: Preparer | Callable[[LaunchRequest, str], LaunchContext],
+        prepare: Preparer,
         *,
         unavailable: UnavailableOfferings | None = None,
         max_instance_types: int = MAX_INSTANCE_TYPES,
@@ -441,75 +441,22 @@ class FleetLauncher:
                     LaunchFailure(FailureKind.INSUFFICIENT_CAPACITY, NO_OFFERING_LEFT, _nothing_left(request))
                 )
                 break
-            if capacity_type == RESERVED:
-                context, overrides = self._reserved_overrides(request, failures)
-            else:
-                context = self._prepare(request, capacity_type, failures)
-                overrides = plan_overrides(
-                    request, context, capacity_type, self.unavailable, self.max_instance_types
-                )
+            context, overrides = self._overrides(request, capacity_type, failures)
             if not overrides:
                 # No remaining offering of this capacity type has a subnet and a bootable AMI.
-                cheaper = " and cheaper than on-demand" if capacity_type == SPOT else ""
-                failures.append(
-                    LaunchFailure(
-                        FailureKind.INVALID_REQUEST,
-                        NO_LAUNCHABLE_OFFERING,
-                        f"no available {capacity_type} offering is in a zone with a subnet "
-                        f"({', '.join(sorted(context.subnets)) or 'none found'}), "
-                        f"bootable by an AMI{cheaper}",
-                    )
-                )
+                failures.append(_no_launchable_offering(capacity_type, context))
                 excluded.add(capacity_type)
                 continue
             outcome = self._create_fleet(request, overrides, capacity_type, context, attempt)
-            targets = {(o.instance_type, o.zone): o.reservation for o in overrides if o.reservation}
             if capacity_type == RESERVED:
                 outcome = _per_override(outcome, overrides)
-            for refused in outcome.refused:
-                assert refused.offering is not None
-                o = refused.offering
-                self.unavailable.mark(
-                    o.instance_type, o.zone, o.capacity_type, f"{refused.code}: {refused.message}"
-                )
-                target = targets.get((o.instance_type, o.zone))
-                if target is not None:
-                    self.reservations.mark_unavailable(target.id)
-                    log.info(
-                        "capacity reservation %s refused the launch (%s); using other offerings",
-                        target.id,
-                        refused.code,
-                    )
+            self._mark_refused(outcome, overrides)
             failures.extend(outcome.failures)
-            prices = {(o.instance_type, o.zone): o.price for o in overrides}
-            for instance_type, zone, lifecycle, instance_id, template in outcome.launched[:1]:
-                target = targets.get((instance_type, zone))
-                if target is not None:
-                    self.reservations.mark_launched(target.id)
-                return LaunchedInstance(
-                    nodeclaim=request.nodeclaim,
-                    instance_id=instance_id,
-                    instance_type=instance_type,
-                    zone=zone,
-                    capacity_type=lifecycle,
-                    image_id=template.image_id if template else "",
-                    launch_template=template.name if template else "",
-                    price=prices.get((instance_type, zone)),
-                    labels={
-                        **context.labels,
-                        **(reservation_labels(target) if target is not None else {}),
-                    },
-                )
-            missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
-            if missing and not templates_renewed:
-                # A launch template this process knew was deleted meanwhile (garbage collection of unused
-                # templates): forget the names and try once more, which creates them again.
+            if outcome.launched:
+                return self._launched(request, outcome, overrides, context)
+            if not templates_renewed and self._renew_templates(outcome, context):
                 templates_renewed = True
-                forget = getattr(self.prepare, "forget_templates", None)
-                if forget is not None:
-                    forget([t.name for t in context.templates])
-                    log.warning("launch template missing; creating it again: %s", missing[0].render())
-                    continue
+                continue
             if not outcome.refused:
                 # Nothing launched and nothing to rule out: trying again would ask for the same thing.
                 if not outcome.failures:
@@ -522,6 +469,71 @@ class FleetLauncher:
                     )
                 break
         raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
+
+    def _overrides(
+        self, request: LaunchRequest, capacity_type: str, failures: list[LaunchFailure]
+    ) -> tuple[LaunchContext, list[Override]]:
+        """The resolved node class and the offerings to ask CreateFleet for, cheapest first."""
+        if capacity_type == RESERVED:
+            return self._reserved_overrides(request, failures)
+        context = self._prepare(request, capacity_type, failures)
+        return context, plan_overrides(
+            request, context, capacity_type, self.unavailable, self.max_instance_types
+        )
+
+    def _mark_refused(self, outcome: FleetOutcome, overrides: Sequence[Override]) -> None:
+        """Offerings EC2 refused are unavailable for a while; so is a reservation that refused."""
+        targets = _targets(overrides)
+        for refused in outcome.refused:
+            assert refused.offering is not None
+            o = refused.offering
+            self.unavailable.mark(
+                o.instance_type, o.zone, o.capacity_type, f"{refused.code}: {refused.message}"
+            )
+            target = targets.get((o.instance_type, o.zone))
+            if target is not None:
+                self.reservations.mark_unavailable(target.id)
+                log.info(
+                    "capacity reservation %s refused the launch (%s); using other offerings",
+                    target.id,
+                    refused.code,
+                )
+
+    def _launched(
+        self,
+        request: LaunchRequest,
+        outcome: FleetOutcome,
+        overrides: Sequence[Override],
+        context: LaunchContext,
+    ) -> LaunchedInstance:
+        """The first instance CreateFleet launched (counted against its reservation, if any)."""
+        instance_type, zone, lifecycle, instance_id, template = outcome.launched[0]
+        target = _targets(overrides).get((instance_type, zone))
+        if target is not None:
+            self.reservations.mark_launched(target.id)
+        prices = {(o.instance_type, o.zone): o.price for o in overrides}
+        return LaunchedInstance(
+            nodeclaim=request.nodeclaim,
+            instance_id=instance_id,
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=lifecycle,
+            image_id=template.image_id if template else "",
+            launch_template=template.name if template else "",
+            price=prices.get((instance_type, zone)),
+            labels={**context.labels, **(reservation_labels(target) if target is not None else {})},
+        )
+
+    def _renew_templates(self, outcome: FleetOutcome, context: LaunchContext) -> bool:
+        """True when a launch template this process knew was deleted meanwhile (garbage collection of
+        unused templates) and its name is forgotten, so the next attempt creates it again."""
+        missing = [f for f in outcome.other_errors if f.kind == FailureKind.LAUNCH_TEMPLATE_MISSING]
+        forget = getattr(self.prepare, "forget_templates", None)
+        if not missing or forget is None:
+            return False
+        forget([t.name for t in context.templates])
+        log.warning("launch template missing; creating it again: %s", missing[0].render())
+        return True
 
     def _reserved_overrides(
         self, request: LaunchRequest, failures: list[LaunchFailure]
@@ -561,8 +573,7 @@ class FleetLauncher:
         try:
             if target is None:
                 return self.prepare(request, capacity_type)
-            prepare: Any = self.prepare  # a Preparer: reserved launches name their reservation
-            return prepare(request, RESERVED, target)  # type: ignore[no-any-return]
+            return self.prepare(request, RESERVED, target)
         except deadline.DeadlineExceededError:
             raise
         except Exception as error:
@@ -605,6 +616,22 @@ class FleetLauncher:
                 raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
             return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
+
+
+def _targets(overrides: Sequence[Override]) -> dict[tuple[str, str], ReservationTarget]:
+    """The reservation each reserved offering (instance type, zone) targets."""
+    return {(o.instance_type, o.zone): o.reservation for o in overrides if o.reservation}
+
+
+def _no_launchable_offering(capacity_type: str, context: LaunchContext) -> LaunchFailure:
+    cheaper = " and cheaper than on-demand" if capacity_type == SPOT else ""
+    return LaunchFailure(
+        FailureKind.INVALID_REQUEST,
+        NO_LAUNCHABLE_OFFERING,
+        f"no available {capacity_type} offering is in a zone with a subnet "
+        f"({', '.join(sorted(context.subnets)) or 'none found'}), "
+        f"bootable by an AMI{cheaper}",
+    )
 
 
 def _per_override(outcome: FleetOutcome, overrides: Sequence[Override]) -> FleetOutcome:

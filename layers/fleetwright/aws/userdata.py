@@ -166,41 +166,57 @@ def al2023_user_data(options: BootstrapOptions) -> str:
     return _multipart([*_user_parts(options.custom_user_data, SHELL_TYPE), _part(*NODECONFIG_TYPE, ours)])
 
 
-def _al2_kubelet_args(options: BootstrapOptions) -> list[str]:
-    args = []
+@dataclass(frozen=True, slots=True)
+class KubeletFlag:
+    """One kubelet command-line flag; ``listed`` values are comma-separated lists (labels, taints,
+    key/value maps), which some families quote."""
+
+    name: str
+    value: str
+    listed: bool = False
+
+
+def kubelet_flags(options: BootstrapOptions, *, windows: bool = False) -> list[KubeletFlag]:
+    """The kubelet flags Karpenter passes to a bootstrap script, in its order: labels, taints, then the
+    node class's kubelet settings. For Windows it names system before kube reservations and always
+    passes ``--register-with-taints`` (empty when there are none)."""
+    flags = []
     labels = _labels_flag(options.labels)
     if labels:
-        args.append(f"--node-labels={labels}")
-    if options.taints:
-        args.append(f"--register-with-taints={_taints_flag(options.taints)}")
+        flags.append(KubeletFlag("--node-labels", labels, listed=True))
+    if options.taints or windows:
+        flags.append(KubeletFlag("--register-with-taints", _taints_flag(options.taints), listed=True))
     kubelet = options.kubelet
-    if kubelet is not None:
-        if kubelet.max_pods is not None:
-            args.append(f"--max-pods={kubelet.max_pods}")
-        if kubelet.pods_per_core is not None:
-            args.append(f"--pods-per-core={kubelet.pods_per_core}")
-        for flag, values in (
-            ("--kube-reserved", kubelet.kube_reserved),
-            ("--system-reserved", kubelet.system_reserved),
-        ):
-            if values:
-                args.append(f"{flag}={','.join(f'{k}={v}' for k, v in sorted(values.items()))}")
-        for flag, values, separator in (
-            ("--eviction-hard", kubelet.eviction_hard, "<"),
-            ("--eviction-soft", kubelet.eviction_soft, "<"),
-            ("--eviction-soft-grace-period", kubelet.eviction_soft_grace_period, "="),
-        ):
-            if values:
-                args.append(f"{flag}={','.join(f'{k}{separator}{v}' for k, v in sorted(values.items()))}")
-        if kubelet.eviction_max_pod_grace_period is not None:
-            args.append(f"--eviction-max-pod-grace-period={kubelet.eviction_max_pod_grace_period}")
-        if kubelet.image_gc_high_threshold_percent is not None:
-            args.append(f"--image-gc-high-threshold={kubelet.image_gc_high_threshold_percent}")
-        if kubelet.image_gc_low_threshold_percent is not None:
-            args.append(f"--image-gc-low-threshold={kubelet.image_gc_low_threshold_percent}")
-        if kubelet.cpu_cfs_quota is not None:
-            args.append(f"--cpu-cfs-quota={str(kubelet.cpu_cfs_quota).lower()}")
-    return args
+    if kubelet is None:
+        return flags
+    if kubelet.max_pods is not None:
+        flags.append(KubeletFlag("--max-pods", str(kubelet.max_pods)))
+    if kubelet.pods_per_core is not None:
+        flags.append(KubeletFlag("--pods-per-core", str(kubelet.pods_per_core)))
+    reserved = [("--kube-reserved", kubelet.kube_reserved), ("--system-reserved", kubelet.system_reserved)]
+    for flag, values, separator in (
+        *[(name, values, "=") for name, values in (reversed(reserved) if windows else reserved)],
+        ("--eviction-hard", kubelet.eviction_hard, "<"),
+        ("--eviction-soft", kubelet.eviction_soft, "<"),
+        ("--eviction-soft-grace-period", kubelet.eviction_soft_grace_period, "="),
+    ):
+        if values:
+            pairs = ",".join(f"{k}{separator}{v}" for k, v in sorted(values.items()))
+            flags.append(KubeletFlag(flag, pairs, listed=True))
+    for flag, value in (
+        ("--eviction-max-pod-grace-period", kubelet.eviction_max_pod_grace_period),
+        ("--image-gc-high-threshold", kubelet.image_gc_high_threshold_percent),
+        ("--image-gc-low-threshold", kubelet.image_gc_low_threshold_percent),
+        ("--cpu-cfs-quota", None if kubelet.cpu_cfs_quota is None else str(kubelet.cpu_cfs_quota).lower()),
+    ):
+        if value is not None:
+            flags.append(KubeletFlag(flag, str(value)))
+    return flags
+
+
+def _al2_kubelet_args(options: BootstrapOptions) -> list[str]:
+    """``--kubelet-extra-args`` words for bootstrap.sh (the whole string is shell-quoted once)."""
+    return [f"{flag.name}={flag.value}" for flag in kubelet_flags(options)]
 
 
 def al2_user_data(options: BootstrapOptions) -> str:

@@ -4,49 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from fleetwright.aws.userdata import BootstrapOptions, kubelet_labels
+from fleetwright.aws.userdata import BootstrapOptions, kubelet_flags
 
 BOOTSTRAP_SCRIPT = r"$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"
 
 
-def _quoted_pairs(flag: str, values: Mapping[str, object], separator: str) -> str:
-    return f'{flag}="{",".join(f"{k}{separator}{v}" for k, v in sorted(values.items()))}"'
-
-
 def windows_kubelet_args(options: BootstrapOptions) -> list[str]:
-    """The ``-KubeletExtraArgs`` words, in Karpenter's order (values in double quotes)."""
-    labels = kubelet_labels(options.labels)
-    args = []
-    if labels:
-        args.append(_quoted_pairs("--node-labels", labels, "="))
-    args.append(f'--register-with-taints="{",".join(t.render() for t in options.taints)}"')
-    kubelet = options.kubelet
-    if kubelet is None:
-        return args
-    if kubelet.max_pods is not None:
-        args.append(f"--max-pods={kubelet.max_pods}")
-    if kubelet.pods_per_core is not None:
-        args.append(f"--pods-per-core={kubelet.pods_per_core}")
-    for flag, values, separator in (
-        ("--system-reserved", kubelet.system_reserved, "="),
-        ("--kube-reserved", kubelet.kube_reserved, "="),
-        ("--eviction-hard", kubelet.eviction_hard, "<"),
-        ("--eviction-soft", kubelet.eviction_soft, "<"),
-        ("--eviction-soft-grace-period", kubelet.eviction_soft_grace_period, "="),
-    ):
-        if values:
-            args.append(_quoted_pairs(flag, values, separator))
-    if kubelet.eviction_max_pod_grace_period is not None:
-        args.append(f"--eviction-max-pod-grace-period={kubelet.eviction_max_pod_grace_period}")
-    if kubelet.image_gc_high_threshold_percent is not None:
-        args.append(f"--image-gc-high-threshold={kubelet.image_gc_high_threshold_percent}")
-    if kubelet.image_gc_low_threshold_percent is not None:
-        args.append(f"--image-gc-low-threshold={kubelet.image_gc_low_threshold_percent}")
-    if kubelet.cpu_cfs_quota is not None:
-        args.append(f"--cpu-cfs-quota={str(kubelet.cpu_cfs_quota).lower()}")
-    return args
+    """The ``-KubeletExtraArgs`` words, in Karpenter's order (lists in double quotes)."""
+    return [
+        f'{flag.name}="{flag.value}"' if flag.listed else f"{flag.name}={flag.value}"
+        for flag in kubelet_flags(options, windows=True)
+    ]
 
 
 def windows_user_data(options: BootstrapOptions) -> str:

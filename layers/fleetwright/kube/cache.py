@@ -34,8 +34,8 @@ from typing import Any
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.cluster import is_unschedulable
 from fleetwright.kube.errors import KubeApiError, KubeError
-from fleetwright.kube.informer import WATCH_SECONDS, Informer, resource_version_number
-from fleetwright.kube.resources import DAEMON_SETS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS, PODS
+from fleetwright.kube.informer import WATCH_SECONDS, Informer, Sink, resource_version_number
+from fleetwright.kube.resources import DAEMON_SETS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS, PODS, Resource
 from fleetwright.kube.snapshot import TERMINAL_PHASES, ClusterSnapshot
 from fleetwright.model.errors import DocumentError
 from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
@@ -269,15 +269,7 @@ class ClusterCache:
         self.pdbs = ObjectIndex(keep=_pdb_fields)
         self.nodeclaims = ObjectIndex(keep=compact_object)
         self.informers = {
-            name: Informer(
-                client,
-                resource,
-                sink,
-                self.changed,
-                watch_seconds=watch_seconds,
-                clock=clock,
-                monotonic=monotonic,
-            )
+            name: self._informer(resource, sink, watch_seconds)
             for name, resource, sink in (
                 ("pods", PODS, self.pods),
                 ("nodes", NODES, self.nodes),
@@ -286,15 +278,7 @@ class ClusterCache:
             )
         }
         # Joins ``informers`` while the NodeClaim CRD is installed (``nodeclaims_installed``).
-        self.nodeclaim_informer = Informer(
-            client,
-            NODE_CLAIMS,
-            self.nodeclaims,
-            self.changed,
-            watch_seconds=watch_seconds,
-            clock=clock,
-            monotonic=monotonic,
-        )
+        self.nodeclaim_informer = self._informer(NODE_CLAIMS, self.nodeclaims, watch_seconds)
         self.nodeclaim_informer.optional = True
         self.nodeclaims_installed: bool | None = None  # None: not asked yet
         self._nodeclaims_checked_at: float | None = None
@@ -304,6 +288,18 @@ class ClusterCache:
         self._sync_started: float | None = None  # monotonic start of the last completed sync
         self._pass_started: float | None = None  # set by begin_pass()
         self.last_sync: SyncReport | None = None
+
+    def _informer(self, resource: Resource, sink: Sink, watch_seconds: int) -> Informer:
+        """An informer feeding ``sink``, waking waiters on ``changed``, on the cache's clocks."""
+        return Informer(
+            self.client,
+            resource,
+            sink,
+            self.changed,
+            watch_seconds=watch_seconds,
+            clock=self.clock,
+            monotonic=self.monotonic,
+        )
 
     # -- freshness -------------------------------------------------------------------------------------
 

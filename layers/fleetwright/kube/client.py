@@ -363,8 +363,6 @@ class KubeClient:
         ERROR event): list again and watch from the new resourceVersion. ``on_open`` is called once the
         server has accepted the request (the stream is open), before the first event.
         """
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
         from kubernetes.watch import Watch  # type: ignore[import-untyped]
 
         query = {
@@ -376,9 +374,30 @@ class KubeClient:
             "fieldSelector": field_selector or None,
         }
         path = resource.path(namespace)
+        open_stream = self._watch_opener(path, query, timeout_seconds, on_open)
+        # Passing timeout_seconds makes Watch make one request and leave resuming to list_then_watch.
+        events = Watch().stream(open_stream, timeout_seconds=timeout_seconds)
+        try:
+            for event in events:
+                if isinstance(event, dict):  # None: a blank line
+                    yield WatchEvent(str(event.get("type")), event.get("raw_object") or {})
+        except WatchExpiredError:
+            raise
+        except Exception as err:
+            failure = _watch_failure(err, path)
+            if failure is err:
+                raise
+            raise failure from err
+        finally:
+            events.close()
+
+    def _watch_opener(
+        self, path: str, query: dict[str, Any], timeout_seconds: int, on_open: Callable[[], None] | None
+    ) -> Callable[..., Any]:
+        """The function Watch.stream calls to open the stream (it asks for watch=True and
+        _preload_content=False: the query and _perform do both)."""
 
         def open_stream(**_set_by_watch: Any) -> Any:
-            # Watch.stream asks for watch=True and _preload_content=False: the query and _perform do both.
             response = self._perform(
                 "GET",
                 path,
@@ -394,30 +413,30 @@ class KubeClient:
                 on_open()
             return response
 
-        # Passing timeout_seconds makes Watch make one request and leave resuming to list_then_watch.
-        events = Watch().stream(open_stream, timeout_seconds=timeout_seconds)
-        try:
-            for event in events:
-                if isinstance(event, dict):  # None: a blank line
-                    yield WatchEvent(str(event.get("type")), event.get("raw_object") or {})
-        except WatchExpiredError:
-            raise
-        except KubeApiError as err:
-            if err.gone:
-                raise WatchExpiredError(
-                    err.status, err.reason, err.message, err.details, method="GET", path=path
-                ) from err
-            raise
-        except ApiException as err:
-            # An ERROR event: Watch raises its Status as (code, "Reason: message").
-            reason, _, message = str(err.reason or "").partition(": ")
-            error_type = WatchExpiredError if err.status == 410 else KubeApiError
-            raise error_type(int(err.status or 500), reason, message, method="GET", path=path) from err
-        except (KeyError, TypeError) as err:
-            raise KubeApiError(
-                500, "InvalidResponse", f"malformed watch event: {err!r}", method="GET", path=path
-            ) from err
-        except urllib3.exceptions.HTTPError as err:
-            raise KubeConnectionError(f"GET {path} (watch): {err}") from err
-        finally:
-            events.close()
+        return open_stream
+
+
+def _watch_failure(err: Exception, path: str) -> Exception:
+    """What a watch stream's ``err`` means to callers: 410 Gone as WatchExpiredError, an ERROR event or a
+    malformed event as KubeApiError, a broken connection as KubeConnectionError; else ``err`` itself."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(err, KubeApiError):
+        if err.gone:
+            return WatchExpiredError(
+                err.status, err.reason, err.message, err.details, method="GET", path=path
+            )
+        return err
+    if isinstance(err, ApiException):
+        # An ERROR event: Watch raises its Status as (code, "Reason: message").
+        reason, _, message = str(err.reason or "").partition(": ")
+        error_type = WatchExpiredError if err.status == 410 else KubeApiError
+        return error_type(int(err.status or 500), reason, message, method="GET", path=path)
+    if isinstance(err, KeyError | TypeError):
+        return KubeApiError(
+            500, "InvalidResponse", f"malformed watch event: {err!r}", method="GET", path=path
+        )
+    if isinstance(err, urllib3.exceptions.HTTPError):
+        return KubeConnectionError(f"GET {path} (watch): {err}")
+    return err

@@ -483,8 +483,6 @@ class _DemoClock:
 def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: bool) -> bool:
     """Delete the demo Deployment and run disruption passes until every node Fleetwright launched is
     gone; True when they are."""
-    from fleetwright.local.inprocess.disruption import run_disruption
-
     nodes = {row[0] for row in node_table(box)}
     clock = _DemoClock()
     waits = {
@@ -502,37 +500,12 @@ def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: 
     )
     stop = threading.Event()
     failures: list[str] = []
-    passes = [0]
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                run = run_disruption(
-                    kube=box.kube,
-                    cloud=box.provisioner.cloud,
-                    state=box.state,
-                    config=box.provisioner.config,
-                    metrics=box.metrics,
-                    clock=clock,
-                )
-            except Exception as error:  # the loop must end the demo with the reason, not hang it
-                failures.append(f"{type(error).__name__}: {error}")
-                return
-            passes[0] += 1
-            _say_pass(timeline, run)
-            if run.report.error:
-                failures.append(run.report.error)
-                return
-            if passes[0] == 1 and fast_forward and wait:
-                clock.offset += wait
-                timeline.say(
-                    f"nodes seen empty; the demo moves the disruption clock {_seconds(wait)} ahead "
-                    "instead of waiting consolidateAfter"
-                )
-                continue
-            stop.wait(DISRUPTION_INTERVAL)
-
-    worker = threading.Thread(target=loop, name="disruption", daemon=True)
+    worker = threading.Thread(
+        target=_disruption_passes,
+        args=(box, timeline, clock, wait if fast_forward else 0, stop, failures),
+        name="disruption",
+        daemon=True,
+    )
     worker.start()
     limit = timeout + (0 if fast_forward else wait)
     try:
@@ -544,14 +517,62 @@ def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: 
         left = sorted(nodes & {r[0] for r in node_table(box)})
         timeline.say(f"FAILED: scale-down: {'; '.join(failures) or f'nodes left: {left}'}")
         return False
+    if not _no_instance_running(box, timeline):
+        return False
+    plural = "s" if len(nodes) != 1 else ""
+    timeline.say(f"{len(nodes)} node{plural} removed, no instance left running; $0.0000/hour")
+    return True
+
+
+def _disruption_passes(
+    box: Sandbox,
+    timeline: Timeline,
+    clock: _DemoClock,
+    skip: float,
+    stop: threading.Event,
+    failures: list[str],
+) -> None:
+    """Disruption passes until ``stop``; after the first, the clock jumps ``skip`` seconds ahead (the
+    nodes' consolidateAfter) so the demo need not wait it out. A failure ends the loop in ``failures``."""
+    from fleetwright.local.inprocess.disruption import run_disruption
+
+    passes = 0
+    while not stop.is_set():
+        try:
+            run = run_disruption(
+                kube=box.kube,
+                cloud=box.provisioner.cloud,
+                state=box.state,
+                config=box.provisioner.config,
+                metrics=box.metrics,
+                clock=clock,
+            )
+        except Exception as error:  # the loop must end the demo with the reason, not hang it
+            failures.append(f"{type(error).__name__}: {error}")
+            return
+        passes += 1
+        _say_pass(timeline, run)
+        if run.report.error:
+            failures.append(run.report.error)
+            return
+        if passes == 1 and skip:
+            clock.offset += skip
+            timeline.say(
+                f"nodes seen empty; the demo moves the disruption clock {_seconds(skip)} ahead "
+                "instead of waiting consolidateAfter"
+            )
+            continue
+        stop.wait(DISRUPTION_INTERVAL)
+
+
+def _no_instance_running(box: Sandbox, timeline: Timeline) -> bool:
+    """True when every instance is terminated or shutting down; else says which still run."""
     running = sorted(
         i["InstanceId"] for i in box.instances() if i["State"]["Name"] not in ("shutting-down", "terminated")
     )
     if running:
         timeline.say(f"FAILED: scale-down: instances still running: {', '.join(running)}")
         return False
-    plural = "s" if len(nodes) != 1 else ""
-    timeline.say(f"{len(nodes)} node{plural} removed, no instance left running; $0.0000/hour")
     return True
 
 

@@ -281,23 +281,58 @@ class KubeletSimulator(PodLifecycleController):
         """The Node a kubelet on ``instance`` registers (``Ready=False``)."""
         bootstrap = self._bootstrap(instance)
         zone = str(instance.get("Placement", {}).get("AvailabilityZone", ""))
-        type_name = str(instance.get("InstanceType", ""))
-        instance_type = self._instance_type(type_name)
         name = node_name_for(instance, self.region)
-        arch = "arm64" if instance.get("Architecture") == "arm64" else "amd64"
-        capacity: dict[str, str] = {}
-        allocatable: dict[str, str] = {}
         build = self._windows_build(instance) if bootstrap.family == WINDOWS else None
+        arch, capacity, allocatable = self._hardware(instance, bootstrap, build)
+        now = rfc3339(self.store.clock())
+        spec: JsonObject = {"providerID": f"aws:///{zone}/{instance['InstanceId']}"}
+        if bootstrap.taints:
+            spec["taints"] = [
+                {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+                for t in bootstrap.taints
+            ]
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": self._labels(instance, bootstrap, name, arch, build),
+                "annotations": {SIMULATED_KUBELET_ANNOTATION: self.cluster_name},
+            },
+            "spec": spec,
+            "status": {
+                "capacity": capacity,
+                "allocatable": allocatable,
+                "conditions": _starting_conditions(now),
+                "addresses": _addresses(instance, name),
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": _node_info(instance, arch, bootstrap.family, build),
+            },
+        }
+
+    def _hardware(
+        self, instance: Mapping[str, Any], bootstrap: NodeBootstrap, build: str | None
+    ) -> tuple[str, dict[str, str], dict[str, str]]:
+        """Architecture, capacity and allocatable as the kubelet measures them (after its reservations)."""
+        arch = "arm64" if instance.get("Architecture") == "arm64" else "amd64"
+        instance_type = self._instance_type(str(instance.get("InstanceType", "")))
         if instance_type is not None and build is not None:
             instance_type = as_windows(instance_type, build) or instance_type
-        if instance_type is not None:
-            # The machine's own hardware: what the kubelet measures (adjusted by its reserved settings).
-            adjusted = with_kubelet([instance_type], bootstrap.kubelet)[0]
-            arch = adjusted.labels.get(wk.ARCH, arch)
-            capacity = {k: format_quantity(k, v) for k, v in sorted(adjusted.capacity.items())}
-            allocatable = {k: format_quantity(k, v) for k, v in sorted(adjusted.allocatable.items())}
-        # Its --node-labels, then what the kubelet sets itself (hostname, os, arch) and what the cloud
-        # controller adds (instance type, zone, region): nothing else, as on EKS.
+        if instance_type is None:
+            return arch, {}, {}
+        adjusted = with_kubelet([instance_type], bootstrap.kubelet)[0]
+        arch = adjusted.labels.get(wk.ARCH, arch)
+        capacity = {k: format_quantity(k, v) for k, v in sorted(adjusted.capacity.items())}
+        allocatable = {k: format_quantity(k, v) for k, v in sorted(adjusted.allocatable.items())}
+        return arch, capacity, allocatable
+
+    def _labels(
+        self, instance: Mapping[str, Any], bootstrap: NodeBootstrap, name: str, arch: str, build: str | None
+    ) -> dict[str, str]:
+        """Its --node-labels, then what the kubelet sets itself (hostname, os, arch) and what the cloud
+        controller adds (instance type, zone, region): nothing else, as on EKS."""
+        zone = str(instance.get("Placement", {}).get("AvailabilityZone", ""))
+        type_name = str(instance.get("InstanceType", ""))
         labels = dict(bootstrap.labels)
         labels.update(
             {
@@ -319,69 +354,7 @@ class KubeletSimulator(PodLifecycleController):
         zone_id = str(instance.get("Placement", {}).get("AvailabilityZoneId") or "")
         if zone_id:
             labels["topology.k8s.aws/zone-id"] = zone_id
-        ip = str(instance.get("PrivateIpAddress") or "")
-        addresses = [{"type": "InternalIP", "address": ip}] if ip else []
-        addresses += [{"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]
-        now = rfc3339(self.store.clock())
-        spec: JsonObject = {"providerID": f"aws:///{zone}/{instance['InstanceId']}"}
-        if bootstrap.taints:
-            spec["taints"] = [
-                {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
-                for t in bootstrap.taints
-            ]
-        return {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": dict(sorted(labels.items())),
-                "annotations": {SIMULATED_KUBELET_ANNOTATION: self.cluster_name},
-            },
-            "spec": spec,
-            "status": {
-                "capacity": capacity,
-                "allocatable": allocatable,
-                "conditions": [
-                    *(
-                        {
-                            "type": kind,
-                            "status": "False",
-                            "reason": f"KubeletHas{reason}",
-                            "message": message,
-                            "lastHeartbeatTime": now,
-                            "lastTransitionTime": now,
-                        }
-                        for kind, reason, message in (
-                            ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
-                            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
-                            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"),
-                        )
-                    ),
-                    {
-                        "type": "Ready",
-                        "status": "False",
-                        "reason": "KubeletNotReady",
-                        "message": "container runtime network not ready: NetworkReady=false",
-                        "lastHeartbeatTime": now,
-                        "lastTransitionTime": now,
-                    },
-                ],
-                "addresses": addresses,
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                "nodeInfo": {
-                    "architecture": arch,
-                    "bootID": f"boot-{instance['InstanceId']}",
-                    "containerRuntimeVersion": "containerd://1.7.22",
-                    "kernelVersion": "6.1.0",
-                    "kubeProxyVersion": KUBELET_VERSION,
-                    "kubeletVersion": KUBELET_VERSION,
-                    "machineID": str(instance["InstanceId"]).replace("-", ""),
-                    "operatingSystem": "windows" if build is not None else "linux",
-                    "osImage": _OS_IMAGES.get(bootstrap.family, "Amazon Linux 2023"),
-                    "systemUUID": str(instance["InstanceId"]),
-                },
-            },
-        }
+        return dict(sorted(labels.items()))
 
     def _register(self, instance: Mapping[str, Any], taken: set[str]) -> None:
         node = self.node_object(instance)
@@ -431,3 +404,54 @@ class KubeletSimulator(PodLifecycleController):
         self._registered_at.pop(node["metadata"]["uid"], None)
         self._user_data.pop(_instance_id(node), None)
         log.info("node %s removed: its instance is gone", name)
+
+
+def _starting_conditions(now: str) -> list[JsonObject]:
+    """A just-registered kubelet's conditions: no pressure, not Ready until its network is."""
+    pressure: list[JsonObject] = [
+        {
+            "type": kind,
+            "status": "False",
+            "reason": f"KubeletHas{reason}",
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for kind, reason, message in (
+            ("MemoryPressure", "SufficientMemory", "kubelet has sufficient memory available"),
+            ("DiskPressure", "NoDiskPressure", "kubelet has no disk pressure"),
+            ("PIDPressure", "SufficientPID", "kubelet has sufficient PID available"),
+        )
+    ]
+    ready: JsonObject = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "container runtime network not ready: NetworkReady=false",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    return [*pressure, ready]
+
+
+def _addresses(instance: Mapping[str, Any], name: str) -> list[dict[str, str]]:
+    """The private IP (when the instance has one), then the node name as DNS name and hostname."""
+    ip = str(instance.get("PrivateIpAddress") or "")
+    addresses = [{"type": "InternalIP", "address": ip}] if ip else []
+    return [*addresses, {"type": "InternalDNS", "address": name}, {"type": "Hostname", "address": name}]
+
+
+def _node_info(instance: Mapping[str, Any], arch: str, family: str, build: str | None) -> JsonObject:
+    """The kubelet's report of the machine and its software."""
+    return {
+        "architecture": arch,
+        "bootID": f"boot-{instance['InstanceId']}",
+        "containerRuntimeVersion": "containerd://1.7.22",
+        "kernelVersion": "6.1.0",
+        "kubeProxyVersion": KUBELET_VERSION,
+        "kubeletVersion": KUBELET_VERSION,
+        "machineID": str(instance["InstanceId"]).replace("-", ""),
+        "operatingSystem": "windows" if build is not None else "linux",
+        "osImage": _OS_IMAGES.get(family, "Amazon Linux 2023"),
+        "systemUUID": str(instance["InstanceId"]),
+    }

@@ -10,6 +10,7 @@ Nothing outside ``fleetwright.local`` imports this module.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import socket
@@ -339,99 +340,98 @@ def _placement_groups(nodeclasses: Sequence[Any]) -> PlacementGroups:
 def _seed_kubernetes(client: KubeClient, workloads: Sequence[dict[str, Any]]) -> None:
     """One system node (tainted for critical add-ons, as EKS system node groups often are), CoreDNS on
     it, a kube-proxy DaemonSet, and the manifests' workloads scaled to 0."""
-    client.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": SYSTEM_NODE,
-                "labels": {
-                    "kubernetes.io/hostname": SYSTEM_NODE,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "node.kubernetes.io/instance-type": "m5.large",
-                    "topology.kubernetes.io/zone": "us-east-1a",
-                    "eks.amazonaws.com/nodegroup": "system",
-                },
-            },
-            "spec": {
-                "providerID": "aws:///us-east-1a/i-0system000000000",
-                "taints": [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}],
-            },
-            "status": {
-                "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
-                "allocatable": {"cpu": "1930m", "memory": "7068Mi", "pods": "29"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        },
-    )
-    critical = [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
-    pause = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
-    client.create(
-        DEPLOYMENTS,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "coredns", "namespace": "kube-system"},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                "template": {
-                    "metadata": {"labels": {"k8s-app": "kube-dns"}},
-                    "spec": {
-                        "tolerations": critical,
-                        "nodeSelector": {"eks.amazonaws.com/nodegroup": "system"},
-                        "containers": [
-                            {
-                                "name": "coredns",
-                                "image": pause,
-                                "resources": {"requests": {"cpu": "100m", "memory": "70Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        "kube-system",
-    )
-    client.create(
-        DAEMON_SETS,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
-            "spec": {
-                "selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
-                "template": {
-                    "metadata": {"labels": {"k8s-app": "kube-proxy"}},
-                    "spec": {
-                        "tolerations": [{"operator": "Exists"}],
-                        "containers": [
-                            {
-                                "name": "kube-proxy",
-                                "image": pause,
-                                "resources": {"requests": {"cpu": "100m", "memory": "50Mi"}},
-                            }
-                        ],
-                    },
-                },
-            },
-        },
-        "kube-system",
-    )
+    client.create(NODES, copy.deepcopy(_SYSTEM_NODE_OBJECT))
+    client.create(DEPLOYMENTS, copy.deepcopy(_COREDNS), "kube-system")
+    client.create(DAEMON_SETS, copy.deepcopy(_KUBE_PROXY), "kube-system")
     for workload in workloads:
         namespace = workload["metadata"].get("namespace") or "default"
-        try:
-            client.get(NAMESPACES, namespace)
-        except KubeApiError as missing:
-            if not missing.not_found:
-                raise
-            client.create(
-                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-            )
+        _ensure_namespace(client, namespace)
         body = {**workload, "spec": {**workload["spec"], "replicas": 0}}
         client.create(DEPLOYMENTS, body, namespace)
+
+
+def _ensure_namespace(client: KubeClient, namespace: str) -> None:
+    """Create ``namespace`` unless it exists already."""
+    try:
+        client.get(NAMESPACES, namespace)
+    except KubeApiError as missing:
+        if not missing.not_found:
+            raise
+        client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+
+_PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+
+_SYSTEM_NODE_OBJECT: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {
+        "name": SYSTEM_NODE,
+        "labels": {
+            "kubernetes.io/hostname": SYSTEM_NODE,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "m5.large",
+            "topology.kubernetes.io/zone": "us-east-1a",
+            "eks.amazonaws.com/nodegroup": "system",
+        },
+    },
+    "spec": {
+        "providerID": "aws:///us-east-1a/i-0system000000000",
+        "taints": [{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}],
+    },
+    "status": {
+        "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+        "allocatable": {"cpu": "1930m", "memory": "7068Mi", "pods": "29"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    },
+}
+
+_COREDNS: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "coredns", "namespace": "kube-system"},
+    "spec": {
+        "replicas": 2,
+        "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        "template": {
+            "metadata": {"labels": {"k8s-app": "kube-dns"}},
+            "spec": {
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                "nodeSelector": {"eks.amazonaws.com/nodegroup": "system"},
+                "containers": [
+                    {
+                        "name": "coredns",
+                        "image": _PAUSE,
+                        "resources": {"requests": {"cpu": "100m", "memory": "70Mi"}},
+                    }
+                ],
+            },
+        },
+    },
+}
+
+_KUBE_PROXY: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+    "spec": {
+        "selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+        "template": {
+            "metadata": {"labels": {"k8s-app": "kube-proxy"}},
+            "spec": {
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "kube-proxy",
+                        "image": _PAUSE,
+                        "resources": {"requests": {"cpu": "100m", "memory": "50Mi"}},
+                    }
+                ],
+            },
+        },
+    },
+}
 
 
 def _deployments(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -459,27 +459,9 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
         clear_all_caches()
         stack.callback(clear_all_caches)
         clients = AwsClients(options.region)
-        roles = {nc.spec.role for nc in manifests.nodeclasses if nc.spec.role}
-        _seed_aws(clients, options.cluster_name, roles)
-        _spot_market(clients).install(clients.ec2)
-        reservations = CapacityReservations()
-        reservations.install(clients.ec2)
-        _placement_groups(manifests.nodeclasses).install(clients.ec2)
+        reservations = _seed_fake_aws(clients, options.cluster_name, manifests.nodeclasses)
         cluster = describe_cluster(clients, options.cluster_name)
-        server = ApiServer(
-            port=options.apiserver_port,
-            scheduler=True,
-            daemonset_controller=True,
-            kubelet=KubeletOptions(clients.ec2, options.cluster_name, ready_delay=options.ready_delay),
-        ).start()
-        stack.callback(server.stop)
-        from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-
-        install_karpenter_crds(server.store)
-        directory = options.kubeconfig_dir or stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="fleetwright-")
-        )
-        kubeconfig = server.write_kubeconfig(Path(directory) / "config")
+        server, kubeconfig = _start_apiserver(stack, options, clients)
         client = KubeClient(ClusterConfig(server=server.url))
         _seed_kubernetes(client, _deployments(options.manifests))
         kube = KubeCluster(client)
@@ -512,6 +494,38 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
         )
         stack.callback(box.stop)
         yield box
+
+
+def _seed_fake_aws(
+    clients: AwsClients, cluster_name: str, nodeclasses: Sequence[Any]
+) -> CapacityReservations:
+    """The cluster's AWS side: roles, network, spot prices, placement groups; returns the reservations."""
+    _seed_aws(clients, cluster_name, {nc.spec.role for nc in nodeclasses if nc.spec.role})
+    _spot_market(clients).install(clients.ec2)
+    reservations = CapacityReservations()
+    reservations.install(clients.ec2)
+    _placement_groups(nodeclasses).install(clients.ec2)
+    return reservations
+
+
+def _start_apiserver(
+    stack: ExitStack, options: SandboxOptions, clients: AwsClients
+) -> tuple[ApiServer, Path]:
+    """The emulated API server with Karpenter's CRDs and its simulated kubelets, and a kubeconfig for it."""
+    from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+
+    server = ApiServer(
+        port=options.apiserver_port,
+        scheduler=True,
+        daemonset_controller=True,
+        kubelet=KubeletOptions(clients.ec2, options.cluster_name, ready_delay=options.ready_delay),
+    ).start()
+    stack.callback(server.stop)
+    install_karpenter_crds(server.store)
+    directory = options.kubeconfig_dir or stack.enter_context(
+        tempfile.TemporaryDirectory(prefix="fleetwright-")
+    )
+    return server, server.write_kubeconfig(Path(directory) / "config")
 
 
 def _discovery_name(nodeclasses: Sequence[Any]) -> str:

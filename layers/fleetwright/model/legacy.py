@@ -362,6 +362,30 @@ def _provisioner(doc: Mapping[str, Any], conversion: Conversion) -> None:
             template_spec[name] = spec[name]
             conversion.changes.append(f"spec.{name} moved to spec.template.spec.{name}")
 
+    _provider_ref(spec, template_spec, conversion)
+
+    expire = _seconds(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", conversion)
+    template_spec["expireAfter"] = format_duration(expire)
+    conversion.changes.append(
+        f"spec.ttlSecondsUntilExpired became spec.template.spec.expireAfter: {template_spec['expireAfter']}"
+        if expire is not None
+        else "no ttlSecondsUntilExpired: expireAfter set to Never (nodes did not expire)"
+    )
+    nodepool_spec["disruption"] = _provisioner_disruption(spec, conversion)
+
+    _provisioner_kubelet(spec, conversion)
+    if "limits" in spec:
+        limits = _mapping(spec["limits"], "spec.limits", conversion)
+        _unknown_fields(limits, ("resources",), "spec.limits", conversion)
+        if "resources" in limits:
+            nodepool_spec["limits"] = limits["resources"]
+            conversion.changes.append("spec.limits.resources moved to spec.limits")
+    if "weight" in spec:
+        nodepool_spec["weight"] = spec["weight"]
+
+
+def _provider_ref(spec: Mapping[str, Any], template_spec: dict[str, Any], conversion: Conversion) -> None:
+    """spec.providerRef becomes the template's nodeClassRef; inline provider settings cannot be converted."""
     if "provider" in spec:
         conversion.problems.append(
             (
@@ -391,33 +415,20 @@ def _provisioner(doc: Mapping[str, Any], conversion: Conversion) -> None:
             "spec.providerRef became spec.template.spec.nodeClassRef (AWSNodeTemplate → EC2NodeClass)"
         )
 
-    expire = _seconds(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", conversion)
-    template_spec["expireAfter"] = format_duration(expire)
-    conversion.changes.append(
-        f"spec.ttlSecondsUntilExpired became spec.template.spec.expireAfter: {template_spec['expireAfter']}"
-        if expire is not None
-        else "no ttlSecondsUntilExpired: expireAfter set to Never (nodes did not expire)"
-    )
-    nodepool_spec["disruption"] = _provisioner_disruption(spec, conversion)
 
-    if "kubeletConfiguration" in spec:
-        kubelet = _mapping(spec["kubeletConfiguration"], "spec.kubeletConfiguration", conversion)
-        if kubelet.pop("containerRuntime", None) is not None:
-            conversion.changes.append("kubeletConfiguration.containerRuntime was dropped (containerd only)")
-        conversion.kubelet = kubelet
-        conversion.kubelet_path = "spec.kubeletConfiguration"
-        conversion.changes.append(
-            "spec.kubeletConfiguration moved to the EC2NodeClass (spec.kubelet); "
-            "Fleetwright applies it to this NodePool's nodes"
-        )
-    if "limits" in spec:
-        limits = _mapping(spec["limits"], "spec.limits", conversion)
-        _unknown_fields(limits, ("resources",), "spec.limits", conversion)
-        if "resources" in limits:
-            nodepool_spec["limits"] = limits["resources"]
-            conversion.changes.append("spec.limits.resources moved to spec.limits")
-    if "weight" in spec:
-        nodepool_spec["weight"] = spec["weight"]
+def _provisioner_kubelet(spec: Mapping[str, Any], conversion: Conversion) -> None:
+    """The Provisioner's kubelet settings, which now live on the EC2NodeClass."""
+    if "kubeletConfiguration" not in spec:
+        return
+    kubelet = _mapping(spec["kubeletConfiguration"], "spec.kubeletConfiguration", conversion)
+    if kubelet.pop("containerRuntime", None) is not None:
+        conversion.changes.append("kubeletConfiguration.containerRuntime was dropped (containerd only)")
+    conversion.kubelet = kubelet
+    conversion.kubelet_path = "spec.kubeletConfiguration"
+    conversion.changes.append(
+        "spec.kubeletConfiguration moved to the EC2NodeClass (spec.kubelet); "
+        "Fleetwright applies it to this NodePool's nodes"
+    )
 
 
 def _provisioner_disruption(spec: Mapping[str, Any], conversion: Conversion) -> dict[str, Any]:

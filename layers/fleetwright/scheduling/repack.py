@@ -157,6 +157,11 @@ def undominated(options: Sequence[Option]) -> list[Option]:
     return kept
 
 
+# A class still to place in a node being filled: index; cpu, memory and pod-slot needs; its other
+# needs; its cpu and memory shares of the node, their sum (volume); whether cpu, memory leads.
+_Live = tuple[int, int, int, int, vec.Vector, float, float, float, bool, bool]
+
+
 class _Packer:
     """One greedy packing run (see the module docstring)."""
 
@@ -300,6 +305,20 @@ class _Packer:
                 best = (key, i, counts)
         return (best[1], best[2]) if best is not None else None
 
+    def _live(self, capacity: vec.Vector) -> list[_Live]:
+        """The classes with pods left to place that fit an empty node of ``capacity``."""
+        scale_cpu = 1 / capacity[0] if capacity[0] > 0 else 0.0
+        scale_memory = 1 / capacity[1] if capacity[1] > 0 else 0.0
+        live: list[_Live] = []
+        for k, need in enumerate(self.classes):
+            if self.remaining[k] > 0 and vec.fits(need, capacity):
+                cpu_share, memory_share = need[0] * scale_cpu, need[1] * scale_memory
+                live.append(
+                    (k, need[0], need[1], need[2], need[3:], cpu_share, memory_share,
+                     cpu_share + memory_share, cpu_share >= memory_share, memory_share >= cpu_share)
+                )  # fmt: skip
+        return live
+
     def _fill(self, capacity: vec.Vector) -> list[int]:
         """Pods per class for one node: most remaining volume first, CPU and memory kept in balance.
 
@@ -310,17 +329,7 @@ class _Packer:
         counts = [0] * len(self.classes)
         room_cpu, room_memory, room_pods = capacity[0], capacity[1], capacity[2]
         rest = capacity[3:]
-        scale_cpu = 1 / capacity[0] if capacity[0] > 0 else 0.0
-        scale_memory = 1 / capacity[1] if capacity[1] > 0 else 0.0
-        # Per class still to place and fitting: index, needs, shares, volume, which share leads.
-        live: list[tuple[int, int, int, int, vec.Vector, float, float, float, bool, bool]] = []
-        for k, need in enumerate(self.classes):
-            if remaining[k] > 0 and vec.fits(need, capacity):
-                cpu_share, memory_share = need[0] * scale_cpu, need[1] * scale_memory
-                live.append(
-                    (k, need[0], need[1], need[2], need[3:], cpu_share, memory_share,
-                     cpu_share + memory_share, cpu_share >= memory_share, memory_share >= cpu_share)
-                )  # fmt: skip
+        live = self._live(capacity)
         balance = self.balance
         used_cpu = used_memory = 0.0
         relaxed = False
@@ -346,15 +355,7 @@ class _Packer:
                 if weight > best_weight:
                     chosen, best_weight = entry, weight
             if stale:
-                live = [
-                    e
-                    for e in live
-                    if remaining[e[0]] > counts[e[0]]
-                    and e[1] <= room_cpu
-                    and e[2] <= room_memory
-                    and e[3] <= room_pods
-                    and (not e[4] or vec.fits(e[4], rest))
-                ]
+                live = _still_fitting(live, remaining, counts, (room_cpu, room_memory, room_pods, *rest))
             if chosen is None:
                 if relaxed or not live:
                     return counts
@@ -371,6 +372,22 @@ class _Packer:
             used_cpu += chosen[5]
             used_memory += chosen[6]
         return counts
+
+
+def _still_fitting(
+    live: list[_Live], remaining: Sequence[int], counts: Sequence[int], room: vec.Vector
+) -> list[_Live]:
+    """The classes of ``live`` with pods left that still fit ``room`` (cpu, memory, pods, then the rest)."""
+    room_cpu, room_memory, room_pods, rest = room[0], room[1], room[2], room[3:]
+    return [
+        e
+        for e in live
+        if remaining[e[0]] > counts[e[0]]
+        and e[1] <= room_cpu
+        and e[2] <= room_memory
+        and e[3] <= room_pods
+        and (not e[4] or vec.fits(e[4], rest))
+    ]
 
 
 def _turn(o: _HullPoint, a: _HullPoint, b: _HullPoint) -> float:
@@ -455,21 +472,11 @@ def _repack_bucket(
         options = undominated([o for o in shrunk if any(o.capacity)])
     if not options:
         return None
-    by_class: dict[vec.Vector, list[Pod]] = {}
-    for claim in bucket:
-        for p in claim.pods:
-            by_class.setdefault(needs[p.key], []).append(p)
+    by_class = _pods_by_class(bucket, needs)
     required = {c: len(pods) for c, pods in by_class.items()}
     if not all(any(vec.fits(c, o.capacity) for o in options) for c in by_class):
         return None
-    for members in by_class.values():
-        members.sort(key=lambda p: p.key)
-    extra_classes: list[vec.Vector] = []  # the class of each extra pod that fits, in their order
-    for p in extra:
-        need = needs[p.key]
-        if need in by_class or any(vec.fits(need, o.capacity) for o in options):
-            by_class.setdefault(need, []).append(p)
-            extra_classes.append(need)
+    extra_classes = _add_extra(by_class, extra, needs, options)
     classes = sorted(by_class, reverse=True)
     current = sum(cheapest_price(claim.total, cheapest) for claim in bucket)
     limits = pool.template.limits
@@ -482,18 +489,30 @@ def _repack_bucket(
     if nodes is None:
         return None
     placed = sum(sum(counts) for _, counts, _ in nodes)
-    node_prices: dict[vec.Vector, float] = {}  # nodes repeat: price each total once
-    cost = 0.0
-    for _, _, total in nodes:
-        price = node_prices.get(total)
-        if price is None:
-            price = node_prices[total] = cheapest_price(total, cheapest)
-        cost += price
-    if placed == sum(required.values()) and cost >= current - 1e-9:
+    if placed == sum(required.values()) and _planned_cost(nodes, cheapest) >= current - 1e-9:
         return None
+    new_claims = _claims_for(nodes, classes, by_class, first, seq)
+    if limits is not None:
+        reserved = res.add(*(c.reserved for c in new_claims))
+        pool.reserved = res.add(res.subtract(pool.reserved, released), reserved)
+    return new_claims
+
+
+_Node = tuple[list[int], list[int], vec.Vector]  # candidates, pods per class, total
+
+
+def _claims_for(
+    nodes: Sequence[_Node],
+    classes: Sequence[vec.Vector],
+    by_class: Mapping[vec.Vector, list[Pod]],
+    first: ClaimInProgress,
+    seq: int,
+) -> list[ClaimInProgress]:
+    """A closed claim per planned node, numbered from ``seq``, with its share of each class's pods;
+    under limits each reserves the largest of its candidates."""
+    pool, requirements, limits = first.pool, first.requirements, first.pool.template.limits
     taken = dict.fromkeys(classes, 0)
     new_claims: list[ClaimInProgress] = []
-    reserved: res.ResourceList = {}
     for indices, counts, total in nodes:
         pods = []
         for c, n in zip(classes, counts, strict=True):
@@ -505,14 +524,49 @@ def _repack_bucket(
         claim.open = False
         if limits is not None:
             claim.reserved = _largest(pool, indices, limits)
-            reserved = res.add(reserved, claim.reserved)
         new_claims.append(claim)
-    if limits is not None:
-        pool.reserved = res.add(res.subtract(pool.reserved, released), reserved)
     return new_claims
 
 
-_Node = tuple[list[int], list[int], vec.Vector]  # candidates, pods per class, total
+def _pods_by_class(
+    bucket: Sequence[ClaimInProgress], needs: Mapping[str, vec.Vector]
+) -> dict[vec.Vector, list[Pod]]:
+    """The bucket's pods grouped by what they request, each group in pod-key order."""
+    by_class: dict[vec.Vector, list[Pod]] = {}
+    for claim in bucket:
+        for p in claim.pods:
+            by_class.setdefault(needs[p.key], []).append(p)
+    for members in by_class.values():
+        members.sort(key=lambda p: p.key)
+    return by_class
+
+
+def _add_extra(
+    by_class: dict[vec.Vector, list[Pod]],
+    extra: Sequence[Pod],
+    needs: Mapping[str, vec.Vector],
+    options: Sequence[Option],
+) -> list[vec.Vector]:
+    """Adds the extra pods some option holds to their classes; the class of each, in their order."""
+    extra_classes: list[vec.Vector] = []
+    for p in extra:
+        need = needs[p.key]
+        if need in by_class or any(vec.fits(need, o.capacity) for o in options):
+            by_class.setdefault(need, []).append(p)
+            extra_classes.append(need)
+    return extra_classes
+
+
+def _planned_cost(nodes: Sequence[_Node], options: Sequence[Option]) -> float:
+    """$/h of planned nodes, each the cheapest option holding its total (nodes repeat: priced once)."""
+    node_prices: dict[vec.Vector, float] = {}
+    cost = 0.0
+    for _, _, total in nodes:
+        price = node_prices.get(total)
+        if price is None:
+            price = node_prices[total] = cheapest_price(total, options)
+        cost += price
+    return cost
 
 
 def _plan_most(

@@ -179,12 +179,28 @@ class Simulation:
             for taint in taints
             if taint.effect == PREFER_NO_SCHEDULE
         }
+        self._group_pending(pending)
+        self._count_running_pods()
+        # A pod refused by a node or claim is refused by them again when it is identical (same group,
+        # requests and allowed domains): totals only grow. Resume the scan where the last one landed.
+        self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
+        self.placed_count = 0  # pods placed so far: what a remembered failure is valid for
+        self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        # per topology group: its pods on claims that have not settled on a domain of its key
+        self.undecided: dict[int, int] = {}
+
+    def _group_pending(self, pending: Sequence[Pod]) -> None:
+        """Each pending pod's group, whose ``mix`` sums its pods' needs."""
         for p in pending:
             group = self.group_of(p)
-            group.mix = vec.add(group.mix, needs[p.key]) if group.mix else needs[p.key]
+            need = self.needs[p.key]
+            group.mix = vec.add(group.mix, need) if group.mix else need
             if group.tolerating_preferences is not None:
                 group.tolerating_preferences.mix = group.mix
             self.pod_groups[p.key] = group
+
+    def _count_running_pods(self) -> None:
+        """Topology spread and affinity count the pods already running, in their nodes' domains."""
         for node in self.nodes:
             for running in node.node.pods:
                 self.topology.register_owner_terms(running)
@@ -193,13 +209,6 @@ class Simulation:
             for node, domains in zip(self.nodes, self.node_domains, strict=True):
                 for running in node.node.pods:
                     self.topology.record(running, domains)
-        # A pod refused by a node or claim is refused by them again when it is identical (same group,
-        # requests and allowed domains): totals only grow. Resume the scan where the last one landed.
-        self.resume: dict[tuple[int, str, vec.Vector], tuple[int, int]] = {}
-        self.placed_count = 0  # pods placed so far: what a remembered failure is valid for
-        self.failed: dict[tuple[object, ...], tuple[int, str]] = {}
-        # per topology group: its pods on claims that have not settled on a domain of its key
-        self.undecided: dict[int, int] = {}
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
@@ -343,19 +352,9 @@ class Simulation:
         taking the pod settles on one of them.
         """
         hosts = host_constraints(constraints)
-        allowed: dict[str, list[str]] = {}
-        for key, on_key in domain_constraints(constraints).items():
-            universe = self._universe(key, attempt, group)
-            values: list[str] | None = None
-            for constraint in on_key:
-                mine = constraint.allowed_values(universe)
-                if not mine:
-                    return False, [self._topology_reason(constraint, universe)]
-                values = mine if values is None else [v for v in values if v in set(mine)]
-            if not values:
-                shown = ", ".join(sorted(universe)) or "none"
-                return False, [f"topology constraints on {key} leave no domain (candidates: {shown})"]
-            allowed[key] = values
+        allowed = self._allowed_domains(constraints, attempt, group)
+        if isinstance(allowed, str):
+            return False, [allowed]
         if allowed:
             restriction = Requirements.of(Requirement.create(k, "In", v) for k, v in allowed.items())
             option = attempt.option.intersect(restriction)
@@ -376,6 +375,56 @@ class Simulation:
                 self.resume[resume_key] = (node.seq, claim_start)
                 self._record_on_node(pod, node)
                 return True, []
+        joined = self._join_open_claim(pod, need, group, hosts, allowed, option, claim_start)
+        if joined is not None:
+            self.resume[resume_key] = (len(self.nodes), joined.seq)
+            return True, []
+        if hosts and not all(c.allows(NEW_NODE) for c in hosts):
+            refusing = next(c for c in hosts if not c.allows(NEW_NODE))
+            return False, [self._topology_reason(refusing, [])]
+        reasons: list[str] = []
+        for narrowed in _domain_choices(allowed):
+            choice = option.intersect(narrowed)
+            choice_key = _option_key(choice) if allowed else option_key
+            created, reasons = self.new_claim(pod, need, group, choice_key, choice)
+            if created is not None:
+                self.resume[resume_key] = (len(self.nodes), created.seq)
+                self._record_on_claim(pod, created)
+                return True, []
+        if allowed:
+            return False, [self._capacity_reason(attempt, group, constraints, allowed, reasons)]
+        return False, reasons
+
+    def _allowed_domains(
+        self, constraints: tuple[Constraint, ...], attempt: Attempt, group: PodGroup
+    ) -> dict[str, list[str]] | str:
+        """Per topology key, the domains the pod's constraints allow, best first; or why none is."""
+        allowed: dict[str, list[str]] = {}
+        for key, on_key in domain_constraints(constraints).items():
+            universe = self._universe(key, attempt, group)
+            values: list[str] | None = None
+            for constraint in on_key:
+                mine = constraint.allowed_values(universe)
+                if not mine:
+                    return self._topology_reason(constraint, universe)
+                values = mine if values is None else [v for v in values if v in set(mine)]
+            if not values:
+                shown = ", ".join(sorted(universe)) or "none"
+                return f"topology constraints on {key} leave no domain (candidates: {shown})"
+            allowed[key] = values
+        return allowed
+
+    def _join_open_claim(
+        self,
+        pod: Pod,
+        need: vec.Vector,
+        group: PodGroup,
+        hosts: Sequence[Constraint],
+        allowed: Mapping[str, list[str]],
+        option: Requirements,
+        claim_start: int,
+    ) -> ClaimInProgress | None:
+        """The first open claim from ``claim_start`` on that takes the pod (settling on its domains)."""
         # Open claims are in seq order: start at the resume point instead of skipping up to it.
         first = bisect_left(self.open_claims, claim_start, key=_seq) if claim_start else 0
         for claim in islice(self.open_claims, first, None):
@@ -393,23 +442,8 @@ class Simulation:
                     continue
                 chosen = clear
             if self._add_to_claim(claim, pod, need, chosen):
-                self.resume[resume_key] = (len(self.nodes), claim.seq)
-                return True, []
-        if hosts and not all(c.allows(NEW_NODE) for c in hosts):
-            refusing = next(c for c in hosts if not c.allows(NEW_NODE))
-            return False, [self._topology_reason(refusing, [])]
-        reasons: list[str] = []
-        for narrowed in _domain_choices(allowed):
-            choice = option.intersect(narrowed)
-            choice_key = _option_key(choice) if allowed else option_key
-            created, reasons = self.new_claim(pod, need, group, choice_key, choice)
-            if created is not None:
-                self.resume[resume_key] = (len(self.nodes), created.seq)
-                self._record_on_claim(pod, created)
-                return True, []
-        if allowed:
-            return False, [self._capacity_reason(attempt, group, constraints, allowed, reasons)]
-        return False, reasons
+                return claim
+        return None
 
     def _universe(self, key: str, attempt: Attempt, group: PodGroup) -> list[str]:
         """The domains of ``key`` the pod could reach: its NodePools' offerings and matching nodes."""
@@ -533,38 +567,11 @@ class Simulation:
         if not self.pools:
             return None, [self.no_pool_reason]
         for pool in self.pools:
-            taint = first_untolerated(group.tolerations, pool.template.taints)
-            if taint is not None:
-                reasons.append(f"NodePool {pool.name}: taint {taint.render()} is not tolerated")
+            fit = self._pool_fit(pool, pod, need, group, option_key, option)
+            if isinstance(fit, str):
+                reasons.append(f"NodePool {pool.name}: {fit}")
                 continue
-            if not pool.types:
-                reasons.append(f"NodePool {pool.name}: {_no_types_reason(pool)}")
-                continue
-            match = pool.match(option_key, option)
-            if not match.type_indices:
-                reasons.append(f"NodePool {pool.name}: {match.reason}")
-                continue
-            type_indices = match.type_indices
-            if pod.host_ports and pool.daemon_ports:
-                type_indices = _port_free_types(pool, pod, type_indices)
-                if not type_indices:
-                    reasons.append(
-                        f"NodePool {pool.name}: {_daemon_port_reason(pool, pod, match.type_indices)}"
-                    )
-                    continue
-            indices = pool.within_limits(type_indices)
-            if not indices:
-                reasons.append(f"NodePool {pool.name}: {pool.limit_reason(type_indices)}")
-                continue
-            if not any(vec.fits(need, pool.capacity[i]) for i in indices):
-                reasons.append(f"NodePool {pool.name}: {_too_big_reason(pool, indices, need, self.dims)}")
-                continue
-            if pool.has_min_values and not min_values_hold(pool, match.requirements, indices, need):
-                reasons.append(
-                    f"NodePool {pool.name}: {_min_values_reason(pool, match.requirements, indices, need)}"
-                )
-                continue
-            requirements = match.requirements
+            requirements, indices = fit
             reserving = False
             if self.reservations.capacity:
                 choice = self.reservations.choose(pool, requirements, indices, need)
@@ -590,6 +597,39 @@ class Simulation:
             self._close_if_full(claim)
             return claim, reasons
         return None, reasons
+
+    def _pool_fit(
+        self,
+        pool: PreparedPool,
+        pod: Pod,
+        need: vec.Vector,
+        group: PodGroup,
+        option_key: str,
+        option: Requirements,
+    ) -> tuple[Requirements, list[int]] | str:
+        """The requirements and instance types (indices) a claim for the pod in ``pool`` may use, or why
+        the pool cannot run it."""
+        taint = first_untolerated(group.tolerations, pool.template.taints)
+        if taint is not None:
+            return f"taint {taint.render()} is not tolerated"
+        if not pool.types:
+            return _no_types_reason(pool)
+        match = pool.match(option_key, option)
+        if not match.type_indices:
+            return match.reason
+        type_indices = match.type_indices
+        if pod.host_ports and pool.daemon_ports:
+            type_indices = _port_free_types(pool, pod, type_indices)
+            if not type_indices:
+                return _daemon_port_reason(pool, pod, match.type_indices)
+        indices = pool.within_limits(type_indices)
+        if not indices:
+            return pool.limit_reason(type_indices)
+        if not any(vec.fits(need, pool.capacity[i]) for i in indices):
+            return _too_big_reason(pool, indices, need, self.dims)
+        if pool.has_min_values and not min_values_hold(pool, match.requirements, indices, need):
+            return _min_values_reason(pool, match.requirements, indices, need)
+        return match.requirements, indices
 
     def results(self) -> Results:
         """Turn the simulation's state into the public result."""

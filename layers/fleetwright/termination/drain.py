@@ -73,17 +73,15 @@ def is_terminating(pod: Mapping[str, Any]) -> bool:
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def is_do_not_disrupt(pod: Mapping[str, Any], now: float | None = None) -> bool:
-    """Protected by ``karpenter.sh/do-not-disrupt`` at ``now`` (default: the wall clock): ``"true"``, or a
-    duration not yet elapsed since the pod's ``status.startTime`` (see ``fleetwright.model.donotdisrupt``)."""
-    import time
-
+def is_do_not_disrupt(pod: Mapping[str, Any], now: float) -> bool:
+    """Protected by ``karpenter.sh/do-not-disrupt`` at ``now``: ``"true"``, or a duration not yet elapsed
+    since the pod's ``status.startTime`` (see ``fleetwright.model.donotdisrupt``)."""
     from fleetwright.model.donotdisrupt import pod_protection
     from fleetwright.model.kube import start_time
 
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     started = start_time((pod.get("status") or {}).get("startTime"))
-    return pod_protection(annotations, started, time.time() if now is None else now).active
+    return pod_protection(annotations, started, now).active
 
 
 def is_critical(pod: Mapping[str, Any]) -> bool:
@@ -96,13 +94,13 @@ def pods_to_drain(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [p for p in pods if not (is_daemonset_pod(p) or is_mirror_pod(p) or is_finished(p))]
 
 
-def next_tier(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods to evict now: non-critical ones while any remain, else the critical ones.
+def next_tier(pods: Iterable[Mapping[str, Any]], now: float) -> list[Mapping[str, Any]]:
+    """The pods to evict at ``now``: non-critical ones while any remain, else the critical ones.
 
     Do-not-disrupt pods are never in a tier; terminating pods keep their tier open (they are still there)
     but are not evicted again.
     """
-    movable = [p for p in pods if not is_do_not_disrupt(p)]
+    movable = [p for p in pods if not is_do_not_disrupt(p, now)]
     regular = [p for p in movable if not is_critical(p)]
     tier = regular if regular else [p for p in movable if is_critical(p)]
     return [p for p in tier if not is_terminating(p)]
@@ -187,41 +185,16 @@ def drain_pass(
         log.warning("deadline reached; remaining pods deleted", extra={"node": node, "pods": result.deleted})
         result.done = True
         return result
-    due: list[Mapping[str, Any]] = []
-    if delete_before_deadline:
-        later = []
-        for pod in remaining:
-            when = delete_time(pod, deadline)
-            if when is not None and now >= when:
-                due.append(pod)
-            elif when is not None:
-                later.append(when)
-        result.next_delete_at = min(later) if later else None
-        for pod in due:
-            _delete(kube, pod, result, grace=delete_grace(now, deadline))
-        if due:
-            log.info(
-                "pods deleted to end their grace periods by the deadline",
-                extra={"node": node, "grace": result.grace},
-            )
+    due = (
+        _delete_due(kube, node, remaining, result, now=now, deadline=deadline)
+        if delete_before_deadline
+        else []
+    )
     due_keys = {pod_key(p) for p in due}
     # A pod just deleted keeps its tier open, as a terminating one does.
-    tier = [p for p in next_tier(remaining) if pod_key(p) not in due_keys]
+    tier = [p for p in next_tier(remaining, now) if pod_key(p) not in due_keys]
     for pod in tier:
-        meta = pod.get("metadata") or {}
-        key = pod_key(pod)
-        try:
-            outcome = kube.evict(meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"))
-        except KubeApiError as error:
-            if is_transient(error) and error.status != 500:
-                raise
-            # 500 is the answer for a pod selected by several budgets: it stays blocked, as a 429 would.
-            result.blocked[key] = error.message or str(error)
-            continue
-        if outcome.outcome is EvictionOutcome.BLOCKED:
-            result.blocked[key] = outcome.message or "blocked by a PodDisruptionBudget"
-        else:
-            result.evicted.append(key)
+        _evict(kube, pod, result)
     acted = {pod_key(p) for p in tier} | due_keys
     result.waiting = [pod_key(p) for p in remaining if pod_key(p) not in acted]
     # Evictions usually finish at once (or the pods are now terminating): look again so a drained node
@@ -232,6 +205,53 @@ def drain_pass(
     if left:
         return result
     return _await_volumes(kube, node, pods, result, now=now, deadline=deadline)
+
+
+def _delete_due(
+    kube: KubeCluster,
+    node: str,
+    remaining: list[Mapping[str, Any]],
+    result: DrainPass,
+    *,
+    now: float,
+    deadline: float,
+) -> list[Mapping[str, Any]]:
+    """Delete the pods whose grace period must start now to end by ``deadline``; the deleted pods."""
+    due: list[Mapping[str, Any]] = []
+    later = []
+    for pod in remaining:
+        when = delete_time(pod, deadline)
+        if when is not None and now >= when:
+            due.append(pod)
+        elif when is not None:
+            later.append(when)
+    result.next_delete_at = min(later) if later else None
+    for pod in due:
+        _delete(kube, pod, result, grace=delete_grace(now, deadline))
+    if due:
+        log.info(
+            "pods deleted to end their grace periods by the deadline",
+            extra={"node": node, "grace": result.grace},
+        )
+    return due
+
+
+def _evict(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass) -> None:
+    """Evict one pod: evicted, or blocked (by its budget, or an API error other than a transient one)."""
+    meta = pod.get("metadata") or {}
+    key = pod_key(pod)
+    try:
+        outcome = kube.evict(meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"))
+    except KubeApiError as error:
+        if is_transient(error) and error.status != 500:
+            raise
+        # 500 is the answer for a pod selected by several budgets: it stays blocked, as a 429 would.
+        result.blocked[key] = error.message or str(error)
+        return
+    if outcome.outcome is EvictionOutcome.BLOCKED:
+        result.blocked[key] = outcome.message or "blocked by a PodDisruptionBudget"
+    else:
+        result.evicted.append(key)
 
 
 def _delete(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass, *, grace: int) -> None:

@@ -129,6 +129,21 @@ def failure_message(error: Mapping[str, Any] | None) -> tuple[str, str]:
     return name, cause
 
 
+class _FailureProblems:
+    """What the failure path could not do, and whether any of it may heal (a transient error)."""
+
+    def __init__(self, log: logging.Logger | Any, node: str) -> None:
+        self.log = log
+        self.node = node
+        self.found: list[str] = []
+        self.retryable = False
+
+    def could_not(self, what: str, problem: Exception) -> None:
+        self.retryable = self.retryable or is_transient(problem)
+        self.found.append(f"{what}: {type(problem).__name__}: {problem}"[:300])
+        self.log.warning("failure path: could not " + what, extra={"node": self.node, "error": str(problem)})
+
+
 class TerminationSteps:
     """The steps, bound to a cluster (``kube``), the cloud (``cloud``) and the claim records (``claims``).
 
@@ -566,21 +581,13 @@ class TerminationSteps:
                 "termination failed",
                 extra={"node": node, "instanceId": instance_id, "error": error, "cause": cause},
             )
-        problems: list[str] = []
-        retryable = False
-
-        def could_not(what: str, problem: Exception) -> None:
-            nonlocal retryable
-            retryable = retryable or is_transient(problem)
-            problems.append(f"{what}: {type(problem).__name__}: {problem}"[:300])
-            self.log.warning("failure path: could not " + what, extra={"node": node, "error": str(problem)})
-
+        problems = _FailureProblems(self.log, node)
         if node and not (event_recorded and (uncordoned or state.get("instance"))):
             obj: Mapping[str, Any] | None = None
             try:
                 obj = self.kube.get_node(node)
             except Exception as problem:
-                could_not("read the Node", problem)
+                problems.could_not("read the Node", problem)
             if (
                 obj is not None
                 and not uncordoned
@@ -594,35 +601,45 @@ class TerminationSteps:
                 # A spot-interrupted node is not given back: EC2 reclaims its instance within two minutes,
                 # and pods placed on it would only be interrupted again. Nor is a Node being deleted: its
                 # finalizer holds it and the disruption pass starts the workflow again.
-                try:
-                    if self._still_running(instance_id):
-                        uncordoned = self.kube.unmark_disrupted(node) is not None
-                except Exception as problem:
-                    could_not("uncordon the Node", problem)
+                uncordoned = self._give_back(node, instance_id, problems)
             if obj is not None and not event_recorded:
                 message = f"Termination of instance {instance_id or '?'} failed: {error}: {cause}"[:1000]
-                body = dict(obj)
-                body.setdefault("kind", "Node")
-                body.setdefault("apiVersion", "v1")
-                try:
-                    self.kube.create_event(body, FAILURE_EVENT_REASON, message, type="Warning")
-                    event_recorded = True
-                except Exception as problem:
-                    could_not("record the event", problem)
-        pending = bool(problems) and retryable and attempts < FAILURE_RECORD_ATTEMPTS
+                event_recorded = self._failure_event(obj, message, problems)
+        pending = bool(problems.found) and problems.retryable and attempts < FAILURE_RECORD_ATTEMPTS
         state["failure"] = {
             "error": error,
             "cause": cause,
             "eventRecorded": event_recorded,
             "uncordoned": uncordoned,
             "attempts": attempts,
-            "problems": problems,
+            "problems": problems.found,
             "pending": pending,
             "retrySeconds": next_retry_wait(attempts, base=_int(raw.get("pollSeconds"))),
         }
         return state
 
     # -- helpers -------------------------------------------------------------------------------------------
+
+    def _give_back(self, node: str, instance_id: str, problems: _FailureProblems) -> bool:
+        """Uncordon ``node`` when its instance still runs; True when it was uncordoned."""
+        try:
+            if self._still_running(instance_id):
+                return self.kube.unmark_disrupted(node) is not None
+        except Exception as problem:
+            problems.could_not("uncordon the Node", problem)
+        return False
+
+    def _failure_event(self, node: Mapping[str, Any], message: str, problems: _FailureProblems) -> bool:
+        """A Warning event on the Node saying why termination failed; True when it was recorded."""
+        body = dict(node)
+        body.setdefault("kind", "Node")
+        body.setdefault("apiVersion", "v1")
+        try:
+            self.kube.create_event(body, FAILURE_EVENT_REASON, message, type="Warning")
+        except Exception as problem:
+            problems.could_not("record the event", problem)
+            return False
+        return True
 
     def _still_running(self, instance_id: str) -> bool:
         """True when the instance is this cluster's and neither shutting down nor terminated."""

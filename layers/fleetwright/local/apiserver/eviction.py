@@ -147,13 +147,7 @@ def evict(store: Store, namespace: str, name: str, body: Any) -> JsonObject:
     Raises 429 (TooManyRequests) when the budget would be violated, 500 when several budgets select the pod
     (the real server refuses that too), 404 for a missing pod and 400 for a body that is not an Eviction.
     """
-    if not isinstance(body, dict) or body.get("kind") != "Eviction":
-        raise errors.bad_request("body must be an Eviction")
-    if body.get("apiVersion") not in EVICTION_API_VERSIONS:
-        raise errors.bad_request(f"unsupported Eviction apiVersion {body.get('apiVersion')!r}")
-    body_name = (body.get("metadata") or {}).get("name")
-    if body_name and body_name != name:
-        raise errors.bad_request("name in URL does not match name in Eviction object")
+    _check_eviction_body(name, body)
     options = body.get("deleteOptions") or {}
     grace = options.get("gracePeriodSeconds")
     with store.transaction():
@@ -165,45 +159,59 @@ def evict(store: Store, namespace: str, name: str, body: Any) -> JsonObject:
                 PODS, namespace, name, grace_period=grace, preconditions=options.get("preconditions")
             )
             return _success()
-        pdbs, _ = store.list(POD_DISRUPTION_BUDGETS, namespace)
-        matching = [
-            p
-            for p in pdbs
-            if (sel := pdb_selector(p)) is not None and sel.matches(pod["metadata"].get("labels"))
-        ]
-        if len(matching) > 1:
-            raise ApiError(
-                500,
-                "InternalError",
-                "This pod has more than one PodDisruptionBudget, "
-                "which the eviction subresource does not support.",
-            )
-        if matching:
-            pdb = matching[0]
-            budget = evaluate(store, pdb)
-            allowed = (
-                budget.disruptions_allowed >= 1
-                if is_ready(pod)
-                else budget.current_healthy >= budget.desired_healthy
-            )
-            if not allowed:
-                raise ApiError(
-                    429,
-                    "TooManyRequests",
-                    VIOLATION_MESSAGE,
-                    {
-                        "causes": [
-                            {
-                                "reason": "DisruptionBudget",
-                                "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                                f"{budget.desired_healthy} healthy pods and has {budget.current_healthy} "
-                                "currently",
-                            }
-                        ]
-                    },
-                )
+        _check_budget(store, namespace, pod)
         store.delete(PODS, namespace, name, grace_period=grace, preconditions=options.get("preconditions"))
     return _success()
+
+
+def _check_eviction_body(name: str, body: Any) -> None:
+    """400 unless ``body`` is an Eviction of pod ``name`` in a supported version."""
+    if not isinstance(body, dict) or body.get("kind") != "Eviction":
+        raise errors.bad_request("body must be an Eviction")
+    if body.get("apiVersion") not in EVICTION_API_VERSIONS:
+        raise errors.bad_request(f"unsupported Eviction apiVersion {body.get('apiVersion')!r}")
+    body_name = (body.get("metadata") or {}).get("name")
+    if body_name and body_name != name:
+        raise errors.bad_request("name in URL does not match name in Eviction object")
+
+
+def _check_budget(store: Store, namespace: str, pod: JsonObject) -> None:
+    """429 when evicting ``pod`` would break its disruption budget; 500 when several budgets select it."""
+    pdbs, _ = store.list(POD_DISRUPTION_BUDGETS, namespace)
+    matching = [
+        p for p in pdbs if (sel := pdb_selector(p)) is not None and sel.matches(pod["metadata"].get("labels"))
+    ]
+    if len(matching) > 1:
+        raise ApiError(
+            500,
+            "InternalError",
+            "This pod has more than one PodDisruptionBudget, "
+            "which the eviction subresource does not support.",
+        )
+    if matching:
+        pdb = matching[0]
+        budget = evaluate(store, pdb)
+        allowed = (
+            budget.disruptions_allowed >= 1
+            if is_ready(pod)
+            else budget.current_healthy >= budget.desired_healthy
+        )
+        if not allowed:
+            raise ApiError(
+                429,
+                "TooManyRequests",
+                VIOLATION_MESSAGE,
+                {
+                    "causes": [
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                            f"{budget.desired_healthy} healthy pods and has {budget.current_healthy} "
+                            "currently",
+                        }
+                    ]
+                },
+            )
 
 
 def _success() -> JsonObject:

@@ -33,7 +33,7 @@ from fleetwright.local.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
+from fleetwright.local.apiserver.store import Store, Watch, WatchEvent, rfc3339
 from fleetwright.local.apiserver.table import to_table, wants_table
 from fleetwright.local.apiserver.traffic import Traffic
 
@@ -640,20 +640,7 @@ class RequestHandler(BaseHTTPRequestHandler):
         table = wants_table(self.headers.get("Accept", ""))
         bookmarks = _flag(query, "allowWatchBookmarks")
         initial_events = _flag(query, "sendInitialEvents")
-        since_text = query.get("resourceVersion") or ""
-        if initial_events and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
-            raise errors.invalid(
-                "ListOptions",
-                "",
-                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
-                "resourceVersionMatch is set to NotOlderThan and allowWatchBookmarks is true",
-            )
-        try:
-            since = int(since_text) if since_text else None
-        except ValueError as exc:
-            raise errors.bad_request(f"invalid resource version: {since_text!r}") from exc
-        if initial_events:
-            since = None  # the current state, which is not older than any resourceVersion asked for
+        since = _watch_since(query, bookmarks, initial_events)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -696,13 +683,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                     if self._client_gone():
                         return
                     continue
-                batch = [event]
                 limit = watch.initial - written if initial_end_due else _EVENTS_PER_CHUNK
-                while len(batch) < min(limit, _EVENTS_PER_CHUNK):
-                    more = watch.next(0)
-                    if more is None:
-                        break
-                    batch.append(more)
+                batch = _batch(watch, event, min(limit, _EVENTS_PER_CHUNK))
                 self._write_events(route.resource, batch, table, query)
                 written += len(batch)
             self._end_chunks()
@@ -808,3 +790,33 @@ def _method_not_allowed(method: str) -> ApiError:
     return ApiError(
         405, "MethodNotAllowed", f"the server does not allow this method on the requested resource ({method})"
     )
+
+
+def _watch_since(query: dict[str, str], bookmarks: bool, initial_events: bool) -> int | None:
+    """The resourceVersion a watch starts after (None: the current state first), or the request's error."""
+    since_text = query.get("resourceVersion") or ""
+    if initial_events and (query.get("resourceVersionMatch") != "NotOlderThan" or not bookmarks):
+        raise errors.invalid(
+            "ListOptions",
+            "",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
+            "resourceVersionMatch is set to NotOlderThan and allowWatchBookmarks is true",
+        )
+    try:
+        since = int(since_text) if since_text else None
+    except ValueError as exc:
+        raise errors.bad_request(f"invalid resource version: {since_text!r}") from exc
+    if initial_events:
+        return None  # the current state, which is not older than any resourceVersion asked for
+    return since
+
+
+def _batch(watch: Watch, first: WatchEvent, size: int) -> list[WatchEvent]:
+    """``first`` and the events already queued behind it, up to ``size``: one chunk's worth."""
+    batch = [first]
+    while len(batch) < size:
+        more = watch.next(0)
+        if more is None:
+            break
+        batch.append(more)
+    return batch

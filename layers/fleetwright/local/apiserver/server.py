@@ -86,6 +86,22 @@ class ApiServer:
             self.controllers.append(PodLifecycleController(self.store))
         if disruption_controller:
             self.controllers.append(DisruptionController(self.store))
+        self._add_optional_controllers(daemonset_controller, attach_detach, detach_delay, scheduler, kubelet)
+        self.faults = Faults()
+        self.traffic = Traffic()
+        self.bookmark_interval = bookmark_interval
+        self._httpd: EmulatorHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _add_optional_controllers(
+        self,
+        daemonset_controller: bool,
+        attach_detach: bool,
+        detach_delay: float,
+        scheduler: bool,
+        kubelet: KubeletOptions | None,
+    ) -> None:
+        """The controllers a bare API server goes without, imported only when asked for."""
         if daemonset_controller:
             from fleetwright.local.daemonsets import DaemonSetController
 
@@ -110,11 +126,6 @@ class ApiServer:
                     poll_interval=kubelet.poll_interval,
                 )
             )
-        self.faults = Faults()
-        self.traffic = Traffic()
-        self.bookmark_interval = bookmark_interval
-        self._httpd: EmulatorHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
