@@ -373,6 +373,7 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
 
     from fleetwright.aws.provider import AwsProvider
     from fleetwright.aws.tags import ownership_tags, to_aws
+    from fleetwright.claims.nodeclaim_objects import labels_of, spec_of, status_of
     from fleetwright.local.apiserver.karpenter import install_karpenter_crds
     from fleetwright.local.apiserver.resources import (
         DAEMON_SETS,
@@ -385,7 +386,6 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
     from fleetwright.model import labels as wk
     from fleetwright.model.allocatable import instance_type_allocatable
     from fleetwright.model.karpenter import EC2NodeClass, NodePool
-    from fleetwright.provisioning.nodeclaim_objects import labels_of, spec_of, status_of
     from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
     started = time.perf_counter()

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, from_aws
+from fleetwright.claims.reports import RunReport
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
 from fleetwright.disruption.types import DisruptionSettings
@@ -27,7 +28,6 @@ from fleetwright.local.apiserver.resources import PODS
 from fleetwright.model.karpenter import NodePool
 from fleetwright.provisioning import Provisioner, ProvisionerConfig
 from fleetwright.provisioning.observability import RecordingMetrics
-from fleetwright.provisioning.reports import RunReport
 from fleetwright.state.nodeclaims import ACTIVE
 from fleetwright.termination.request import format_time
 from tests.chaos.faults import LambdaKilled

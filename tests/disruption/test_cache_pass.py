@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.deletion import NODECLAIM_DELETED
@@ -18,7 +19,6 @@ from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from tests.disruption.conftest import RecordingWorkflows, Rig, RigFactory, nodepool
 from tests.disruption.test_controller import wait_for
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object

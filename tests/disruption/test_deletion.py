@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption.deletion import (
     NODE_DELETED,
     NODECLAIM_DELETED,
@@ -26,7 +27,6 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
 from fleetwright.provisioning.observability import RecordingMetrics
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.disruption.conftest import nodepool
 from tests.termination.conftest import Harness

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.interruption.controller import InterruptionController
 from fleetwright.interruption.replacement import ReplacementLauncher
 from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.kube.resources import NODES
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.termination.claims import StoreClaimBook

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.nodeclaim_objects import FINALIZER, SYNC_ERRORS
 from fleetwright.kube import reasons
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from fleetwright.provisioning.nodeclaim_objects import FINALIZER, SYNC_ERRORS
 from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state import ClaimStatus
 from tests.local.conftest import KUBECTL, Kubectl

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fleetwright.claims.lifecycle import ClaimLifecycle
+from fleetwright.claims.static_limits import StaticLimitGuard
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
 from fleetwright.disruption.inputs import (
@@ -27,8 +29,6 @@ from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.observability import MetricsSink
-from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.static_pools import StaticLimitGuard
 from fleetwright.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -153,7 +153,8 @@ def build_controller(
     cache: ClusterCache | None = None,
 ) -> DisruptionController:
     """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
-    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``.
+    AMIs through its clients); replacements launch through a :class:`ClaimLifecycle` on ``config``, within
+    the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`).
 
     With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
     read the cluster from it, and instance descriptions are kept across passes
@@ -163,7 +164,7 @@ def build_controller(
 
     options = options or DisruptionOptions()
     described = DescribedInstances(cloud, clock=clock) if cache is not None else None
-    provisioner = Provisioner(
+    lifecycle = ClaimLifecycle(
         kube,
         cloud,
         state,
@@ -181,7 +182,7 @@ def build_controller(
         described if described is not None else cloud,
         state,
         config,
-        catalogs=provisioner.catalogs,
+        catalogs=lifecycle.catalogs,
         amis=amis,
         reservations=provider_expiring_reservations(cloud) if aws else None,
         subnets=provider_subnets(cloud) if aws else None,
@@ -226,7 +227,7 @@ def build_controller(
     return DisruptionController(
         reader=reader,
         workflow=workflow,
-        launcher=StaticLimitGuard(provisioner),
+        launcher=StaticLimitGuard(lifecycle),
         settings=options.settings,
         dry_run=options.dry_run,
         garbage_collector=collector,

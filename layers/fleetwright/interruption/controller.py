@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from fleetwright.aws.unavailable import UnavailableOfferings
+from fleetwright.claims.registration import nodes_by_instance, release_node
 from fleetwright.interruption.events import (
     EventKind,
     HealthEvent,
@@ -52,7 +53,6 @@ from fleetwright.interruption.workflow import (
 )
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import nodes_by_instance, release_node
 from fleetwright.state.interruptions import (
     CLAIMED,
     GAVE_UP,
