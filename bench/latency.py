@@ -86,8 +86,8 @@ def _seed_aws(clients: Any) -> Any:
 
 
 def _config() -> Any:
+    from fleetwright.config.settings import ProvisionerConfig
     from fleetwright.model.karpenter import EC2NodeClass, NodePool
-    from fleetwright.provisioning import ProvisionerConfig
 
     nodepool = NodePool.model_validate(
         {

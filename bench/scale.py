@@ -443,7 +443,7 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
     node_objects: list[dict[str, Any]] = []
     claim_objects: list[dict[str, Any]] = []
     node_names: list[str] = []
-    from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
+    from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
 
     hashes = {name: nodepool_hash(p) for name, p in pools.items()}
     class_hash = nodeclass_hash(nodeclass)

@@ -6,7 +6,7 @@ dimension next to its own (``NodePool``, ``InstanceType``, ``Kind``...). Metrics
 are read with CloudWatch Metrics Insights queries (``SELECT ... GROUP BY``), which need no list of
 dimension values: a NodePool or instance type that appears later is graphed without a redeploy.
 
-The metric names come from the layer (``fleetwright.provisioning.observability``,
+The metric names come from the layer (``fleetwright.observability.metrics``,
 ``fleetwright.interruption.controller``, ``fleetwright.termination.steps``,
 ``fleetwright.disruption.metrics``, and the modules that define their own), so a renamed metric cannot
 leave an empty graph behind.
@@ -23,8 +23,9 @@ from fleetwright.disruption import deletion
 from fleetwright.disruption import metrics as disruption
 from fleetwright.interruption import controller as interruption
 from fleetwright.kube import events
-from fleetwright.provisioning import limits, nodepool_source
-from fleetwright.provisioning import observability as provisioning
+from fleetwright.observability import limits
+from fleetwright.observability import metrics as provisioning
+from fleetwright.provisioning import nodepool_source
 from fleetwright.termination import steps as termination
 
 NAMESPACE = "Fleetwright"

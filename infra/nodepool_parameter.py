@@ -1,7 +1,7 @@
 """The validated NodePool and EC2NodeClass documents, stored in an SSM parameter for the functions.
 
 The provisioner reads it through ``FLEETWRIGHT_NODEPOOLS_PARAMETER`` (see
-:mod:`fleetwright.provisioning.config`), so changing the NodePool file and redeploying changes what the
+:mod:`fleetwright.config.settings`), so changing the NodePool file and redeploying changes what the
 functions use without rebuilding their code. A deployment without a NodePool file stores a comment only:
 the functions then read the cluster's NodePools only.
 """

@@ -29,13 +29,13 @@ _RUNTIME: dict[str, Any] = {}
 def build_controller(environ: dict[str, str] | None = None) -> Any:
     """A ``DisruptionController`` wired to AWS, the state table, the cluster and the termination state
     machine. Raises ``fleetwright.provisioning.ConfigError`` with what to fix."""
+    from fleetwright.config.settings import ConfigError, settings_from_env
     from fleetwright.disruption.config import options_from_env
-    from fleetwright.disruption.wiring import build_controller as wire
-    from fleetwright.interruption.workflow import StepFunctionsStarter
-    from fleetwright.provisioning.config import ConfigError, settings_from_env
-    from fleetwright.provisioning.connections import connect
+    from fleetwright.observability.metrics import PowertoolsMetrics
     from fleetwright.provisioning.nodepool_source import NodePoolSource
-    from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.runtime.connections import connect
+    from fleetwright.runtime.disruption import build_controller as wire
+    from fleetwright.workflow.starter import StepFunctionsStarter
 
     env = dict(os.environ if environ is None else environ)
     if not env.get(ENV_STATE_MACHINE, "").strip():
@@ -107,7 +107,7 @@ def reset_controller() -> None:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point: one disruption pass; its summary."""
-    from fleetwright.provisioning.limits import remaining_ms
+    from fleetwright.observability.limits import remaining_ms
 
     started_with = remaining_ms(context)
     try:
@@ -129,9 +129,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def report_limits(started_with: float | None, left: float | None) -> dict[str, float]:
     """``DurationOfTimeout`` (of the time the invocation started with) and ``MemoryOfLimit``
-    (``fleetwright.provisioning.limits``); a warning in the log from 0.8 on."""
-    from fleetwright.provisioning import limits
-    from fleetwright.provisioning.observability import PowertoolsMetrics
+    (``fleetwright.observability.limits``); a warning in the log from 0.8 on."""
+    from fleetwright.observability import limits
+    from fleetwright.observability.metrics import PowertoolsMetrics
 
     published = limits.report_limits(PowertoolsMetrics(metrics), budget_ms=started_with, left_ms=left)
     if any(value >= limits.WARNING_FRACTION for value in published.values()):

@@ -40,15 +40,15 @@ def build_controller(environ: dict[str, str] | None = None) -> Any:
     Without a usable NodePool configuration the controller still drains and terminates, but launches no
     replacements (logged as an error).
     """
+    from fleetwright.config.settings import ENV_CLUSTER, ENV_KUBECONFIG, ENV_TABLE, settings_from_env
     from fleetwright.interruption.controller import InterruptionController, InterruptionSettings
     from fleetwright.interruption.replacement import ReplacementLauncher
-    from fleetwright.interruption.workflow import StepFunctionsStarter
-    from fleetwright.provisioning.config import ENV_CLUSTER, ENV_KUBECONFIG, ENV_TABLE, settings_from_env
-    from fleetwright.provisioning.connections import connect
-    from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.observability.metrics import PowertoolsMetrics
     from fleetwright.provisioning.provisioner import Provisioner
+    from fleetwright.runtime.connections import connect
     from fleetwright.state.interruptions import InterruptionRecords
-    from fleetwright.termination.claims import StoreClaimBook
+    from fleetwright.workflow.claimbook import StoreClaimBook
+    from fleetwright.workflow.starter import StepFunctionsStarter
 
     env = dict(os.environ if environ is None else environ)
     missing = [v for v in (ENV_CLUSTER, ENV_TABLE, ENV_STATE_MACHINE) if not env.get(v)]

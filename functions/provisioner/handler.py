@@ -48,11 +48,11 @@ def build_runtime(environ: dict[str, str] | None = None) -> Runtime:
     """
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 
-    from fleetwright.provisioning import observability as obs
-    from fleetwright.provisioning.config import settings_from_env
-    from fleetwright.provisioning.connections import connect
+    from fleetwright.config.settings import settings_from_env
+    from fleetwright.observability import metrics as obs
     from fleetwright.provisioning.nodepool_source import NodePoolSource
     from fleetwright.provisioning.nodepool_status import NodePoolStatus
+    from fleetwright.runtime.connections import connect
 
     env = dict(os.environ if environ is None else environ)
     settings = settings_from_env(env)
@@ -115,8 +115,8 @@ def reset_runtime() -> None:
 
 
 def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from fleetwright.observability import metrics as obs
     from fleetwright.provisioning import Provisioner
-    from fleetwright.provisioning import observability as obs
 
     rt = runtime()
     config = rt.settings.config
@@ -144,7 +144,7 @@ def _run(*, event: dict[str, Any], context: Any) -> dict[str, Any]:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point."""
-    from fleetwright.provisioning.limits import remaining_ms
+    from fleetwright.observability.limits import remaining_ms
 
     started_with = remaining_ms(context)
     try:
@@ -161,10 +161,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def report_limits(config: Any, started_with: float | None, left: float | None) -> dict[str, float]:
-    """``DurationOfTimeout`` and ``MemoryOfLimit`` (``fleetwright.provisioning.limits``). Watching, the
+    """``DurationOfTimeout`` and ``MemoryOfLimit`` (``fleetwright.observability.limits``). Watching, the
     provisioner runs until its deadline on purpose: its budget is the deadline margin it keeps."""
-    from fleetwright.provisioning import limits
-    from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.observability import limits
+    from fleetwright.observability.metrics import PowertoolsMetrics
 
     budget = started_with
     if not config.economy and started_with is not None:

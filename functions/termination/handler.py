@@ -32,11 +32,11 @@ def build_steps(environ: dict[str, str] | None = None) -> Any:
     """``TerminationSteps`` wired to EC2, the state table and the cluster named in the environment."""
     from fleetwright.aws.clients import clients_for
     from fleetwright.kube import KubeClient, KubeCluster
-    from fleetwright.provisioning.observability import PowertoolsMetrics
+    from fleetwright.observability.metrics import PowertoolsMetrics
     from fleetwright.state import StateStore
-    from fleetwright.termination.claims import StoreClaimBook
     from fleetwright.termination.cloud import ClusterInstances
     from fleetwright.termination.steps import TerminationSteps
+    from fleetwright.workflow.claimbook import StoreClaimBook
 
     env = dict(os.environ if environ is None else environ)
     missing = [v for v in (ENV_CLUSTER, ENV_TABLE) if not env.get(v)]

@@ -14,11 +14,10 @@ from typing import Any
 
 from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, from_aws
 from fleetwright.claims.reports import RunReport
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.disruption.wiring import build_controller, garbage_collector
-from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer, WatchEvent
 from fleetwright.local.apiserver.eviction import evaluate, is_ready, pdb_selector
@@ -26,10 +25,12 @@ from fleetwright.local.apiserver.resources import NODES as STORED_NODES
 from fleetwright.local.apiserver.resources import POD_DISRUPTION_BUDGETS as PDBS
 from fleetwright.local.apiserver.resources import PODS
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning import Provisioner, ProvisionerConfig
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning import Provisioner
+from fleetwright.runtime.disruption import build_controller, garbage_collector
 from fleetwright.state.nodeclaims import ACTIVE
-from fleetwright.termination.request import format_time
+from fleetwright.workflow.request import format_time
+from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.chaos.faults import LambdaKilled
 from tests.chaos.figures import Figures
 from tests.disruption.conftest import Rig

@@ -12,21 +12,21 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.tags import ownership_tags, to_aws
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
-from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.disruption.wiring import build_controller
-from fleetwright.interruption.workflow import StartResult
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.model import labels as wk
 from fleetwright.model.allocatable import instance_type_allocatable
+from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.runtime.disruption import build_controller
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from fleetwright.termination.request import TerminationRequest
+from fleetwright.workflow.request import TerminationRequest
+from fleetwright.workflow.starter import StartResult
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)

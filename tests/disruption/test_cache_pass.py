@@ -14,11 +14,11 @@ from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.deletion import NODECLAIM_DELETED
 from fleetwright.disruption.described import DescribedInstances
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.disruption.wiring import build_controller
 from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.runtime.disruption import build_controller
 from tests.disruption.conftest import RecordingWorkflows, Rig, RigFactory, nodepool
 from tests.disruption.test_controller import wait_for
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object

@@ -16,11 +16,11 @@ from fleetwright.disruption.candidates import Cluster
 from fleetwright.disruption.drift import drift_reason
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, Plan
-from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.aws_fakes import seed_ssm_parameter
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.nodepool import NodePool
+from fleetwright.runtime.disruption import run_disruption
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool
 from tests.provisioning.faults import ThrottleEveryAttempt

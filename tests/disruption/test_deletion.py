@@ -21,13 +21,13 @@ from fleetwright.disruption.deletion import (
     NODES_RETIRED,
     DeletionRetirer,
 )
-from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.disruption.conftest import nodepool
 from tests.termination.conftest import Harness
 

@@ -17,7 +17,7 @@ from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import ORPHANED_SINCE_ANNOTATION, GarbageCollector, GcReport
 from fleetwright.kube.resources import NODES, PODS
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import node_object, pod_object

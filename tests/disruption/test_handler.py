@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from fleetwright.aws import clients as aws_clients
+from fleetwright.config.settings import ConfigError
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.provisioning import ConfigError
 from tests.disruption.conftest import Rig, RigFactory, nodepool
 from tests.termination.conftest import FakeContext, load_module
 

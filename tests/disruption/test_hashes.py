@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.disruption.hashes import nodeclass_hash, nodepool_hash
+from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
 from fleetwright.model.karpenter import EC2NodeClass, NodePool
 from tests.disruption.conftest import RigFactory, nodepool
 from tests.provisioning.conftest import node_class

@@ -10,10 +10,10 @@ from fleetwright.disruption import metrics as m
 from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.planner import plan, validate
 from fleetwright.disruption.types import REPAIR, UNHEALTHY, DisruptionSettings, NodeState, Plan
-from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
+from fleetwright.runtime.disruption import run_disruption
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import NOW, busy, node, planner_input, pool

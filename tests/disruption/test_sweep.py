@@ -8,14 +8,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.sweep import DisruptionSweep, Sightings
-from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model import labels as wk
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.interruptions import STARTED, InterruptionRecord, InterruptionRecords
+from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.disruption.conftest import Rig, nodepool
 from tests.provisioning.conftest import CLUSTER, node_class
 from tests.termination.conftest import Harness

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from fleetwright.config.settings import settings_from_env
 from fleetwright.disruption import metrics as disruption_metrics
 from fleetwright.disruption.config import options_from_env
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.provisioning.config import settings_from_env
 from infra.settings import DisruptionOptions, SettingsError, settings_from_context
 from tests.infra.conftest import (
     CLUSTER,

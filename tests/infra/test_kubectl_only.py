@@ -10,7 +10,7 @@ import aws_cdk as cdk
 import pytest
 
 import app as cdk_app
-from fleetwright.provisioning import settings_from_env
+from fleetwright.config.settings import settings_from_env
 from infra.nodepool_parameter import CLUSTER_ONLY_TEXT, nodepools_yaml
 from infra.nodepools import load_nodepool_config
 from tests.infra.conftest import REPO_ROOT

@@ -15,13 +15,13 @@ import pytest
 from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.interruption.controller import InterruptionController
 from fleetwright.interruption.replacement import ReplacementLauncher
-from fleetwright.interruption.workflow import StepFunctionsStarter
 from fleetwright.kube.resources import NODES
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from fleetwright.termination.claims import StoreClaimBook
+from fleetwright.workflow.claimbook import StoreClaimBook
+from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import (  # noqa: F401  (fixtures)
     Harness,

@@ -8,9 +8,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from fleetwright.interruption.inprocess import run_interruption
 from fleetwright.kube.resources import PODS
-from fleetwright.termination.request import format_time
+from fleetwright.local.inprocess.interruption import run_interruption
+from fleetwright.workflow.request import format_time
 from tests.interruption.conftest import Interruptions, received_event
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import Harness, pod_object

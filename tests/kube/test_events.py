@@ -19,7 +19,7 @@ from fleetwright.kube.events import (
 from fleetwright.kube.resources import EVENTS, NODES, PODS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.model.pod import Pod
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from tests.kube.objects import node_object, pod_object
 from tests.state.conftest import FakeClock
 

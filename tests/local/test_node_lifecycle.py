@@ -16,10 +16,10 @@ from fleetwright.claims.registration import (
     REGISTERED_LABEL,
     TERMINATION_FINALIZER,
 )
-from fleetwright.disruption.wiring import run_disruption
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 from fleetwright.model import labels as wk
+from fleetwright.runtime.disruption import run_disruption
 from tests.local.helpers import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from fleetwright.aws.tags import ownership_tags, to_aws
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.disruption.wiring import run_disruption
-from fleetwright.interruption.inprocess import run_interruption
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.events import EventCorrelator, EventRecorder
@@ -37,11 +36,12 @@ from fleetwright.kube.resources import (
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.rbac import Policy
+from fleetwright.local.inprocess.interruption import run_interruption
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
-from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.runtime.disruption import run_disruption
 from tests.kube.objects import UNSCHEDULABLE_STATUS, node_object, pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
     CLUSTER,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetwright.aws.provider import AwsProvider
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.config import ClusterConfig
 from fleetwright.local.apiserver import ApiServer
@@ -14,8 +15,8 @@ from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.aws_fakes import seed_windows_amis
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.model import labels as wk
-from fleetwright.provisioning import Provisioner, ProvisionerConfig
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning import Provisioner
 from fleetwright.state import StateStore
 from tests.aws.conftest import (  # noqa: F401  (fixtures used by name)
     CLUSTER,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleetwright.cli import main
+from fleetwright.config.settings import settings_from_env
 from fleetwright.model.legacy import ENV_NODE_ROLE, STACK_NODE_ROLE, stack_node_role
-from fleetwright.provisioning import settings_from_env
 from infra.nodepools import load_nodepool_config
 from tests.model.karpenter_docs import parse_text
 from tests.model.test_legacy import v1_document_in

@@ -11,11 +11,12 @@ import pytest
 
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.tags import from_aws
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model.karpenter import EC2NodeClass, NodePool
-from fleetwright.provisioning import Provisioner, ProvisionerConfig
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning import Provisioner
 from fleetwright.state import StateStore
 from tests.aws.conftest import (  # noqa: F401  (fixtures)
     CLUSTER,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwright.provisioning.observability import CLAIMS_LAUNCHED, RecordingMetrics
+from fleetwright.observability.metrics import CLAIMS_LAUNCHED, RecordingMetrics
 from fleetwright.state import DynamoUnavailableOfferings
 from tests.provisioning.conftest import World, make_config, nodepool
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.provisioning import ConfigError, settings_from_env
+from fleetwright.config.settings import ConfigError, settings_from_env
 from fleetwright.validation import validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "inflate"

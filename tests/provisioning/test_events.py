@@ -10,7 +10,7 @@ import pytest
 
 from fleetwright.kube.events import EVENTS_NOT_RECORDED, EventCorrelator, EventRecorder
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from tests.local.conftest import KUBECTL, Kubectl
 from tests.provisioning.conftest import World
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from fleetwright.aws import clients as aws_clients
+from fleetwright.config.settings import ConfigError
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.provisioning import ConfigError
 from tests.provisioning.conftest import World
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "provisioner" / "handler.py"

@@ -8,11 +8,10 @@ import logging
 
 import pytest
 
+from fleetwright.config.settings import ConfigError, ProvisionerConfig, settings_from_env
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.provisioning import ConfigError, settings_from_env
-from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.nodepool_source import NO_NODEPOOLS, SOURCE_CLUSTER, NodePoolSource
-from fleetwright.provisioning.observability import RecordingMetrics
 from tests.aws.conftest import CLUSTER
 from tests.provisioning.conftest import World
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, Kubectl, kubectl, nodepool_doc

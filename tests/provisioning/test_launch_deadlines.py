@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwright.provisioning.observability import LAUNCH_ERRORS, RecordingMetrics
+from fleetwright.observability.metrics import LAUNCH_ERRORS, RecordingMetrics
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World
 from tests.provisioning.faults import ThrottleEveryAttempt

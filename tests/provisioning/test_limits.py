@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.limits import DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT, report_limits
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.config.settings import ProvisionerConfig
+from fleetwright.observability.limits import DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT, report_limits
+from fleetwright.observability.metrics import RecordingMetrics
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
 from fleetwright.provisioning.batcher import Batcher
-from fleetwright.provisioning.observability import BATCH_SIZE, RecordingMetrics
 from tests.provisioning.conftest import World, make_config, nodepool
 
 

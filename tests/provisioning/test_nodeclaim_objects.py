@@ -13,7 +13,7 @@ from fleetwright.kube import reasons
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state import ClaimStatus
 from tests.local.conftest import KUBECTL, Kubectl
 from tests.provisioning.conftest import World

@@ -15,6 +15,7 @@ import yaml
 from fleetwright.kube.resources import EC2_NODE_CLASSES, EVENTS, NODE_POOLS, NODES
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.provisioning.nodepool_source import (
     INVALID_KARPENTER_OBJECTS,
@@ -24,7 +25,6 @@ from fleetwright.provisioning.nodepool_source import (
     NodePoolSource,
 )
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
-from fleetwright.provisioning.observability import RecordingMetrics
 from tests.aws.conftest import CLUSTER
 from tests.local.conftest import KUBECTL
 from tests.provisioning.conftest import World, make_config, nodepool

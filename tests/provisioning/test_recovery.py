@@ -11,8 +11,8 @@ from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.config import ClusterConfig
+from fleetwright.observability.metrics import REGISTRATION_TIMEOUTS, RecordingMetrics
 from fleetwright.provisioning import Provisioner
-from fleetwright.provisioning.observability import REGISTRATION_TIMEOUTS, RecordingMetrics
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World, make_config, nodepool
 

@@ -18,7 +18,7 @@ from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.model import labels as wk
-from fleetwright.provisioning.observability import RecordingMetrics
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World, make_config, nodepool

@@ -13,9 +13,9 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
-from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state import ClaimStatus
 from tests.local.conftest import KUBECTL
 from tests.provisioning.conftest import World, make_config, node_class, nodepool

@@ -4,7 +4,7 @@ registers and initializes."""
 from __future__ import annotations
 
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG
-from fleetwright.provisioning.observability import (
+from fleetwright.observability.metrics import (
     CLAIMS_LAUNCHED,
     HOURLY_COST_LAUNCHED,
     NODES_INITIALIZED,

@@ -12,7 +12,7 @@ from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.claims.static_limits import STATIC_LIMIT_REACHED, StaticLimitGuard
 from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning.observability import LAUNCH_ERRORS, RecordingMetrics
+from fleetwright.observability.metrics import LAUNCH_ERRORS, RecordingMetrics
 from fleetwright.provisioning.static_pools import RETRY_AFTER_FAILURE_SECONDS
 from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates

@@ -8,13 +8,13 @@ import base64
 from typing import Any
 
 from fleetwright.aws.amis import windows_alias_parameter
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.local.apiserver.store import Store
 from fleetwright.local.aws_fakes import seed_windows_amis
 from fleetwright.local.kubelet import KubeletSimulator
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
-from fleetwright.provisioning import ProvisionerConfig
 from tests.aws.conftest import CLUSTER, node_class
 from tests.kube.objects import UNSCHEDULABLE_STATUS, pod_object
 from tests.provisioning.conftest import World, nodepool

@@ -40,9 +40,9 @@ from fleetwright.aws.tags import ownership_tags, to_aws
 from fleetwright.kube.resources import PODS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.http import RequestHandler
-from fleetwright.provisioning.observability import RecordingMetrics
-from fleetwright.termination.claims import StoreClaimBook
+from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.termination.steps import TerminationSteps
+from fleetwright.workflow.claimbook import StoreClaimBook
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import pod_object
 from tests.provisioning.conftest import (  # noqa: F401  (fixtures)

@@ -25,12 +25,12 @@ from fleetwright.claims.records import (
     offering_price,
 )
 from fleetwright.claims.reports import PassReport
-from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
+from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate
 from fleetwright.state.lease import LeaseLostError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord

@@ -25,14 +25,14 @@ from fleetwright.claims.launch import Launcher
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.reconcile import Reconciler
 from fleetwright.claims.reports import PassReport, ReconcileReport
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import EventRecorder
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
 from fleetwright.model.requirements import Requirements
-from fleetwright.provisioning import observability as obs
-from fleetwright.provisioning.config import ProvisionerConfig
+from fleetwright.observability import metrics as obs
 from fleetwright.scheduling.templates import nodepool_templates, own_reservations, with_reserved_offerings
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate
 from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError

@@ -25,7 +25,7 @@ from fleetwright.claims.reports import ReconcileReport
 from fleetwright.kube.resources import NODES
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import ZONE_ID
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.reports import PassReport
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.nodepool import NodePool
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.scheduling.types import NODES, NewNodeClaim
 from fleetwright.state.nodeclaims import NodeClaimRecord
 

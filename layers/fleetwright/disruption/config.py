@@ -1,5 +1,5 @@
 """The disruption function's own options, read from its environment (the rest — cluster, table, NodePool
-documents, kubeconfig — is the provisioner's configuration, ``fleetwright.provisioning.config``)."""
+documents, kubeconfig — is the provisioner's configuration, ``fleetwright.config.settings``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from fleetwright.config.settings import env_flag, env_number
 from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.provisioning.config import env_flag, env_number
 
 ENV_MIN_SAVING_FRACTION: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION"
 ENV_MIN_SAVING_DOLLARS: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_DOLLARS"
@@ -30,7 +30,7 @@ class DisruptionOptions:
 def options_from_env(environ: Mapping[str, str] | None = None) -> DisruptionOptions:
     """Read ``FLEETWRIGHT_DISRUPTION_*``; unset variables keep :class:`DisruptionSettings`' defaults.
 
-    Raises :class:`~fleetwright.provisioning.config.ConfigError` naming the variable.
+    Raises :class:`~fleetwright.config.settings.ConfigError` naming the variable.
     """
     env = os.environ if environ is None else environ
     defaults = DisruptionSettings()

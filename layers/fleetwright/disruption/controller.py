@@ -44,10 +44,10 @@ from fleetwright.disruption.execution import (
 )
 from fleetwright.disruption.inputs import Gathered, InputReader
 from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
-from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
-from fleetwright.provisioning.observability import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
+from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
+from fleetwright.workflow.starter import WorkflowStarter
 
 log = logging.getLogger(__name__)
 

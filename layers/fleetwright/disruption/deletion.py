@@ -37,20 +37,20 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.claims.registration import TERMINATION_FINALIZER, has_finalizer, instance_id_of
 from fleetwright.disruption.gc import parse_timestamp
-from fleetwright.interruption.workflow import RUNNING, StartResult, execution_name, instance_prefix
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES
 from fleetwright.model import labels as wk
 from fleetwright.model.nodepool import NodePool
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.nodeclaims import NodeClaimRecord, NodeClaimStore
-from fleetwright.termination.request import (
+from fleetwright.workflow.request import (
     DEFAULT_DRAIN_INTERVAL_SECONDS,
     DEFAULT_POLL_SECONDS,
     DELETE_AT_DEADLINE,
     TerminationRequest,
 )
+from fleetwright.workflow.starter import RUNNING, StartResult, execution_name, instance_prefix
 
 if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache

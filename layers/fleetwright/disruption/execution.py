@@ -19,18 +19,18 @@ from typing import Any, Final
 from fleetwright.claims.protocols import ClaimLauncher
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings
-from fleetwright.interruption.workflow import WorkflowStarter, execution_name
 from fleetwright.kube.events import EventRecorder
 from fleetwright.kube.reasons import disruption_launching, nodeclaim_ref
 from fleetwright.model.nodepool import NodePool
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.termination.request import (
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
+from fleetwright.workflow.request import (
     ABANDON_AT_DEADLINE,
     DEFAULT_DRAIN_INTERVAL_SECONDS,
     DEFAULT_POLL_SECONDS,
     DELETE_AT_DEADLINE,
     TerminationRequest,
 )
+from fleetwright.workflow.starter import WorkflowStarter, execution_name
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ from fleetwright.disruption import metrics as m
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model import labels as wk
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
-from fleetwright.termination.claims import TERMINATED_CLAIM_TTL_SECONDS, StoreClaimBook
+from fleetwright.workflow.claimbook import TERMINATED_CLAIM_TTL_SECONDS, StoreClaimBook
 
 log = logging.getLogger(__name__)
 

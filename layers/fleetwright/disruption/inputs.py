@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
-from fleetwright.disruption.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.snapshot import read_snapshot
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
 from fleetwright.model.pod import LabelSelector
 from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.model.volumes import volume_requirements
-from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore

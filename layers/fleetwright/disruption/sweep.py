@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from fleetwright.claims.registration import instance_id_of
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import parse_timestamp
-from fleetwright.interruption.workflow import execution_name, instance_prefix
 from fleetwright.kube.cluster import DISRUPTED_AT_ANNOTATION, DISRUPTED_TAINT, KubeCluster
 from fleetwright.model import labels as wk
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.interruptions import GAVE_UP, STARTED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
-from fleetwright.termination.request import TerminationRequest
+from fleetwright.workflow.request import TerminationRequest
+from fleetwright.workflow.starter import execution_name, instance_prefix
 
 if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache

@@ -44,15 +44,8 @@ from fleetwright.interruption.events import (
     StateChangeEvent,
 )
 from fleetwright.interruption.replacement import ReplacementLauncher, ReplacementResult
-from fleetwright.interruption.workflow import (
-    ENDED_UNSUCCESSFULLY,
-    RUNNING,
-    SUCCEEDED,
-    WorkflowStarter,
-    execution_name,
-)
 from fleetwright.kube.cluster import KubeCluster
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.interruptions import (
     CLAIMED,
     GAVE_UP,
@@ -60,8 +53,15 @@ from fleetwright.state.interruptions import (
     InterruptionRecord,
     InterruptionRecords,
 )
-from fleetwright.termination.claims import ClaimBook
-from fleetwright.termination.request import TerminationRequest
+from fleetwright.workflow.claimbook import ClaimBook
+from fleetwright.workflow.request import TerminationRequest
+from fleetwright.workflow.starter import (
+    ENDED_UNSUCCESSFULLY,
+    RUNNING,
+    SUCCEEDED,
+    WorkflowStarter,
+    execution_name,
+)
 
 log = logging.getLogger(__name__)
 

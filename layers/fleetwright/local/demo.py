@@ -425,7 +425,7 @@ def _interrupt(box: Sandbox, timeline: Timeline, replicas: int, timeout: float) 
     """Send a spot interruption for the node running most pods; True when the workload recovers."""
     import threading
 
-    from fleetwright.interruption.inprocess import run_interruption
+    from fleetwright.local.inprocess.interruption import run_interruption
 
     rows = node_table(box)
     if not rows:
@@ -483,7 +483,7 @@ class _DemoClock:
 def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: bool) -> bool:
     """Delete the demo Deployment and run disruption passes until every node Fleetwright launched is
     gone; True when they are."""
-    from fleetwright.disruption.wiring import run_disruption
+    from fleetwright.runtime.disruption import run_disruption
 
     nodes = {row[0] for row in node_table(box)}
     clock = _DemoClock()

@@ -28,6 +28,7 @@ from fleetwright.aws.cluster import ClusterInfo, describe_cluster
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.ttlcache import clear_all_caches
 from fleetwright.catalog.loader import ondemand_prices
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import ClusterConfig, KubeClient, KubeCluster
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import DAEMON_SETS, NAMESPACES, NODES, Resource
@@ -41,10 +42,10 @@ from fleetwright.local.aws_fakes import (
 )
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
-from fleetwright.provisioning import Provisioner, ProvisionerConfig
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning import Provisioner
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
-from fleetwright.provisioning.observability import RecordingMetrics
 from fleetwright.state import StateStore
 from fleetwright.state.table import create_state_table
 
@@ -132,7 +133,7 @@ class Sandbox:
     def start_disruption(self, interval: float = 10.0) -> None:
         """Run a disruption pass every ``interval`` seconds, its NodePools re-read from the cluster first
         (as the disruption function does); a failed pass is kept in ``errors`` and the loop goes on."""
-        from fleetwright.disruption.wiring import run_disruption
+        from fleetwright.runtime.disruption import run_disruption
 
         source = NodePoolSource(self.kube, self.provisioner.config, metrics=self.metrics)
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube.client import JsonObject
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.errors import KubeApiError, KubeError
@@ -32,8 +33,7 @@ from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, Resource
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.errors import DocumentError, DocumentRef
 from fleetwright.model.nodepool import NodePool
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import MetricsSink, NullMetrics
+from fleetwright.observability.metrics import MetricsSink, NullMetrics
 
 if TYPE_CHECKING:
     from fleetwright.provisioning.nodepool_status import NodePoolStatus

@@ -23,8 +23,8 @@ from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, Resource
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.resources import add, parse_resources
+from fleetwright.observability.metrics import MetricsSink, NullMetrics
 from fleetwright.provisioning.nodepool_source import SOURCE_CLUSTER, VALIDATION_FAILED, KarpenterObjects
-from fleetwright.provisioning.observability import MetricsSink, NullMetrics
 
 if TYPE_CHECKING:
     from fleetwright.aws.nodeclass import NodeClassResolver

@@ -27,6 +27,7 @@ from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.records import in_flight_node
 from fleetwright.claims.reports import PassReport, ReconcileReport, RunReport
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import Event, EventRecorder
@@ -36,10 +37,9 @@ from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.provisioning import static_pools
 from fleetwright.provisioning.batcher import Batcher
-from fleetwright.provisioning.config import ProvisionerConfig
 from fleetwright.provisioning.watcher import CachePodWatcher, PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput

@@ -23,7 +23,7 @@ from fleetwright.model.errors import DocumentError
 from fleetwright.model.kube import daemonset_pod
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod
-from fleetwright.provisioning import observability as obs
+from fleetwright.observability import metrics as obs
 from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NODES, NewNodeClaim

@@ -47,8 +47,7 @@ from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import EventRecorder, ObjectRef
 from fleetwright.kube.resources import NODE_CLAIMS
-from fleetwright.provisioning.observability import COUNT, MetricsSink, NullMetrics
-from fleetwright.termination.claims import ClaimBook
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.termination.continuation import (
     ExecutionContext,
     carried_state,
@@ -64,7 +63,8 @@ from fleetwright.termination.errors import (
     is_transient,
 )
 from fleetwright.termination.pacing import next_drain_wait, next_retry_wait
-from fleetwright.termination.request import ABANDON_AT_DEADLINE, TerminationRequest, epoch_to_iso
+from fleetwright.workflow.claimbook import ClaimBook
+from fleetwright.workflow.request import ABANDON_AT_DEADLINE, TerminationRequest, epoch_to_iso
 
 State = dict[str, Any]
 GONE_STATES = frozenset({"shutting-down", "terminated"})

@@ -13,21 +13,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.interruption import samples
 from fleetwright.interruption.controller import InterruptionController, InterruptionSettings, Outcome
 from fleetwright.interruption.events import parse_message
 from fleetwright.interruption.replacement import ReplacementLauncher
-from fleetwright.interruption.workflow import StartResult
 from fleetwright.kube.cluster import KubeCluster
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.local.inprocess.termination import InProcessWorkflow, LocalExecution
+from fleetwright.observability.metrics import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.store import StateStore
-from fleetwright.termination.claims import StoreClaimBook
-from fleetwright.termination.inprocess import InProcessWorkflow, LocalExecution
-from fleetwright.termination.request import TerminationRequest
 from fleetwright.termination.steps import TerminationSteps
+from fleetwright.workflow.claimbook import StoreClaimBook
+from fleetwright.workflow.request import TerminationRequest
+from fleetwright.workflow.starter import StartResult
 
 REASONS = ("spot-interruption", "rebalance", "scheduled-change", "stopped", "terminated")
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from fleetwright.termination.request import TerminationRequest
+from fleetwright.workflow.request import TerminationRequest
 
 MAX_NAME_LENGTH = 80  # Step Functions' limit on execution names
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")

@@ -2,7 +2,7 @@
 adapter, the cloud provider, the state table, the NodePool configuration and a workflow starter.
 
 The Lambda handler passes a Step Functions starter; the local sandbox passes
-``fleetwright.interruption.inprocess.DeferredWorkflows`` and runs the queued workflows itself
+``fleetwright.local.inprocess.interruption.DeferredWorkflows`` and runs the queued workflows itself
 (:func:`run_disruption`).
 """
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.static_limits import StaticLimitGuard
+from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
 from fleetwright.disruption.inputs import (
@@ -25,11 +26,10 @@ from fleetwright.disruption.inputs import (
     provider_security_groups,
     provider_subnets,
 )
-from fleetwright.interruption.workflow import WorkflowStarter
 from fleetwright.kube.cluster import KubeCluster
-from fleetwright.provisioning.config import ProvisionerConfig
-from fleetwright.provisioning.observability import MetricsSink
+from fleetwright.observability.metrics import MetricsSink
 from fleetwright.state.store import StateStore
+from fleetwright.workflow.starter import WorkflowStarter
 
 if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache
@@ -263,12 +263,12 @@ def run_disruption(
     collect_garbage: bool = True,
 ) -> DisruptionRun:
     """One disruption pass in this process (the local sandbox and demo), then the termination workflows
-    it started, run to their end with :class:`~fleetwright.termination.inprocess.InProcessWorkflow`
+    it started, run to their end with :class:`~fleetwright.local.inprocess.termination.InProcessWorkflow`
     (1 s drain and poll intervals: a person is watching)."""
-    from fleetwright.interruption.inprocess import DeferredWorkflows
-    from fleetwright.termination.claims import StoreClaimBook
-    from fleetwright.termination.inprocess import InProcessWorkflow
+    from fleetwright.local.inprocess.interruption import DeferredWorkflows
+    from fleetwright.local.inprocess.termination import InProcessWorkflow
     from fleetwright.termination.steps import TerminationSteps
+    from fleetwright.workflow.claimbook import StoreClaimBook
 
     claims = StoreClaimBook(state.nodeclaims, clock=clock)
     steps = TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock)

@@ -23,7 +23,7 @@ import resource
 from collections.abc import Mapping
 from typing import Any
 
-from fleetwright.provisioning.observability import NONE, MetricsSink
+from fleetwright.observability.metrics import NONE, MetricsSink
 
 DURATION_OF_TIMEOUT = "DurationOfTimeout"
 MEMORY_OF_LIMIT = "MemoryOfLimit"
