@@ -445,7 +445,7 @@ class _SeededNodes:
         self.node_names: list[str] = []
 
     def add(self, index: int, where: _Where, instance_id: str) -> None:
-        from fleetwright.provisioning.nodeclaim_objects import labels_of, spec_of, status_of
+        from fleetwright.claims.nodeclaim_objects import labels_of, spec_of, status_of
         from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
         pool, itype, zone, capacity = where

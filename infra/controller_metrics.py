@@ -18,13 +18,14 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from fleetwright.aws.failures import UNAVAILABLE_OFFERING_CODES
+from fleetwright.claims import nodeclaim_objects, registration, static_limits
 from fleetwright.disruption import deletion
 from fleetwright.disruption import metrics as disruption
 from fleetwright.interruption import controller as interruption
 from fleetwright.kube import events
 from fleetwright.observability import limits
 from fleetwright.observability import metrics as provisioning
-from fleetwright.provisioning import nodeclaim_objects, nodepool_source, registration, static_pools
+from fleetwright.provisioning import nodepool_source
 from fleetwright.termination import steps as termination
 
 NAMESPACE = "Fleetwright"
@@ -76,7 +77,7 @@ PODS_EVICTED = termination.PODS_EVICTED
 EVICTIONS_BLOCKED = termination.EVICTIONS_BLOCKED
 PODS_DELETED_AT_DEADLINE = termination.PODS_DELETED_AT_DEADLINE
 VOLUME_ATTACHMENTS_UNREADABLE = termination.VOLUME_ATTACHMENTS_UNREADABLE
-STATIC_LIMIT_REACHED = static_pools.STATIC_LIMIT_REACHED
+STATIC_LIMIT_REACHED = static_limits.STATIC_LIMIT_REACHED
 TERMINATION_FAILURES = termination.TERMINATION_FAILURES
 DISRUPTIONS_CALLED_OFF = termination.DISRUPTIONS_CALLED_OFF
 DRAIN_API_ERRORS = termination.DRAIN_API_ERRORS

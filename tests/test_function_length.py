@@ -20,9 +20,6 @@ ALLOWED: dict[str, str] = {
     "bench/plan_load.py::pod_object": "one literal Pod object as the API server returns it, field by field",
     "layers/fleetwright/disruption/inputs.py::InputReader.read": BEING_SPLIT,
     "layers/fleetwright/runtime/disruption.py::build_controller": BEING_SPLIT,
-    "layers/fleetwright/provisioning/nodepool_status.py::NodePoolStatus._resolve": BEING_SPLIT,
-    "layers/fleetwright/provisioning/provisioner.py::Provisioner._launch": BEING_SPLIT,
-    "layers/fleetwright/provisioning/static_pools.py::_keep_replicas": BEING_SPLIT,
 }
 
 

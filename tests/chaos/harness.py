@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, from_aws
+from fleetwright.claims.reports import RunReport
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController, DisruptionReport
@@ -26,7 +27,6 @@ from fleetwright.local.apiserver.resources import PODS
 from fleetwright.model.karpenter import NodePool
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
-from fleetwright.provisioning.reports import RunReport
 from fleetwright.runtime.disruption import build_controller, garbage_collector
 from fleetwright.state.nodeclaims import ACTIVE
 from fleetwright.workflow.request import format_time

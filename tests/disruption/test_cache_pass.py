@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.deletion import NODECLAIM_DELETED
@@ -17,7 +18,6 @@ from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.runtime.disruption import build_controller
 from tests.disruption.conftest import RecordingWorkflows, Rig, RigFactory, nodepool
 from tests.disruption.test_controller import wait_for

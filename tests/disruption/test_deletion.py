@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption.deletion import (
     NODE_DELETED,
     NODECLAIM_DELETED,
@@ -25,7 +26,6 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
 from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.disruption.conftest import nodepool

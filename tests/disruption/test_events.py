@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
-from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from tests.disruption.conftest import Rig, RigFactory, nodepool
 
 JsonObject = dict[str, Any]

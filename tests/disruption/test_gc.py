@@ -13,11 +13,11 @@ import pytest
 
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.tags import CLUSTER_TAG, ownership_tags, to_aws
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import ORPHANED_SINCE_ANNOTATION, GarbageCollector, GcReport
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import node_object, pod_object

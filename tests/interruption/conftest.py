@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.interruption.controller import InterruptionController
 from fleetwright.interruption.replacement import ReplacementLauncher
 from fleetwright.kube.resources import NODES
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER
 from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.workflow.claimbook import StoreClaimBook

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from fleetwright.kube.resources import NODES, PODS
-from fleetwright.local.inprocess.disruption import run_disruption
-from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
-from fleetwright.model import labels as wk
-from fleetwright.provisioning.registration import (
+from fleetwright.claims.registration import (
     INITIALIZED_LABEL,
     NODECLASS_LABEL,
     REGISTERED_LABEL,
     TERMINATION_FINALIZER,
 )
+from fleetwright.kube.resources import NODES, PODS
+from fleetwright.local.inprocess.disruption import run_disruption
+from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
+from fleetwright.model import labels as wk
 from tests.local.helpers import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

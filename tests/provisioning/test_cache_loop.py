@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from fleetwright.claims.nodeclaim_objects import FINALIZER, MANAGED_BY, MANAGER
 from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
-from fleetwright.provisioning.nodeclaim_objects import FINALIZER, MANAGED_BY, MANAGER
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object
 from tests.provisioning.conftest import World, make_config, nodepool
 

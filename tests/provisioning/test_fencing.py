@@ -7,10 +7,10 @@ import threading
 from typing import Any
 
 from fleetwright.aws.tags import NODECLAIM_TAG
+from fleetwright.claims.reports import PassReport, RunReport
 from fleetwright.kube.snapshot import read_snapshot
 from fleetwright.observability.metrics import LEASE_LOST, RecordingMetrics
 from fleetwright.provisioning import Provisioner
-from fleetwright.provisioning.reports import PassReport, RunReport
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.faults import Stall

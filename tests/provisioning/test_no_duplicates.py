@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from fleetwright.provisioning.reports import RunReport
+from fleetwright.claims.reports import RunReport
 from tests.provisioning.conftest import World, make_config, nodepool
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.nodeclaim_objects import FINALIZER, SYNC_ERRORS
 from fleetwright.kube import reasons
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.provisioning.nodeclaim_objects import FINALIZER, SYNC_ERRORS
 from fleetwright.state import ClaimStatus
 from tests.local.conftest import KUBECTL, Kubectl
 from tests.provisioning.conftest import World

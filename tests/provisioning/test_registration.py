@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.kube.cluster import KubeCluster
-from fleetwright.kube.resources import NODES
-from fleetwright.local.apiserver import ApiServer
-from fleetwright.model import labels as wk
-from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.registration import (
+from fleetwright.claims.registration import (
     INITIALIZED_LABEL,
     NODE_SYNC_ERRORS,
     NODECLASS_LABEL,
     REGISTERED_LABEL,
     TERMINATION_FINALIZER,
 )
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.resources import NODES
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.model import labels as wk
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World, make_config, nodepool
 

@@ -9,14 +9,11 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.tags import NODECLAIM_TAG
+from fleetwright.claims.static_limits import STATIC_LIMIT_REACHED, StaticLimitGuard
 from fleetwright.kube.resources import EVENTS, NODES
 from fleetwright.model.karpenter import NodePool
 from fleetwright.observability.metrics import LAUNCH_ERRORS, RecordingMetrics
-from fleetwright.provisioning.static_pools import (
-    RETRY_AFTER_FAILURE_SECONDS,
-    STATIC_LIMIT_REACHED,
-    StaticLimitGuard,
-)
+from fleetwright.provisioning.static_pools import RETRY_AFTER_FAILURE_SECONDS
 from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.state import ClaimStatus
@@ -181,14 +178,15 @@ def test_a_replacement_that_would_pass_limits_nodes_is_refused_under_the_lease(w
     pool = static(replicas=2, limits={"nodes": "2"})
     provisioner = world.provisioner(make_config(pool))
     assert len(provisioner.run_once().launched) == 2
-    guard = StaticLimitGuard(provisioner)
+    guard = StaticLimitGuard(provisioner.lifecycle)
     refused = guard.launch_claims(_replacement(provisioner, pool))
     assert refused.launched == [] and "limits.nodes (2)" in next(iter(refused.failed.values()))
     assert world.create_fleet_calls() == 2
 
     roomy = static(replicas=2, limits={"nodes": "3"})
     provisioner = world.provisioner(make_config(roomy))
-    assert len(StaticLimitGuard(provisioner).launch_claims(_replacement(provisioner, roomy)).launched) == 1
+    guard = StaticLimitGuard(provisioner.lifecycle)
+    assert len(guard.launch_claims(_replacement(provisioner, roomy)).launched) == 1
     assert len(world.instances()) == 3
 
 

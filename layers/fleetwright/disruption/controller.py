@@ -33,11 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
+from fleetwright.claims.protocols import ClaimLauncher
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.execution import (
     DRY_RUN,
     INVALIDATED,
-    ClaimLauncher,
     CommandExecutor,
     CommandOutcome,
 )
@@ -46,7 +47,6 @@ from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSet
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
 from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
-from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from fleetwright.workflow.starter import WorkflowStarter
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class DisruptionReport:
 class DisruptionController:
     """Decides and carries out node disruption for one cluster, one pass at a time.
 
-    ``reader`` builds the planner's input; ``launcher`` launches replacements (``Provisioner``; None:
+    ``reader`` builds the planner's input; ``launcher`` launches replacements (a ``ClaimLauncher``; None:
     commands that need replacements fail); ``workflow`` starts termination workflows (Step Functions, or
     ``DeferredWorkflows`` in the local sandbox); ``garbage_collector`` is anything with ``collect()``;
     ``sweep`` anything with ``sweep()`` (:class:`~fleetwright.disruption.sweep.DisruptionSweep`);

@@ -3,7 +3,7 @@ gone, is drained and its instance terminated by the termination workflow, as Kar
 controller does.
 
 Fleetwright puts the ``karpenter.sh/termination`` finalizer on every Node it registers
-(:mod:`fleetwright.provisioning.registration`), so ``kubectl delete node`` leaves the Node Terminating
+(:mod:`fleetwright.claims.registration`), so ``kubectl delete node`` leaves the Node Terminating
 (``deletionTimestamp`` set) instead of removing it. Every disruption pass, first thing:
 
 1. the Nodes of a NodePool that no longer exists (neither among the configured NodePools nor among the
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from fleetwright.claims.registration import TERMINATION_FINALIZER, has_finalizer, instance_id_of
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.errors import KubeApiError
@@ -42,7 +43,6 @@ from fleetwright.kube.resources import NODE_CLAIMS, NODE_POOLS, NODES
 from fleetwright.model import labels as wk
 from fleetwright.model.nodepool import NodePool
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import TERMINATION_FINALIZER, has_finalizer, instance_id_of
 from fleetwright.state.nodeclaims import NodeClaimRecord, NodeClaimStore
 from fleetwright.workflow.request import (
     DEFAULT_DRAIN_INTERVAL_SECONDS,

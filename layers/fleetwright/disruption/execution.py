@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
+from fleetwright.claims.protocols import ClaimLauncher
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings, NodeState
 from fleetwright.kube.events import EventRecorder
 from fleetwright.kube.reasons import disruption_launching, nodeclaim_ref
 from fleetwright.model.nodepool import NodePool
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.reports import PassReport
-from fleetwright.scheduling.types import NewNodeClaim
 from fleetwright.workflow.request import (
     ABANDON_AT_DEADLINE,
     DEFAULT_DRAIN_INTERVAL_SECONDS,
@@ -40,14 +39,6 @@ EXECUTED: Final = "executed"
 DRY_RUN: Final = "dry-run"
 INVALIDATED: Final = "invalidated"
 FAILED: Final = "failed"
-
-
-class ClaimLauncher(Protocol):
-    """Launches NodeClaims decided elsewhere (``Provisioner.launch_claims``)."""
-
-    def launch_claims(self, claims: Sequence[NewNodeClaim]) -> PassReport:
-        """Record and launch ``claims``; failures are in ``PassReport.failed``."""
-        ...
 
 
 @dataclass(slots=True)

@@ -28,12 +28,12 @@ from typing import Any, Protocol
 from fleetwright.aws.instances import LIVE_STATES, Instance
 from fleetwright.aws.launchtemplates import LaunchTemplateInfo
 from fleetwright.aws.tags import is_owned
+from fleetwright.claims.registration import instance_id_of, nodes_by_instance, release_node
 from fleetwright.disruption import metrics as m
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import instance_id_of, nodes_by_instance, release_node
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
 from fleetwright.workflow.claimbook import TERMINATED_CLAIM_TTL_SECONDS, StoreClaimBook

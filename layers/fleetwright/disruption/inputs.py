@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
+from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
@@ -28,8 +30,6 @@ from fleetwright.model.node import Node
 from fleetwright.model.pod import LabelSelector
 from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.model.volumes import volume_requirements
-from fleetwright.provisioning.claims import in_flight_node, offering_price, parse_taint
-from fleetwright.provisioning.registration import EPHEMERAL_TAINTS, instance_id_of
 from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.store import StateStore
@@ -239,8 +239,8 @@ def update_empty_since(
 class InputReader:
     """Builds the planner's input for one cluster.
 
-    ``catalogs`` returns the instance types the NodePools' node classes can boot (the provisioner's
-    :meth:`~fleetwright.provisioning.provisioner.Provisioner.catalogs`); ``amis`` the AMI ids a node class
+    ``catalogs`` returns the instance types the NodePools' node classes can boot (the claim lifecycle's
+    :meth:`~fleetwright.claims.lifecycle.ClaimLifecycle.catalogs`); ``amis`` the AMI ids a node class
     selects now (None: no AMI drift is reported); ``subnets``/``security_groups`` likewise the subnet and
     security-group ids (None: no such drift). ``clock`` gives epoch seconds. ``cache``: the
     watch-fed :class:`ClusterCache` to read nodes, pods, DaemonSets and PDBs from (synced at each read);

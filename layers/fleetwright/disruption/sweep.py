@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from fleetwright.claims.registration import instance_id_of
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.kube.cluster import DISRUPTED_AT_ANNOTATION, DISRUPTED_TAINT, KubeCluster
 from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import instance_id_of
 from fleetwright.state.interruptions import GAVE_UP, STARTED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
 from fleetwright.workflow.request import TerminationRequest

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from fleetwright.aws.unavailable import UnavailableOfferings
+from fleetwright.claims.registration import nodes_by_instance, release_node
 from fleetwright.interruption.events import (
     EventKind,
     HealthEvent,
@@ -45,7 +46,6 @@ from fleetwright.interruption.events import (
 from fleetwright.interruption.replacement import ReplacementLauncher, ReplacementResult
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import nodes_by_instance, release_node
 from fleetwright.state.interruptions import (
     CLAIMED,
     GAVE_UP,

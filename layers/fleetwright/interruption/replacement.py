@@ -17,12 +17,12 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
+from fleetwright.claims.protocols import PodLauncher
+from fleetwright.claims.registration import instance_id_of
 from fleetwright.kube.snapshot import read_snapshot
 from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod, is_node_bound
-from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.registration import instance_id_of
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class ReplacementLauncher:
     """Launches replacement capacity for the pods of one node (see the module docstring), through the
     provisioner's own scheduling and launch path."""
 
-    def __init__(self, provisioner: Provisioner) -> None:
+    def __init__(self, provisioner: PodLauncher) -> None:
         self.provisioner = provisioner
 
     def replace(self, instance_id: str, *, going: Collection[str] = ()) -> ReplacementResult:

@@ -483,6 +483,7 @@ class _DemoClock:
 def _scale_down(box: Sandbox, timeline: Timeline, timeout: float, fast_forward: bool) -> bool:
     """Delete the demo Deployment and run disruption passes until every node Fleetwright launched is
     gone; True when they are."""
+
     nodes = {row[0] for row in node_table(box)}
     clock = _DemoClock()
     waits = {

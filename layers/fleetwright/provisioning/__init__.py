@@ -1,19 +1,12 @@
 """The provisioner: unschedulable pods → scheduling simulation → NodeClaims launched, recorded and followed
 until their nodes are initialized (``docs/provisioner.md``).
 
-Entry point: :class:`Provisioner` (``run_until(deadline)``, ``run_once()``, ``provision()``, ``reconcile()``).
+Entry point: :class:`Provisioner` (``run_until(deadline)``, ``run_once()``, ``provision()``, ``reconcile()``);
+the claim lifecycle it launches through is :mod:`fleetwright.claims`.
 """
 
 from __future__ import annotations
 
-from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 
-__all__ = [
-    "Cloud",
-    "PassReport",
-    "Provisioner",
-    "ReconcileReport",
-    "RunReport",
-]
+__all__ = ["Provisioner"]

@@ -246,16 +246,8 @@ class NodePoolStatus:
         fields: JsonObject = {}
         parts: dict[str, Condition] = {}
 
-        def attempt(kind: str, lookup: Callable[[], Any], empty: str) -> Any:
-            try:
-                value = lookup()
-            except Exception as error:
-                parts[kind] = _failed(kind.replace("Ready", "NotReady"), f"{type(error).__name__}: {error}")
-                return None
-            parts[kind] = (TRUE, kind, "") if value else _failed(kind.replace("Ready", "NotFound"), empty)
-            return value
-
-        subnets = attempt(
+        subnets = _attempt(
+            parts,
             "SubnetsReady",
             lambda: resolve_subnets(clients, spec.subnet_selector_terms),
             "no subnet matches subnetSelectorTerms",
@@ -265,21 +257,24 @@ class NodePoolStatus:
                 {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})}
                 for s in sorted(subnets, key=lambda s: (s.zone, s.id))
             ]
-        groups = attempt(
+        groups = _attempt(
+            parts,
             "SecurityGroupsReady",
             lambda: resolve_security_groups(clients, spec.security_group_selector_terms),
             "no security group matches securityGroupSelectorTerms",
         )
         if groups:
             fields["securityGroups"] = [{"id": group} for group in groups]
-        amis = attempt(
+        amis = _attempt(
+            parts,
             "AMIsReady",
             lambda: resolve_amis(clients, spec.ami_selector_terms, cluster.version),
             "no AMI matches amiSelectorTerms",
         )
         if amis:
             fields["amis"] = [_ami(ami) for ami in sorted(amis, key=lambda a: (a.id, a.arch))]
-        profile = attempt(
+        profile = _attempt(
+            parts,
             "InstanceProfileReady",
             lambda: spec.instance_profile or ensure_instance_profile(clients, cluster.name, spec.role or ""),
             "neither role nor instanceProfile is set",
@@ -287,15 +282,10 @@ class NodePoolStatus:
         if profile:
             fields["instanceProfile"] = str(profile)
         terms = spec.capacity_reservation_selector_terms
-        try:
-            # Selecting no reservation is not a fault: the node class then offers none.
-            reservations = list_capacity_reservations(clients, terms) if terms else []
-            parts["CapacityReservationsReady"] = (TRUE, "CapacityReservationsReady", "")
-        except Exception as error:
-            reservations = []
-            parts["CapacityReservationsReady"] = _failed(
-                "CapacityReservationsNotReady", f"{type(error).__name__}: {error}"
-            )
+        # Selecting no reservation is not a fault: the node class then offers none.
+        reservations = _attempt_reservations(
+            parts, lambda: list_capacity_reservations(clients, terms) if terms else []
+        )
         if reservations:
             fields["capacityReservations"] = [r.status() for r in reservations]
         return fields, parts
@@ -347,3 +337,29 @@ def _ami(ami: Any) -> JsonObject:
     elif ami.variant == "neuron":
         requirements.append({"key": accelerator, "operator": "Exists"})
     return {"id": ami.id, **({"name": ami.name} if ami.name else {}), "requirements": requirements}
+
+
+def _attempt(parts: dict[str, Condition], kind: str, lookup: Callable[[], Any], empty: str) -> Any:
+    """``lookup()``, with the condition ``kind`` in ``parts``: true when it found something, NotFound
+    (``empty`` the message) when it found nothing, NotReady when it failed (None returned)."""
+    try:
+        value = lookup()
+    except Exception as error:
+        parts[kind] = _failed(kind.replace("Ready", "NotReady"), f"{type(error).__name__}: {error}")
+        return None
+    parts[kind] = (TRUE, kind, "") if value else _failed(kind.replace("Ready", "NotFound"), empty)
+    return value
+
+
+def _attempt_reservations(parts: dict[str, Condition], lookup: Callable[[], list[Any]]) -> list[Any]:
+    """The capacity reservations ``lookup`` finds, with ``CapacityReservationsReady`` in ``parts``: finding
+    none is no fault, failing is (none returned)."""
+    try:
+        reservations = lookup()
+    except Exception as error:
+        parts["CapacityReservationsReady"] = _failed(
+            "CapacityReservationsNotReady", f"{type(error).__name__}: {error}"
+        )
+        return []
+    parts["CapacityReservationsReady"] = (TRUE, "CapacityReservationsReady", "")
+    return reservations

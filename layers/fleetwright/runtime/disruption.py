@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fleetwright.claims.lifecycle import ClaimLifecycle
+from fleetwright.claims.static_limits import StaticLimitGuard
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
@@ -25,8 +27,6 @@ from fleetwright.disruption.inputs import (
 )
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import MetricsSink
-from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.provisioning.static_pools import StaticLimitGuard
 from fleetwright.state.store import StateStore
 from fleetwright.workflow.starter import WorkflowStarter
 
@@ -152,7 +152,8 @@ def build_controller(
     cache: ClusterCache | None = None,
 ) -> DisruptionController:
     """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
-    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``.
+    AMIs through its clients); replacements launch through a :class:`ClaimLifecycle` on ``config``, within
+    the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`).
 
     With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
     read the cluster from it, and instance descriptions are kept across passes
@@ -162,7 +163,7 @@ def build_controller(
 
     options = options or DisruptionOptions()
     described = DescribedInstances(cloud, clock=clock) if cache is not None else None
-    provisioner = Provisioner(
+    lifecycle = ClaimLifecycle(
         kube,
         cloud,
         state,
@@ -180,7 +181,7 @@ def build_controller(
         described if described is not None else cloud,
         state,
         config,
-        catalogs=provisioner.catalogs,
+        catalogs=lifecycle.catalogs,
         amis=amis,
         reservations=provider_expiring_reservations(cloud) if aws else None,
         subnets=provider_subnets(cloud) if aws else None,
@@ -225,7 +226,7 @@ def build_controller(
     return DisruptionController(
         reader=reader,
         workflow=workflow,
-        launcher=StaticLimitGuard(provisioner),
+        launcher=StaticLimitGuard(lifecycle),
         settings=options.settings,
         dry_run=options.dry_run,
         garbage_collector=collector,

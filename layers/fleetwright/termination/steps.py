@@ -37,17 +37,17 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from fleetwright.aws.instances import NotOwnedError
-from fleetwright.kube import reasons
-from fleetwright.kube.cluster import KubeCluster
-from fleetwright.kube.events import EventRecorder, ObjectRef
-from fleetwright.kube.resources import NODE_CLAIMS
-from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
-from fleetwright.provisioning.registration import (
+from fleetwright.claims.registration import (
     TERMINATION_FINALIZER,
     instance_id_of,
     nodes_by_instance,
     release_node,
 )
+from fleetwright.kube import reasons
+from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import EventRecorder, ObjectRef
+from fleetwright.kube.resources import NODE_CLAIMS
+from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.termination.continuation import (
     ExecutionContext,
     carried_state,

@@ -1,4 +1,4 @@
-"""What the provisioner needs of a cloud provider (``fleetwright.aws.provider.AwsProvider`` in production,
+"""What a launcher needs of a cloud provider (``fleetwright.aws.provider.AwsProvider`` in production,
 or any stand-in with the same methods)."""
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from fleetwright.claims.records import parse_taint
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model import labels as wk
-from fleetwright.provisioning.claims import parse_taint
 from fleetwright.state.nodeclaims import NodeClaimRecord
 
 JsonObject = dict[str, Any]
