@@ -8,7 +8,9 @@ made outside any scope are not bounded (beyond the clients' connect and read tim
 
 A request that reached AWS without a clear answer (a read timeout, a 5xx other than throttling) may have
 taken effect; the scope records it (:attr:`Deadline.uncertain`) so the caller does not conclude that
-nothing was launched.
+nothing was launched. So may a request refused by the second ``before-send`` check: the handlers that ran
+before it may have answered it (a ``before-send`` handler's answer replaces sending; moto serves requests
+this way) or held it past the deadline, and the check cannot tell which.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def install(client: Any) -> None:
     events = client.meta.events
     events.register_first("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send")
     # Again after the others: the adaptive retry mode's rate limiter may have waited in between.
-    events.register_last("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send-last")
+    events.register_last("before-send", _before_send_late, unique_id=f"{_HANDLER_ID}-send-last")
     events.register_first("needs-retry", _needs_retry, unique_id=f"{_HANDLER_ID}-retry")
 
 
@@ -85,6 +87,20 @@ def _before_send(event_name: str = "", **_: Any) -> None:
         raise DeadlineExceededError(
             f"{_operation(event_name)} not sent: the launch deadline has passed",
             uncertain=deadline.uncertain,
+        )
+
+
+def _before_send_late(event_name: str = "", **_: Any) -> None:
+    """The check after the other ``before-send`` handlers. One of them may already have answered the
+    request (botocore then sends nothing more, but the request took effect), so a refusal here leaves the
+    outcome uncertain: the launch is settled by its tag instead of being given up and launched again."""
+    deadline = _CURRENT.get()
+    if deadline is not None and deadline.remaining() <= 0:
+        deadline.uncertain = True
+        raise DeadlineExceededError(
+            f"{_operation(event_name)} refused at the launch deadline after the other request handlers "
+            "ran (it may have been answered)",
+            uncertain=True,
         )
 
 
