@@ -27,6 +27,8 @@ from fleetwright.aws.clients import THROTTLING_CODES
 # botocore's retry modes back off exponentially, at most this long between two attempts.
 MAX_BACKOFF_SECONDS = 20.0
 _HANDLER_ID = "fleetwright-deadline"
+# Operations that change nothing: refusing one late leaves nothing uncertain.
+_READ_ONLY_PREFIXES = ("Describe", "Get", "List")
 
 
 class DeadlineExceededError(Exception):
@@ -92,16 +94,20 @@ def _before_send(event_name: str = "", **_: Any) -> None:
 
 def _before_send_late(event_name: str = "", **_: Any) -> None:
     """The check after the other ``before-send`` handlers. One of them may already have answered the
-    request (botocore then sends nothing more, but the request took effect), so a refusal here leaves the
-    outcome uncertain: the launch is settled by its tag instead of being given up and launched again."""
+    request (botocore then sends nothing more, but the request took effect), so refusing a call that
+    changes something (CreateFleet) leaves the outcome uncertain: the launch is settled by its tag instead
+    of being given up and launched again. Refused reads change nothing."""
     deadline = _CURRENT.get()
-    if deadline is not None and deadline.remaining() <= 0:
-        deadline.uncertain = True
-        raise DeadlineExceededError(
-            f"{_operation(event_name)} refused at the launch deadline after the other request handlers "
-            "ran (it may have been answered)",
-            uncertain=True,
-        )
+    if deadline is None or deadline.remaining() > 0:
+        return
+    operation = _operation(event_name)
+    changes = not operation.startswith(_READ_ONLY_PREFIXES)
+    deadline.uncertain = deadline.uncertain or changes
+    answered = " (it may have been answered)" if changes else ""
+    raise DeadlineExceededError(
+        f"{operation} refused at the launch deadline after the other request handlers ran{answered}",
+        uncertain=deadline.uncertain,
+    )
 
 
 def _needs_retry(
