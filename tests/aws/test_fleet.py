@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.failures import FailureKind, Offering
 from fleetwright.aws.fleet import MAX_INSTANCE_TYPES, FleetLauncher
 from fleetwright.aws.instancetypes import list_instance_types
@@ -22,6 +23,7 @@ from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.taints import Taint
 from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
 from tests.aws.strict import StrictEc2
+from tests.state.conftest import FakeClock
 
 
 def _catalog(aws: Aws) -> dict[str, InstanceType]:
@@ -265,6 +267,34 @@ def test_a_launch_retried_before_its_instance_is_visible_gets_the_same_instance(
     second = _launcher(aws).launch(_request(aws, ["m5.large", "c5.large"]))
     assert second.instance_id == first.instance_id
     assert [r["ClientToken"] for r in aws.fleet.requests] == ["claim-1", "claim-1"]
+
+
+def test_a_create_fleet_answered_after_the_deadline_is_not_reported_as_nothing_launched(
+    aws: Aws, amis: SeededAmis
+) -> None:
+    clock = FakeClock()
+    launcher = _launcher(aws)
+    request = _request(aws, ["m5.large", "c5.large"])
+
+    def answered_late(event_name: str = "", **_: object) -> None:
+        # Runs after moto has answered the request (both ``before-send``): the answer took 60 s.
+        if event_name.endswith(".CreateFleet"):
+            clock.advance(60)
+
+    aws.clients.ec2.meta.events.register("before-send", answered_late)
+    try:
+        with deadline_scope(Deadline(clock() + 30, clock)), pytest.raises(LaunchError) as failure:
+            launcher.launch(request)
+    finally:
+        aws.clients.ec2.meta.events.unregister("before-send", answered_late)
+
+    assert failure.value.may_have_launched
+    assert FailureKind.DEADLINE_EXCEEDED in {f.kind for f in failure.value.failures}
+    # The instance exists: launching the claim again finds it instead of launching a second one.
+    _STRICT[0].consistency.settle()
+    again = launcher.launch(request)
+    assert _instance_tags(aws, again.instance_id)[NODECLAIM_TAG] == "claim-1"
+    assert len(aws.fleet.requests) == 1
 
 
 def test_each_claim_gets_its_own_create_fleet_tagged_with_its_id_at_launch(

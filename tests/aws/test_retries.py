@@ -54,3 +54,21 @@ def test_retries_stop_at_the_deadline_of_the_calling_scope(aws: Aws, monkeypatch
     # Outside the scope the same client is not bounded.
     throttle.times = throttle.attempts + 1
     assert resolve_subnets(clients, terms)
+
+
+def test_a_read_answered_after_the_deadline_leaves_nothing_uncertain(aws: Aws) -> None:
+    clock = FakeClock()
+    clients = AwsClients(REGION, retry_mode="standard")
+    install_deadline(clients.ec2)
+
+    def answered_late(event_name: str = "", **_: object) -> None:
+        if event_name.endswith(".DescribeSubnets"):
+            clock.advance(60)  # moto has answered (both ``before-send``): the answer took 60 s
+
+    clients.ec2.meta.events.register("before-send", answered_late)
+    deadline = Deadline(clock() + 30, clock)
+    terms = [SubnetSelectorTerm(tags={"karpenter.sh/discovery": CLUSTER})]
+    with deadline_scope(deadline), pytest.raises(DeadlineExceededError, match="DescribeSubnets") as refused:
+        resolve_subnets(clients, terms)
+    # A read changes nothing: the launch that made it launched nothing.
+    assert not refused.value.uncertain and not deadline.uncertain

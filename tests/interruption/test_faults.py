@@ -8,6 +8,8 @@ import json
 import threading
 from typing import Any
 
+from fleetwright.aws.deadline import current_deadline
+from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.interruptions import CLAIMED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
@@ -245,3 +247,38 @@ def test_a_malformed_message_touches_nothing(interruptions: Interruptions) -> No
     assert interruptions.executions() == [] and _replacements(harness) == []
     assert _records(interruptions).all() == []
     assert harness.pods_on(node) == ["web-0", "web-1"] and not _cordoned(harness, node)
+
+
+def test_an_answer_that_comes_after_the_launch_deadline_launches_one_replacement(
+    interruptions: Interruptions,
+) -> None:
+    harness = interruptions.harness
+    instance_id, _ = _node_with_pods(harness)
+    ec2 = harness.world.aws.clients.ec2
+    slow: list[bool] = []
+
+    def answered_late(event_name: str = "", **_: Any) -> None:
+        # The first CreateFleet has been answered (moto answers in ``before-send``, registered before this
+        # hook), and its answer took until past the launch deadline.
+        scope = current_deadline()
+        if event_name.endswith(".CreateFleet") and scope is not None and not slow:
+            slow.append(True)
+            harness.world.wall.advance(scope.remaining() + 1)
+
+    ec2.meta.events.register("before-send", answered_late)
+    try:
+        assert interruptions.deliver(for_instance(SPOT_WARNING, instance_id)) == {"batchItemFailures": []}
+    finally:
+        ec2.meta.events.unregister("before-send", answered_late)
+
+    assert slow
+    claims = [
+        tag["Value"]
+        for instance in harness.world.instances()
+        for tag in instance.get("Tags", [])
+        if tag["Key"] == NODECLAIM_TAG and tag["Value"] != CLAIM
+    ]
+    # One instance for the node's pods, and its claim is not given up while the instance runs.
+    assert len(claims) == 1
+    [replacement] = _replacements(harness)
+    assert replacement.id == claims[0] and replacement.status != ClaimStatus.FAILED

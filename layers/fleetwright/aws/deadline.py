@@ -8,7 +8,9 @@ made outside any scope are not bounded (beyond the clients' connect and read tim
 
 A request that reached AWS without a clear answer (a read timeout, a 5xx other than throttling) may have
 taken effect; the scope records it (:attr:`Deadline.uncertain`) so the caller does not conclude that
-nothing was launched.
+nothing was launched. So may a request refused by the second ``before-send`` check: the handlers that ran
+before it may have answered it (a ``before-send`` handler's answer replaces sending; moto serves requests
+this way) or held it past the deadline, and the check cannot tell which.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from fleetwright.aws.clients import THROTTLING_CODES
 # botocore's retry modes back off exponentially, at most this long between two attempts.
 MAX_BACKOFF_SECONDS = 20.0
 _HANDLER_ID = "fleetwright-deadline"
+# Operations that change nothing: refusing one late leaves nothing uncertain.
+_READ_ONLY_PREFIXES = ("Describe", "Get", "List")
 
 
 class DeadlineExceededError(Exception):
@@ -71,7 +75,7 @@ def install(client: Any) -> None:
     events = client.meta.events
     events.register_first("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send")
     # Again after the others: the adaptive retry mode's rate limiter may have waited in between.
-    events.register_last("before-send", _before_send, unique_id=f"{_HANDLER_ID}-send-last")
+    events.register_last("before-send", _before_send_late, unique_id=f"{_HANDLER_ID}-send-last")
     events.register_first("needs-retry", _needs_retry, unique_id=f"{_HANDLER_ID}-retry")
 
 
@@ -86,6 +90,24 @@ def _before_send(event_name: str = "", **_: Any) -> None:
             f"{_operation(event_name)} not sent: the launch deadline has passed",
             uncertain=deadline.uncertain,
         )
+
+
+def _before_send_late(event_name: str = "", **_: Any) -> None:
+    """The check after the other ``before-send`` handlers. One of them may already have answered the
+    request (botocore then sends nothing more, but the request took effect), so refusing a call that
+    changes something (CreateFleet) leaves the outcome uncertain: the launch is settled by its tag instead
+    of being given up and launched again. Refused reads change nothing."""
+    deadline = _CURRENT.get()
+    if deadline is None or deadline.remaining() > 0:
+        return
+    operation = _operation(event_name)
+    changes = not operation.startswith(_READ_ONLY_PREFIXES)
+    deadline.uncertain = deadline.uncertain or changes
+    answered = " (it may have been answered)" if changes else ""
+    raise DeadlineExceededError(
+        f"{operation} refused at the launch deadline after the other request handlers ran{answered}",
+        uncertain=deadline.uncertain,
+    )
 
 
 def _needs_retry(
