@@ -189,6 +189,7 @@ class Timings:
 
 
 TIMINGS = Timings()
+PROFILE: dict[str, Path] = {}  # --profile: "dir" → where each pass's cProfile dump goes
 _LOCAL = threading.local()
 _HANDLER_THREAD: dict[str, int] = {}
 
@@ -747,6 +748,12 @@ def run_pass(
         "source": "aws.events",
         "detail": {},
     }
+    profiler = None
+    if "dir" in PROFILE:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     started = time.perf_counter()
     with (
         contextlib.redirect_stdout(io.StringIO())
@@ -755,6 +762,9 @@ def run_pass(
     ):
         result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
     wall = time.perf_counter() - started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(PROFILE["dir"] / f"{function}-{request}-{kind}.pstats"))
     after = server.traffic.snapshot()
     phases = dict(TIMINGS.phases)
     # Launches run on worker threads while the handler's thread waits for them.
@@ -884,7 +894,11 @@ def main() -> None:
         "--runs", type=int, default=3, help="passes of each function: one cold, the rest warm"
     )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slow)")
+    parser.add_argument("--profile", type=Path, help="write a cProfile dump of each pass to this directory")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE["dir"] = args.profile
     os.environ.update(_CREDENTIALS)
     import logging
 
