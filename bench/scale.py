@@ -24,7 +24,10 @@ Per pass it prints:
   threads) and ``emu cpu`` (CPU time of the emulator's request threads);
 - Kubernetes requests and bytes (counted by the emulator), AWS calls, and the process's peak RSS
   (``ru_maxrss``, which includes the emulator and moto; ``--tracemalloc`` adds the pass's own peak of
-  Python allocations, at a large slowdown).
+  Python allocations above what the process held when the pass started, i.e. the function's memory
+  without the emulator's and moto's copy of the cluster, though with moto's transient allocations; it
+  slows the pass down, so time and memory are measured in separate runs); ``--profile DIR`` writes a
+  cProfile dump of each pass.
 
 Two stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
 looked up by resource id instead of by scanning every tag, and the AMI each new instance names is looked
@@ -739,8 +742,10 @@ def run_pass(
 ) -> PassFigure:
     TIMINGS.reset()
     before = server.traffic.snapshot()
+    traced_before = 0
     if trace:
         tracemalloc.reset_peak()
+        traced_before = tracemalloc.get_traced_memory()[0]
     _HANDLER_THREAD["id"] = threading.get_ident()
     event = {
         "id": f"scale-{function}-{request}",
@@ -770,7 +775,10 @@ def run_pass(
     # Launches run on worker threads while the handler's thread waits for them.
     phases["launch"] = phases.get("launch", 0.0) + TIMINGS.launch_seconds()
     phases["plan"] = max(0.0, wall - sum(phases.values()))
-    traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace else None
+    # The pass's own peak: Python memory allocated during the pass above what was held when it started
+    # (the emulator's and moto's cluster, the kept caches), so not the whole process as RSS is; moto's
+    # transient allocations for the requests it answers are still in it.
+    traced = (tracemalloc.get_traced_memory()[1] - traced_before) / 2**20 if trace else None
     return PassFigure(
         function=function,
         kind=kind,
@@ -811,7 +819,7 @@ def _summary(function: str, result: dict[str, Any]) -> str:
 
 def print_figure(f: PassFigure) -> None:
     p = f.phases
-    traced = f" traced {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
+    traced = f" pass peak {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
     print(
         f"  {f.function:<11} {f.kind:<4} {f.wall:7.2f} s | read {p.get('read', 0):6.2f}"
         f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
@@ -841,6 +849,8 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
         seeding = AwsClients(REGION)
         info, machine_arn = seed_aws(seeding)
         cluster = seed_cluster(server, seeding, info, nodes, pending)
+        if trace and not tracemalloc.is_tracing():
+            tracemalloc.start()  # after seeding, which it would slow down most
         work = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwright-scale-{os.getpid()}"
         work.mkdir(exist_ok=True)
         documents = work / "nodepools.yaml"
@@ -907,8 +917,6 @@ def main() -> None:
     print(f"runs: {args.runs} per function (the first cold), the provisioner in economy mode")
     instrument()
     speed_up_moto()
-    if args.tracemalloc:
-        tracemalloc.start()
     for nodes in args.nodes:
         for pending in args.pending:
             scenario(nodes, pending, args.runs, args.tracemalloc)
