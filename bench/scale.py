@@ -521,6 +521,15 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
             for r in records[start : start + 25]
         ]
         dynamo.batch_write_item(RequestItems={TABLE: items})
+    # The claim revision a table whose claims were written by Fleetwright has (docs/state.md).
+    dynamo.put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": f"REVISION#{CLUSTER}"},
+            "sk": {"S": "nodeclaims"},
+            "revision": {"N": str(len(records))},
+        },
+    )
 
     store.seed(NODES, node_objects)
     node_claims = store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
