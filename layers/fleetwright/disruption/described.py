@@ -7,8 +7,8 @@ instances, ``pending`` or stopping ones, untagged ones and old descriptions are 
 listing of live instances (the garbage collector's, at most ``DEFAULT_LIST_EVERY_SECONDS`` apart, less
 than ``max_age_seconds``) refreshes the descriptions it returns and drops the ones it no longer lists,
 and a termination drops its instances, so a description a pass uses is never older than
-``max_age_seconds`` and a state change is seen within that. The interruption and termination functions do not use this:
-they describe what they act on themselves.
+``max_age_seconds`` and a state change is seen within that. The interruption and termination functions
+do not use this: they describe what they act on themselves.
 """
 
 from __future__ import annotations
