@@ -376,7 +376,7 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
     from moto.ec2.models import ec2_backends
 
     from fleetwright.aws.provider import AwsProvider
-    from fleetwright.aws.tags import ownership_tags, to_aws
+    from fleetwright.aws.tags import NODECLAIM_TAG, ownership_tags, to_aws
     from fleetwright.local.apiserver.karpenter import install_karpenter_crds
     from fleetwright.local.apiserver.resources import (
         DAEMON_SETS,
@@ -454,7 +454,7 @@ def seed_cluster(server: Any, clients: Any, info: Any, nodes: int, pending: int)
     for index, (pool, itype, zone, capacity) in enumerate(plan):
         claim = f"{pool}-{index:06x}"
         instance_id = instance_ids[index]
-        backend.create_tags([instance_id], {"karpenter.sh/nodeclaim": claim, "Name": claim})
+        backend.create_tags([instance_id], {NODECLAIM_TAG: claim, "Name": claim})
         known = catalog[itype]
         name = f"ip-10-{index // 65536}-{(index // 256) % 256}-{index % 256}.ec2.internal"
         node_names.append(name)
