@@ -24,7 +24,10 @@ Per pass it prints:
   threads) and ``emu cpu`` (CPU time of the emulator's request threads);
 - Kubernetes requests and bytes (counted by the emulator), AWS calls, and the process's peak RSS
   (``ru_maxrss``, which includes the emulator and moto; ``--tracemalloc`` adds the pass's own peak of
-  Python allocations, at a large slowdown).
+  Python allocations above what the process held when the pass started, i.e. the function's memory
+  without the emulator's and moto's copy of the cluster, though with moto's transient allocations; it
+  slows the pass down, so time and memory are measured in separate runs); ``--profile DIR`` writes a
+  cProfile dump of each pass.
 
 Two stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
 looked up by resource id instead of by scanning every tag, and the AMI each new instance names is looked
@@ -190,6 +193,7 @@ class Timings:
 
 
 TIMINGS = Timings()
+PROFILE: dict[str, Path] = {}  # --profile: "dir" → where each pass's cProfile dump goes
 _LOCAL = threading.local()
 _HANDLER_THREAD: dict[str, int] = {}
 
@@ -445,12 +449,13 @@ class _SeededNodes:
         self.node_names: list[str] = []
 
     def add(self, index: int, where: _Where, instance_id: str) -> None:
+        from fleetwright.aws.tags import NODECLAIM_TAG
         from fleetwright.claims.nodeclaim_objects import labels_of, spec_of, status_of
         from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
         pool, itype, zone, capacity = where
         claim = f"{pool}-{index:06x}"
-        self.backend.create_tags([instance_id], {"karpenter.sh/nodeclaim": claim, "Name": claim})
+        self.backend.create_tags([instance_id], {NODECLAIM_TAG: claim, "Name": claim})
         known = self.catalog[itype]
         name = f"ip-10-{index // 65536}-{(index // 256) % 256}-{index % 256}.ec2.internal"
         self.node_names.append(name)
@@ -531,6 +536,15 @@ def _write_records(dynamo: Any, records: list[Any]) -> None:
             for r in records[start : start + 25]
         ]
         dynamo.batch_write_item(RequestItems={TABLE: items})
+    # The claim revision a table whose claims were written by Fleetwright has (docs/state.md).
+    dynamo.put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": f"REVISION#{CLUSTER}"},
+            "sk": {"S": "nodeclaims"},
+            "revision": {"N": str(len(records))},
+        },
+    )
 
 
 @dataclass
@@ -771,13 +785,34 @@ class PassFigure:
     kube_verbs: str = ""
 
 
+@contextmanager
+def _profiled(name: str) -> Iterator[None]:
+    """Run the body quietly (unless SCALE_DEBUG) and, with --profile, write its cProfile dump."""
+    profiler = None
+    if "dir" in PROFILE:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    quiet = contextlib.redirect_stdout(io.StringIO()) if not os.environ.get("SCALE_DEBUG") else None
+    with quiet or contextlib.nullcontext():
+        try:
+            yield
+        finally:
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(str(PROFILE["dir"] / f"{name}.pstats"))
+
+
 def run_pass(
     function: str, module: ModuleType, server: Any, kind: str, request: int, trace: bool
 ) -> PassFigure:
     TIMINGS.reset()
     before = server.traffic.snapshot()
+    traced_before = 0
     if trace:
         tracemalloc.reset_peak()
+        traced_before = tracemalloc.get_traced_memory()[0]
     _HANDLER_THREAD["id"] = threading.get_ident()
     event = {
         "id": f"scale-{function}-{request}",
@@ -786,11 +821,7 @@ def run_pass(
         "detail": {},
     }
     started = time.perf_counter()
-    with (
-        contextlib.redirect_stdout(io.StringIO())
-        if not os.environ.get("SCALE_DEBUG")
-        else contextlib.nullcontext()
-    ):
+    with _profiled(f"{function}-{request}-{kind}"):
         result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
     wall = time.perf_counter() - started
     after = server.traffic.snapshot()
@@ -798,7 +829,10 @@ def run_pass(
     # Launches run on worker threads while the handler's thread waits for them.
     phases["launch"] = phases.get("launch", 0.0) + TIMINGS.launch_seconds()
     phases["plan"] = max(0.0, wall - sum(phases.values()))
-    traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace else None
+    # The pass's own peak: Python memory allocated during the pass above what was held when it started
+    # (the emulator's and moto's cluster, the kept caches), so not the whole process as RSS is; moto's
+    # transient allocations for the requests it answers are still in it.
+    traced = (tracemalloc.get_traced_memory()[1] - traced_before) / 2**20 if trace else None
     return PassFigure(
         function=function,
         kind=kind,
@@ -839,7 +873,7 @@ def _summary(function: str, result: dict[str, Any]) -> str:
 
 def print_figure(f: PassFigure) -> None:
     p = f.phases
-    traced = f" traced {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
+    traced = f" pass peak {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
     print(
         f"  {f.function:<11} {f.kind:<4} {f.wall:7.2f} s | read {p.get('read', 0):6.2f}"
         f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
@@ -887,6 +921,8 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
         seeding = AwsClients(REGION)
         info, machine_arn = seed_aws(seeding)
         cluster = seed_cluster(server, seeding, info, nodes, pending)
+        if trace and not tracemalloc.is_tracing():
+            tracemalloc.start()  # after seeding, which it would slow down most
         work = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwright-scale-{os.getpid()}"
         work.mkdir(exist_ok=True)
         documents = work / "nodepools.yaml"
@@ -925,7 +961,11 @@ def main() -> None:
         "--runs", type=int, default=3, help="passes of each function: one cold, the rest warm"
     )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slow)")
+    parser.add_argument("--profile", type=Path, help="write a cProfile dump of each pass to this directory")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE["dir"] = args.profile
     os.environ.update(_CREDENTIALS)
     import logging
 
@@ -934,8 +974,6 @@ def main() -> None:
     print(f"runs: {args.runs} per function (the first cold), the provisioner in economy mode")
     instrument()
     speed_up_moto()
-    if args.tracemalloc:
-        tracemalloc.start()
     for nodes in args.nodes:
         for pending in args.pending:
             scenario(nodes, pending, args.runs, args.tracemalloc)

@@ -13,6 +13,7 @@ from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.deletion import NODECLAIM_DELETED
 from fleetwright.disruption.described import DescribedInstances
+from fleetwright.disruption.gc import DEFAULT_LIST_EVERY_SECONDS
 from fleetwright.disruption.types import DisruptionSettings
 from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES, POD_DISRUPTION_BUDGETS
@@ -135,12 +136,15 @@ def test_instances_are_described_again_only_when_new_or_possibly_changed(
     run.run_once()
     assert cloud.described == [rig.instance_id(c)]
 
-    # Someone stops an instance behind our back: the collector's listing of live instances no longer
-    # shows it, so the next pass describes it again and sees it going.
+    # Someone stops an instance behind our back: the collector's next listing of live instances (at most
+    # 4 minutes after its last) no longer shows it, so the next pass describes it again and sees it going.
     stopped = rig.instance_id(b)
     rig.world.aws.clients.ec2.stop_instances(InstanceIds=[stopped])
     cloud.described.clear()
-    run.run_once()  # decided on the description of a minute ago; its collection drops it
+    run.run_once()  # decided on the kept description; the collector's kept listing still holds it
+    assert stopped not in cloud.described
+    rig.world.wall.advance(DEFAULT_LIST_EVERY_SECONDS)
+    run.run_once()  # decided on the description of 4 minutes ago; the collector lists and drops it
     assert stopped not in cloud.described
     report = run.run_once()
     assert cloud.described == [stopped]

@@ -473,3 +473,15 @@ def test_one_failing_instance_does_not_stop_the_rest(gc: Gc) -> None:
     assert report.terminated_instances == [second]
     assert gc.state_of(first) == "running"
     assert any(first in e and "throttled" in e for e in report.errors)
+
+
+def test_a_kept_listing_delays_finding_an_orphan_but_never_terminates_twice(gc: Gc) -> None:
+    gc.collector.list_every_seconds = 240.0
+    assert gc.collect().terminated_instances == []  # nothing to collect; the listing is kept
+    orphan = gc.instance()
+    gc.advance(TIMEOUT - 60)
+    assert gc.collect().terminated_instances == []  # the kept listing does not hold it yet
+    gc.advance(120)
+    assert gc.collect().terminated_instances == [orphan]  # listed again, and past the timeout
+    assert gc.state_of(orphan) in ("shutting-down", "terminated")
+    assert gc.collect().terminated_instances == []  # the kept listing no longer offers it

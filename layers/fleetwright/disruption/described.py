@@ -4,10 +4,11 @@ Of what the disruption input reads from an instance, only its state and its Node
 (type, zone, capacity type, AMI and launch time are fixed at launch). A description is reused while the
 instance is ``running`` with its NodeClaim tag and was described less than ``max_age_seconds`` ago; new
 instances, ``pending`` or stopping ones, untagged ones and old descriptions are described again. Every
-listing of live instances (the garbage collector's, once per pass) refreshes the descriptions it
-returns and drops the ones it no longer lists, and a termination drops its instances, so a state change
-is seen by the next pass at the latest. The interruption and termination functions do not use this:
-they describe what they act on themselves.
+listing of live instances (the garbage collector's, at most ``DEFAULT_LIST_EVERY_SECONDS`` apart, less
+than ``max_age_seconds``) refreshes the descriptions it returns and drops the ones it no longer lists,
+and a termination drops its instances, so a description a pass uses is never older than
+``max_age_seconds`` and a state change is seen within that. The interruption and termination functions
+do not use this: they describe what they act on themselves.
 """
 
 from __future__ import annotations

@@ -14,6 +14,15 @@ Three independent sweeps, each run once per disruption pass:
    grace period (so one created for a launch in progress survives) are deleted.
 
 A failure in one sweep (or one object) is reported, logged and counted, and the others still run.
+
+Listing every live instance of a large cluster is the costliest read of a pass, so with
+``list_every_seconds`` the collector reuses its last listing that long. A listing that old decides nothing
+on its own: sweep 1 acts only on instances past the registration timeout that have neither a Node nor an
+active claim *now* and re-reads the claim before terminating (terminating an instance that ended since is
+a no-op); sweep 2 describes every suspect afresh; sweep 3 runs only on a fresh listing, as a template
+counts as unused only when no live instance names it. An old listing only delays: an orphan is found at
+most ``list_every_seconds`` later, and a Node whose instance ended in the meantime (not through Fleetwright's
+termination, which deletes it itself) waits as long.
 """
 
 from __future__ import annotations
@@ -50,6 +59,9 @@ ORPHANED_SINCE_ANNOTATION = "fleetwright.io/orphaned-since"
 DEFAULT_REGISTRATION_TIMEOUT_SECONDS = 900.0
 DEFAULT_LAUNCH_TEMPLATE_GRACE_SECONDS = 3600.0
 DEFAULT_DISRUPTED_NODE_GRACE_SECONDS = 600.0
+# What the disruption function's wiring uses: shorter than the described instances' maximum age
+# (disruption/described.py), so the listing refreshes them before they expire.
+DEFAULT_LIST_EVERY_SECONDS = 240.0
 
 INSTANCE = "Instance"
 NODE = "Node"
@@ -123,6 +135,7 @@ class GarbageCollector:
     ``disrupted_node_grace_seconds``: how long a termination workflow may hold a Node whose instance is
     gone before the collector deletes the Node itself. ``clock`` gives epoch seconds. ``nodes``: where
     the Node objects come from (the cluster cache's, read once per collection); default: a LIST.
+    ``list_every_seconds``: reuse the last listing of live instances that long (0: list every collection).
     """
 
     def __init__(
@@ -139,6 +152,7 @@ class GarbageCollector:
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
         nodes: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+        list_every_seconds: float = 0.0,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -152,7 +166,10 @@ class GarbageCollector:
         self.log = logger or log
         self.clock = clock
         self.claims = StoreClaimBook(state.nodeclaims, clock=clock, ttl_seconds=claim_ttl_seconds)
+        self.list_every_seconds = list_every_seconds
         self._live: list[Instance] | None = None
+        self._listing: tuple[float, list[Instance]] | None = None  # (when, what) of the last listing
+        self._fresh = False  # this collection listed the instances itself
         self._records: list[NodeClaimRecord] | None = None
         self._nodes: list[Mapping[str, Any]] | None = None
 
@@ -161,6 +178,7 @@ class GarbageCollector:
         report = GcReport()
         # Fresh reads every pass: the cluster changes between passes.
         self._live = None
+        self._fresh = False
         self._records = None
         self._nodes = None
         for name, sweep in (
@@ -176,10 +194,26 @@ class GarbageCollector:
 
     # -- shared reads ------------------------------------------------------------------------------------
 
-    def _live_instances(self) -> list[Instance]:
-        if self._live is None:
-            self._live = list(self.cloud.list())
+    def _live_instances(self, *, fresh: bool = False) -> list[Instance]:
+        """The live instances: this collection's listing, or the last one while it is young enough
+        (``fresh``: a listing made by this collection)."""
+        if self._live is None or (fresh and not self._fresh):
+            now = self.clock()
+            if (
+                not fresh
+                and self._listing is not None
+                and 0 <= now - self._listing[0] < self.list_every_seconds
+            ):
+                self._live = self._listing[1]
+            else:
+                self._live = list(self.cloud.list())
+                self._listing = (now, self._live)
+                self._fresh = True
         return self._live
+
+    def forget_listing(self) -> None:
+        """List the instances again at the next collection."""
+        self._listing = None
 
     def _node_objects(self) -> list[Mapping[str, Any]]:
         if self._nodes is None:
@@ -238,6 +272,8 @@ class GarbageCollector:
         else:
             why = f"NodeClaim {record.id} is {record.status}"
         self.cloud.terminate([instance.id])
+        if self._listing is not None:  # a kept listing does not offer it again
+            self._listing = (self._listing[0], [i for i in self._listing[1] if i.id != instance.id])
         report.terminated_instances.append(instance.id)
         self.metrics.add(m.GARBAGE_COLLECTED, 1, COUNT, {"Kind": INSTANCE})
         self.log.warning(
@@ -399,7 +435,9 @@ class GarbageCollector:
         ]
         if not old:
             return
-        live = self._live_instances()
+        if not self._fresh and self.list_every_seconds > 0:
+            return  # decided only on a listing of this collection: the next full listing decides
+        live = self._live_instances(fresh=True)
         in_use = {i.tags[LAUNCH_TEMPLATE_ID_TAG] for i in live if i.tags.get(LAUNCH_TEMPLATE_ID_TAG)}
         # EC2 tags instances with their template; one without the tag (moto's CreateFleet, or a tag lost)
         # could come from any template booting its AMI, so those templates are kept.

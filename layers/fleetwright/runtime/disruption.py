@@ -50,7 +50,7 @@ def garbage_collector(
     """The :class:`~fleetwright.disruption.gc.GarbageCollector` for the cluster (leaked instances, Nodes
     without instances, claims that never registered); with ``cache`` it reads the Nodes from it (synced
     when the collection starts)."""
-    from fleetwright.disruption.gc import GarbageCollector
+    from fleetwright.disruption.gc import DEFAULT_LIST_EVERY_SECONDS, GarbageCollector
 
     def cached_nodes() -> list[Any]:
         assert cache is not None
@@ -66,6 +66,8 @@ def garbage_collector(
         logger=logger,
         clock=clock,
         nodes=cached_nodes if cache is not None else None,
+        # Warm invocations (the cache kept) reuse the instance listing a while (see gc.py).
+        list_every_seconds=DEFAULT_LIST_EVERY_SECONDS if cache is not None else 0.0,
     )
 
 

@@ -6,17 +6,36 @@ that the next run can match to the instance instead of launching again. ``launch
 when its launcher may still be calling EC2. Status changes are conditional on the status the writer
 expects, so two writers cannot both move a claim; a launcher's writes are also fenced by its lease
 (``fence=``): they apply only while it still holds the lease, else :class:`LeaseLostError` is raised.
+
+Every write also adds one to the cluster's claim revision (``REVISION#<cluster>`` / ``nodeclaims``) in
+the same transaction, so the revision changes exactly when a claim record does. :meth:`NodeClaimStore.list`
+reads the revision (a consistent GetItem) before anything else and Queries the records only when it
+differs from the one its copy was read at; the store's own writes are applied to the copy as they commit,
+so a process reading mostly its own writes keeps reading only the revision (docs/state.md).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fleetwright.state.lease import Lease
-from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable, Item, TransactOp
+from fleetwright.state.table import (
+    PARTITION_KEY,
+    SORT_KEY,
+    TTL_ATTRIBUTE,
+    DynamoTable,
+    Item,
+    TransactionConflictError,
+    TransactOp,
+    _from_dynamo,
+    _to_dynamo,
+)
 
 
 class ClaimStatus(enum.StrEnum):
@@ -143,11 +162,19 @@ class NodeClaimRecord:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> NodeClaimRecord:
-        """The record from a DynamoDB item (unknown attributes ignored)."""
-        known = {f.name for f in fields(cls)}
-        values = {name: item[attr] for name, attr in _ATTRIBUTES.items() if attr in item and name in known}
+        """The record from a DynamoDB item (unknown attributes ignored); lists and maps are copied, so
+        changing the record leaves ``item`` alone."""
+        values: dict[str, Any] = {
+            name: (value.copy() if isinstance(value, (list, dict)) else value)
+            for name, attr in _ATTRIBUTES.items()
+            if (value := item.get(attr, _ABSENT)) is not _ABSENT
+        }
         values.setdefault("id", str(item.get(SORT_KEY, "")))
         return cls(**values)
+
+
+_ABSENT = object()
+assert set(_ATTRIBUTES) == {f.name for f in fields(NodeClaimRecord)}
 
 
 def attribute(name: str) -> str:
@@ -155,30 +182,108 @@ def attribute(name: str) -> str:
     return _ATTRIBUTES[name]
 
 
-class NodeClaimStore:
-    """The NodeClaims of one cluster: partition ``NODECLAIM#<cluster>``, sort key = claim id."""
+REVISION_SORT_KEY = "nodeclaims"
+REVISION_ATTRIBUTE = "revision"
+CONFLICT_RETRIES = 6  # a write cancelled by a concurrent transaction on the revision item is sent again
+_CLAIM_LOCKS = 64
 
-    def __init__(self, table: DynamoTable, cluster: str) -> None:
+
+def _stored(item: Mapping[str, Any]) -> Item:
+    """``item`` as a Query would return it (floats that are whole numbers come back as ints)."""
+    stored: Item = _from_dynamo(_to_dynamo(item))
+    return stored
+
+
+class _UnknownClaimError(Exception):
+    """A write applied that the cached copy cannot follow (it lacks the claim)."""
+
+
+class NodeClaimStore:
+    """The NodeClaims of one cluster: partition ``NODECLAIM#<cluster>``, sort key = claim id.
+
+    ``reuse``: keep the records between :meth:`list` calls and read them again only when the claim
+    revision changed (default); False Queries every time. ``queries`` and ``reused`` count the lists that
+    Queried and those served from the copy.
+    """
+
+    def __init__(
+        self,
+        table: DynamoTable,
+        cluster: str,
+        *,
+        reuse: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.table = table
         self.cluster = cluster
         self.pk = f"NODECLAIM#{cluster}"
+        self.revision_pk = f"REVISION#{cluster}"
+        self.reuse = reuse
+        self.sleep = sleep
+        self.queries = 0
+        self.reused = 0
+        self._lock = threading.Lock()  # guards the copy, its revision and the epoch
+        self._read_lock = threading.Lock()  # one list() Queries at a time
+        self._claim_locks = [threading.Lock() for _ in range(_CLAIM_LOCKS)]
+        self._items: dict[str, Item] | None = None  # claim id → item, exactly as of ``_revision``
+        self._revision: int | None = None
+        self._unsorted = False  # a create added a claim at the end of the copy; list() sorts it by id
+        # Grows when a Query starts and when its result replaces the copy: a write that saw the epoch
+        # change while it was under way cannot tell whether the Query saw it, and drops the copy.
+        self._epoch = 0
 
     def create(self, record: NodeClaimRecord, *, fence: Lease | None = None) -> bool:
         """Write a new claim; False when a claim with that id already exists. With ``fence``, only while
         that lease is held (else :class:`LeaseLostError`)."""
-        op = self.table.put_op(
-            record.to_item(self.pk), condition="attribute_not_exists(#pk)", names={"#pk": PARTITION_KEY}
-        )
-        return self._write(op, fence)
+        item = record.to_item(self.pk)
+        op = self.table.put_op(item, condition="attribute_not_exists(#pk)", names={"#pk": PARTITION_KEY})
+        stored = _stored(item)
+        return self._write(record.id, op, fence, lambda _old: dict(stored))
 
     def get(self, claim_id: str) -> NodeClaimRecord | None:
         """The claim, or None."""
         item = self.table.get(self.pk, claim_id)
         return NodeClaimRecord.from_item(item) if item else None
 
+    def revision(self) -> int | None:
+        """The claim revision (consistent read); None before the first write of a version that keeps it."""
+        item = self.table.get(self.revision_pk, REVISION_SORT_KEY)
+        return int(item[REVISION_ATTRIBUTE]) if item and REVISION_ATTRIBUTE in item else None
+
     def list(self) -> list[NodeClaimRecord]:
-        """Every claim of the cluster (one Query, strongly consistent)."""
-        return [NodeClaimRecord.from_item(item) for item in self.table.query(self.pk)]
+        """Every claim of the cluster, by id, as of this call: the revision is read first (strongly
+        consistent), and the records are Queried (strongly consistent, paged) only when it differs from
+        the revision the kept copy is exact at."""
+        if not self.reuse:
+            self.queries += 1
+            return [NodeClaimRecord.from_item(item) for item in self.table.query(self.pk)]
+        with self._read_lock:
+            revision = self.revision()
+            with self._lock:
+                if revision is not None and self._items is not None and self._revision == revision:
+                    self.reused += 1
+                    if self._unsorted:
+                        self._items, self._unsorted = dict(sorted(self._items.items())), False
+                    return [NodeClaimRecord.from_item(item) for item in self._items.values()]
+                self._epoch += 1
+            # The revision was read before the Query, so the copy is at least as new as ``revision``;
+            # a write after it makes the next revision read differ.
+            items = self.table.query(self.pk)
+            self.queries += 1
+            with self._lock:
+                self._epoch += 1
+                if revision is None:
+                    self._items, self._revision = None, None
+                else:
+                    self._items = {str(i.get(SORT_KEY, "")): i for i in items}
+                    self._revision, self._unsorted = revision, False
+            return [NodeClaimRecord.from_item(item) for item in items]
+
+    def forget(self) -> None:
+        """Drop the kept copy: the next :meth:`list` Queries."""
+        with self._lock:
+            self._epoch += 1
+            self._items, self._revision = None, None
 
     def transition(
         self,
@@ -197,6 +302,16 @@ class NodeClaimStore:
         condition = f"#status IN ({', '.join(values)})"
         set_fields = {attribute(name): value for name, value in changes.items()}
         set_fields["status"] = str(status)
+        stored = _stored({k: v for k, v in set_fields.items() if v is not None})
+        removed = [k for k, v in set_fields.items() if v is None]
+
+        def apply(old: Item | None) -> Item:
+            if old is None:
+                raise _UnknownClaimError(claim_id)
+            new = {k: v for k, v in old.items() if k not in removed}
+            new.update(stored)
+            return new
+
         op = self.table.update_op(
             self.pk,
             claim_id,
@@ -205,19 +320,74 @@ class NodeClaimStore:
             names={"#pk": PARTITION_KEY, "#status": "status"},
             values=values,
         )
-        return self._write(op, fence)
-
-    def _write(self, op: TransactOp, fence: Lease | None) -> bool:
-        """One conditional write, in a transaction with the lease's fence when there is one."""
-        if fence is None:
-            return self.table.write(op)
-        result = self.table.transact([op, fence.check_op()])
-        if 1 in result.failed:
-            raise fence.lost()
-        return result.applied
+        return self._write(claim_id, op, fence, apply)
 
     def delete(self, claim_id: str) -> bool:
         """Remove the claim's record; False when it was already gone."""
-        return self.table.delete(
+        op = self.table.delete_op(
             self.pk, claim_id, condition="attribute_exists(#pk)", names={"#pk": PARTITION_KEY}
         )
+        return self._write(claim_id, op, None, lambda _old: None)
+
+    def _write(
+        self,
+        claim_id: str,
+        op: TransactOp,
+        fence: Lease | None,
+        apply: Callable[[Item | None], Item | None],
+    ) -> bool:
+        """One conditional write of a claim, in a transaction with the revision's increment and, when
+        there is one, the lease's fence; then the same change to the kept copy."""
+        with self._claim_locks[hash(claim_id) % _CLAIM_LOCKS]:  # writes of one claim reach the copy in order
+            with self._lock:
+                epoch = self._epoch
+            try:
+                applied = self._transact(op, fence)
+            except BaseException:
+                self.forget()  # the write may or may not have applied
+                raise
+            if applied:
+                self._follow(claim_id, epoch, apply)
+            return applied
+
+    def _transact(self, op: TransactOp, fence: Lease | None) -> bool:
+        ops = [op, self.table.add_op(self.revision_pk, REVISION_SORT_KEY, REVISION_ATTRIBUTE)]
+        if fence is not None:
+            ops.append(fence.check_op())
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                result = self.table.transact(ops)
+            except TransactionConflictError:
+                # Nothing was written (another transaction held the revision or the claim): send again.
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                self.sleep(random.uniform(0.02, 0.05) * 2**attempt)
+                if fence is not None:
+                    ops[2] = fence.check_op()  # the fence's "not expired" is checked against now
+                continue
+            if fence is not None and 2 in result.failed:
+                raise fence.lost()
+            return result.applied
+        raise AssertionError("unreachable")
+
+    def _follow(self, claim_id: str, epoch: int, apply: Callable[[Item | None], Item | None]) -> None:
+        """Apply a committed write to the copy, which is then exact at the next revision, unless a Query
+        overlapped the write (the copy is dropped: that Query may or may not have seen it)."""
+        with self._lock:
+            if self._items is None or self._revision is None:
+                return
+            if epoch != self._epoch:
+                self._items, self._revision = None, None
+                return
+            try:
+                item = apply(self._items.get(claim_id))
+            except _UnknownClaimError:
+                self._items, self._revision = None, None
+                return
+            if item is None:
+                self._items.pop(claim_id, None)
+            else:
+                item[PARTITION_KEY], item[SORT_KEY] = self.pk, claim_id
+                self._unsorted = self._unsorted or claim_id not in self._items
+                self._items[claim_id] = item
+            self._revision += 1

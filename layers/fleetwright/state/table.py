@@ -292,6 +292,32 @@ class DynamoTable:
         self._expression(params, names, values)
         return {"ConditionCheck": params}
 
+    def add_op(self, pk: str, sk: str, attribute: str, amount: int = 1) -> TransactOp:
+        """An update adding ``amount`` to the number ``attribute`` (0 when absent) for :meth:`transact`."""
+        params: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": self._serialize(self.key(pk, sk)),
+            "UpdateExpression": "ADD #n :amount",
+        }
+        self._expression(params, {"#n": attribute}, {":amount": amount})
+        return {"Update": params}
+
+    def delete_op(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, Any] | None = None,
+    ) -> TransactOp:
+        """A delete for :meth:`transact` (as :meth:`delete`)."""
+        params: dict[str, Any] = {"TableName": self.name, "Key": self._serialize(self.key(pk, sk))}
+        if condition:
+            params["ConditionExpression"] = condition
+        self._expression(params, names, values)
+        return {"Delete": params}
+
     def write(self, op: TransactOp) -> bool:
         """One put or update built for :meth:`transact`, on its own; False when its condition failed."""
         [(kind, params)] = op.items()
