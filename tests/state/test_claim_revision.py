@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 import pytest
-from fleetwright.termination.claims import StoreClaimBook
 
 from fleetwright.state import ClaimStatus, DynamoTable, NodeClaimStore
 from fleetwright.state.lease import Lease
 from fleetwright.state.table import TransactionConflictError
+from fleetwright.workflow.claimbook import StoreClaimBook
 from tests.state.test_nodeclaims import _record
 
 
