@@ -319,9 +319,14 @@ class DynamoTable:
         return {"Delete": params}
 
     def write(self, op: TransactOp) -> bool:
-        """One put or update built for :meth:`transact`, on its own; False when its condition failed."""
+        """One put, update or delete built for :meth:`transact`, on its own; False when its condition
+        failed."""
         [(kind, params)] = op.items()
-        calls = {"Put": self.client.put_item, "Update": self.client.update_item}
+        calls = {
+            "Put": self.client.put_item,
+            "Update": self.client.update_item,
+            "Delete": self.client.delete_item,
+        }
         return self._conditional(calls[kind], params)
 
     def transact(self, ops: Sequence[TransactOp]) -> TransactResult:
@@ -357,11 +362,7 @@ class DynamoTable:
         values: Mapping[str, Any] | None = None,
     ) -> bool:
         """Delete the item; False when ``condition`` did not hold."""
-        params: dict[str, Any] = {"TableName": self.name, "Key": self._serialize(self.key(pk, sk))}
-        if condition:
-            params["ConditionExpression"] = condition
-        self._expression(params, names, values)
-        return self._conditional(self.client.delete_item, params)
+        return self.write(self.delete_op(pk, sk, condition=condition, names=names, values=values))
 
     @staticmethod
     def _conditional(call: Any, params: dict[str, Any]) -> bool:
