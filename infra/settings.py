@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwright.disruption.config import (
+from fleetwright.config import (
     ENV_DRY_RUN,
     ENV_MIN_NODE_AGE_SECONDS,
     ENV_MIN_SAVING_DOLLARS,
