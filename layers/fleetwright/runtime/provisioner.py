@@ -52,7 +52,7 @@ class ProvisionerRuntime:
 
     def stop(self) -> None:
         """Stop the cluster cache's watches."""
-        self.connections.cache.stop()
+        self.connections.stop()
 
 
 def build(logger: Logger, metrics: Metrics, environ: Mapping[str, str] | None = None) -> ProvisionerRuntime:
