@@ -67,37 +67,31 @@ def _flag(raw: object) -> object:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
-def _number(at_most: float | None = None) -> BeforeValidator:
+def _parse_number(raw: str, at_most: float | None = None) -> float:
     """A non-negative finite number, at most ``at_most``."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+    if not 0 <= value < math.inf or (at_most is not None and value > at_most):
+        bound = f"a number from 0 to {at_most:g}" if at_most is not None else "a non-negative number"
+        raise ValueError(f"expected {bound}, got {raw!r}")
+    return value
 
-    def parse(raw: object) -> object:
-        if not isinstance(raw, str):
-            return raw
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"expected a number, got {raw!r}") from None
-        if not 0 <= value < math.inf or (at_most is not None and value > at_most):
-            bound = f"a number from 0 to {at_most:g}" if at_most is not None else "a non-negative number"
-            raise ValueError(f"expected {bound}, got {raw!r}")
-        return value
 
-    return BeforeValidator(parse)
+def _number(at_most: float | None = None) -> BeforeValidator:
+    """A validator for :func:`_parse_number`."""
+    return BeforeValidator(lambda raw: _parse_number(raw, at_most) if isinstance(raw, str) else raw)
 
 
 def _count(raw: object) -> object:
     """A whole number of at least 1 (written as a number: ``8`` or ``8.0``)."""
     if not isinstance(raw, str):
         return raw
-    try:
-        number = float(raw)
-    except ValueError:
-        raise ValueError(f"expected a number, got {raw!r}") from None
-    if not 0 <= number < math.inf:
-        raise ValueError(f"expected a non-negative number, got {raw!r}")
-    if int(number) < 1:
+    number = int(_parse_number(raw))
+    if number < 1:
         raise ValueError("must be at least 1")
-    return int(number)
+    return number
 
 
 def _paths(raw: object) -> object:
