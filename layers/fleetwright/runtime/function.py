@@ -68,7 +68,7 @@ class FunctionRuntime(Generic[Built]):
             raise
 
     def set(self, value: Built) -> None:
-        """Use ``value`` instead of building one (tests, the local sandbox)."""
+        """Use ``value`` instead of building one (tests)."""
         self._built["built"] = value
 
     def reset(self) -> None:
