@@ -35,6 +35,21 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+# The environment variables the functions read (defined once, with the handlers' configuration).
+from fleetwright.config import (
+    ENV_CLUSTER,
+    ENV_ECONOMY,
+    ENV_INSTANCE_PROFILE,
+    ENV_METRICS_NAMESPACE,
+    ENV_NODE_ROLE,
+    ENV_NODEPOOLS_DIGEST,
+    ENV_NODEPOOLS_PARAMETER,
+    ENV_QUEUE_URL,
+    ENV_REPLACE_ON_REBALANCE,
+    ENV_SERVICE,
+    ENV_STATE_MACHINE,
+    ENV_TABLE,
+)
 from fleetwright.observability.metrics import ENV_PUBLISHED_METRICS
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
@@ -53,22 +68,6 @@ from infra.termination_workflow import TerminationWorkflow
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 DEFAULT_TIMEOUT = Duration.minutes(1)
 
-# Environment variables every function gets (names are the contract with the handlers).
-ENV_CLUSTER = "FLEETWRIGHT_CLUSTER_NAME"
-ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
-ENV_QUEUE_URL = "FLEETWRIGHT_INTERRUPTION_QUEUE_URL"
-ENV_NODE_ROLE = "FLEETWRIGHT_NODE_ROLE_NAME"
-ENV_INSTANCE_PROFILE = "FLEETWRIGHT_NODE_INSTANCE_PROFILE"
-ENV_NODEPOOLS_PARAMETER = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
-# A digest of the parameter's text: a NodePool change then changes every function's configuration, so Lambda
-# replaces warm environments that read the old documents at their cold start.
-ENV_NODEPOOLS_DIGEST = "FLEETWRIGHT_NODEPOOLS_DIGEST"
-ENV_STATE_MACHINE = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
-ENV_REPLACE_ON_REBALANCE = "FLEETWRIGHT_REPLACE_ON_REBALANCE"
-ENV_ECONOMY_MODE = "FLEETWRIGHT_ECONOMY_MODE"
-# Powertools' service name, which is also the metrics' ``service`` dimension (infra/controller_metrics.py).
-ENV_SERVICE = "POWERTOOLS_SERVICE_NAME"
-ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 
 # The provisioner runs on a one-minute schedule for up to a minute; its handler stops watching
@@ -396,7 +395,7 @@ class FleetwrightAutoscaler(Construct):
             memory_size=memory,
             environment={
                 **self._service_environment(cm.PROVISIONER_SERVICE),
-                ENV_ECONOMY_MODE: "true" if self.economy_mode else "false",
+                ENV_ECONOMY: "true" if self.economy_mode else "false",
             },
             reserved_concurrency=reserved_concurrency,
             # The next scheduled invocation is the retry.

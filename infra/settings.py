@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from fleetwright.disruption.config import (
+from fleetwright.config import (
     ENV_DRY_RUN,
     ENV_MIN_NODE_AGE_SECONDS,
     ENV_MIN_SAVING_DOLLARS,

@@ -85,7 +85,7 @@ def lambda_env(
     module = load_module("disruption_handler_under_test", HANDLER)
     module.logger.registered_handler.setStream(io.StringIO())
     yield rig, module, sfn
-    module.reset_controller()
+    module.runtime.reset()
 
 
 def _logs(module: ModuleType) -> list[dict[str, Any]]:
@@ -112,7 +112,7 @@ def test_the_handler_builds_from_its_environment_and_removes_an_empty_node(
     assert summary["nodes"] == 2 and not summary.get("error")
     [command] = summary["commands"]
     assert command["reason"] == "Empty" and command["nodes"] == [empty] and command["status"] == "executed"
-    machine = module.controller().workflow.state_machine_arn
+    machine = module.runtime.get().controller.workflow.state_machine_arn
     [execution] = sfn.list_executions(stateMachineArn=machine)["executions"]
     assert re.fullmatch(rf"{instance_id}-Empty-\d+", execution["name"]), execution["name"]
     request = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
@@ -146,7 +146,7 @@ def test_dry_run_from_the_environment_starts_nothing(
 
     assert summary["dryRun"] is True
     assert [(c["nodes"], c["status"]) for c in summary["commands"]] == [([empty], "dry-run")]
-    machine = module.controller().workflow.state_machine_arn
+    machine = module.runtime.get().controller.workflow.state_machine_arn
     assert sfn.list_executions(stateMachineArn=machine)["executions"] == []
 
 

@@ -33,6 +33,6 @@ def test_a_nodepool_applied_to_the_cluster_governs_the_next_pass(
 
     assert kept["candidates"] == 1 and not kept.get("error")
     assert kept["commands"] == []  # the deployment's documents alone would remove the empty node
-    assert [np.spec.disruption.consolidate_after for np in module.controller().reader.config.nodepools] == [
-        "Never"
-    ]
+    assert [
+        np.spec.disruption.consolidate_after for np in module.runtime.get().controller.reader.config.nodepools
+    ] == ["Never"]

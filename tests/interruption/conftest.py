@@ -223,6 +223,6 @@ def interruptions(harness: Harness) -> Iterator[Interruptions]:  # noqa: F811
         metrics=RecordingMetrics(),
         clock=w.wall,
     )
-    module.set_controller(controller)
+    module.runtime.set(controller)
     yield Interruptions(harness, module, controller)
-    module.reset_controller()
+    module.runtime.reset()

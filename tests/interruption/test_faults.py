@@ -116,7 +116,7 @@ def test_concurrent_duplicates_launch_one_replacement_and_one_workflow(interrupt
     other = load_module(
         "interruption_handler_second", REPO_ROOT / "functions" / "interruption" / "handler.py"
     )
-    other.set_controller(interruptions.controller)
+    other.runtime.set(interruptions.controller)
     responses: dict[str, dict[str, Any]] = {}
     first = threading.Thread(target=lambda: responses.setdefault("first", interruptions.deliver(event)))
     first.start()

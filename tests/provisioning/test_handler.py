@@ -109,7 +109,7 @@ def handler_module(
     # Powertools' Logger keeps the stream it was built with; read the JSON lines from our own.
     module.logger.registered_handler.setStream(io.StringIO())
     yield module
-    module.reset_runtime()
+    module.runtime.reset()
     sys.modules.pop(spec.name, None)
 
 

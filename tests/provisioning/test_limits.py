@@ -16,6 +16,7 @@ import pytest
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.observability.limits import DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT, report_limits
 from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.runtime.provisioner import limit_budget
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 
@@ -90,19 +91,27 @@ def test_the_watching_provisioner_measures_the_margin_it_keeps(
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240")
     config = ProvisionerConfig(cluster_name="demo", deadline_margin_seconds=10.0)
     # Started with 60 s, ended with 2 s left: 8 of the 10 s margin used by a pass past the deadline.
-    assert provisioner.report_limits(config, 60_000.0, 2_000.0)[DURATION_OF_TIMEOUT] == 0.8
+    assert (
+        provisioner.runtime.report_limits(limit_budget(config, 60_000.0), 2_000.0)[DURATION_OF_TIMEOUT] == 0.8
+    )
     values, logs = _emf_and_logs(provisioner, capsys)
     assert values[DURATION_OF_TIMEOUT] == 0.8 and 0 < values[MEMORY_OF_LIMIT] < 0.8
     assert [
         r["limits"][DURATION_OF_TIMEOUT] for r in logs if "close to its Lambda limits" in r["message"]
     ] == [0.8]
     # Ending at the deadline, as it does when passes are short, uses none of the margin.
-    assert provisioner.report_limits(config, 60_000.0, 10_000.0)[DURATION_OF_TIMEOUT] == 0.0
+    assert (
+        provisioner.runtime.report_limits(limit_budget(config, 60_000.0), 10_000.0)[DURATION_OF_TIMEOUT]
+        == 0.0
+    )
 
 
 def test_the_economy_provisioner_measures_its_whole_invocation(provisioner: ModuleType) -> None:
     config = ProvisionerConfig(cluster_name="demo", economy=True)
-    assert provisioner.report_limits(config, 60_000.0, 45_000.0)[DURATION_OF_TIMEOUT] == 0.25
+    assert (
+        provisioner.runtime.report_limits(limit_budget(config, 60_000.0), 45_000.0)[DURATION_OF_TIMEOUT]
+        == 0.25
+    )
 
 
 def test_a_disruption_pass_near_its_memory_is_reported_and_logged(
@@ -110,7 +119,7 @@ def test_a_disruption_pass_near_its_memory_is_reported_and_logged(
 ) -> None:
     # 16 MB configured: this test process has used more, as a pass that outgrew its function would.
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "16")
-    published = disruption.report_limits(60_000.0, 30_000.0)
+    published = disruption.runtime.report_limits(60_000.0, 30_000.0)
     assert published[DURATION_OF_TIMEOUT] == 0.5 and published[MEMORY_OF_LIMIT] > 1.0
     values, logs = _emf_and_logs(disruption, capsys)
     assert values[MEMORY_OF_LIMIT] == published[MEMORY_OF_LIMIT]

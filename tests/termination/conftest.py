@@ -316,7 +316,7 @@ def harness(
             clock=clock,
             executions=lambda: sfn,
         )
-        handler.set_steps(steps)
+        handler.runtime.set(steps)
         machine = sfn.create_state_machine(
             name="fleetwright-termination",
             definition=json.dumps(workflow_definition),
@@ -354,7 +354,7 @@ def harness(
         for execution in sfn.list_executions(stateMachineArn=harness.machine_arn)["executions"]:
             if execution["status"] == "RUNNING":
                 harness.wait(execution["executionArn"])
-    handler.reset_steps()
+    handler.runtime.reset()
 
 
 def _virtual_time(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:

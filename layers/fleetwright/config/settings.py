@@ -8,44 +8,24 @@ applied to the cluster only (``fleetwright.provisioning.nodepool_source``).
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetwright.config.environment import ConfigError, FunctionEnvironment
+from fleetwright.config.names import (
+    ENV_CLUSTER,
+    ENV_NODEPOOLS_FILE,
+    ENV_NODEPOOLS_PARAMETER,
+    ENV_REGION,
+    ENV_TABLE,
+)
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.nodepool import NodePool
 
-ENV_CLUSTER = "FLEETWRIGHT_CLUSTER_NAME"
-ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
-ENV_NODEPOOLS_FILE = "FLEETWRIGHT_NODEPOOLS_FILE"
-ENV_NODEPOOLS_PARAMETER = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
-ENV_KUBECONFIG = "FLEETWRIGHT_KUBECONFIG"
-ENV_TRACING = "FLEETWRIGHT_TRACING"
-ENV_ECONOMY = "FLEETWRIGHT_ECONOMY_MODE"
-
-# Option → (environment variable, default). Numbers are seconds unless named otherwise.
-NUMERIC_OPTIONS: dict[str, tuple[str, float]] = {
-    "batch_idle_seconds": ("FLEETWRIGHT_BATCH_IDLE_SECONDS", 1.0),
-    "batch_max_seconds": ("FLEETWRIGHT_BATCH_MAX_SECONDS", 10.0),
-    "registration_timeout_seconds": ("FLEETWRIGHT_REGISTRATION_TIMEOUT_SECONDS", 900.0),
-    "deadline_margin_seconds": ("FLEETWRIGHT_DEADLINE_MARGIN_SECONDS", 10.0),
-    "lease_seconds": ("FLEETWRIGHT_LEASE_SECONDS", 30.0),
-    "reconcile_interval_seconds": ("FLEETWRIGHT_RECONCILE_INTERVAL_SECONDS", 5.0),
-    "orphan_grace_seconds": ("FLEETWRIGHT_ORPHAN_GRACE_SECONDS", 30.0),
-    "lease_wait_seconds": ("FLEETWRIGHT_LEASE_WAIT_SECONDS", 20.0),
-    "launch_margin_seconds": ("FLEETWRIGHT_LAUNCH_MARGIN_SECONDS", 5.0),
-    "settle_grace_seconds": ("FLEETWRIGHT_SETTLE_GRACE_SECONDS", 30.0),
-    "launch_parallelism": ("FLEETWRIGHT_LAUNCH_PARALLELISM", 8),
-}
-TRUE_VALUES = ("1", "true", "yes", "on")
-FALSE_VALUES = ("", "0", "false", "no", "off")
-
-
-class ConfigError(ValueError):
-    """The provisioner cannot start with this configuration; the message says what to fix."""
+__all__ = ["ConfigError", "HandlerSettings", "ProvisionerConfig", "settings_from_env"]
 
 
 @dataclass(slots=True)
@@ -144,53 +124,6 @@ def parameter_file(name: str, text: str, directory: str | None = None) -> str:
     return str(path)
 
 
-def env_number(
-    environ: Mapping[str, str], variable: str, default: float, *, at_most: float | None = None
-) -> float:
-    """A non-negative number (at most ``at_most``) from ``environ``; ``default`` when unset. Raises
-    :class:`ConfigError` naming the variable."""
-    raw = environ.get(variable, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{variable}: expected a number, got {raw!r}") from None
-    if not 0 <= value < float("inf") or (at_most is not None and value > at_most):
-        bound = f"a number from 0 to {at_most:g}" if at_most is not None else "a non-negative number"
-        raise ConfigError(f"{variable}: expected {bound}, got {raw!r}")
-    return value
-
-
-def env_flag(environ: Mapping[str, str], variable: str, default: bool = False) -> bool:
-    """true/false (also 1/0, yes/no, on/off) from ``environ``; ``default`` when unset. Raises
-    :class:`ConfigError` naming the variable."""
-    raw = environ.get(variable, "").strip().lower()
-    if not raw:
-        return default
-    if raw in TRUE_VALUES:
-        return True
-    if raw in FALSE_VALUES:
-        return False
-    raise ConfigError(f"{variable}: expected true or false, got {raw!r}")
-
-
-def options_from_env(environ: Mapping[str, str]) -> dict[str, float | int | bool]:
-    """The numeric and boolean options set in ``environ`` (with their defaults)."""
-    options: dict[str, float | int | bool] = {}
-    for name, (variable, default) in NUMERIC_OPTIONS.items():
-        value = env_number(environ, variable, float(default))
-        options[name] = int(value) if isinstance(default, int) else value
-    if int(options["launch_parallelism"]) < 1:
-        raise ConfigError("FLEETWRIGHT_LAUNCH_PARALLELISM: must be at least 1")
-    if float(options["batch_max_seconds"]) < float(options["batch_idle_seconds"]):
-        raise ConfigError(
-            "FLEETWRIGHT_BATCH_MAX_SECONDS must not be shorter than FLEETWRIGHT_BATCH_IDLE_SECONDS"
-        )
-    options["economy"] = env_flag(environ, ENV_ECONOMY)
-    return options
-
-
 def ssm_parameter_reader(region: str) -> Callable[[str], str]:
     """Reads an SSM parameter's (decrypted) value with the process's shared clients for ``region``."""
 
@@ -204,32 +137,30 @@ def ssm_parameter_reader(region: str) -> Callable[[str], str]:
 
 
 def settings_from_env(
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | FunctionEnvironment | None = None,
     *,
     read_parameter: Callable[[str], str] | None = None,
     base_dir: str | None = None,
 ) -> HandlerSettings:
-    """Read and validate the handler's configuration.
+    """Read and validate the handler's configuration from ``environ`` (default: ``os.environ``; or the
+    environment already parsed).
 
     ``read_parameter(name)`` returns an SSM parameter's value (used with ``FLEETWRIGHT_NODEPOOLS_PARAMETER``;
     default: SSM GetParameter in the function's region); relative ``FLEETWRIGHT_NODEPOOLS_FILE`` paths are
     read from ``base_dir`` (the Lambda task root).
     Raises :class:`ConfigError`.
     """
-    env = dict(os.environ if environ is None else environ)
-    missing = [v for v in (ENV_CLUSTER, ENV_TABLE) if not env.get(v, "").strip()]
-    if missing:
-        raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or ""
-    if not region:
-        raise ConfigError("missing environment variable AWS_REGION")
-    files = [p.strip() for p in env.get(ENV_NODEPOOLS_FILE, "").split(",") if p.strip()]
-    parameter = env.get(ENV_NODEPOOLS_PARAMETER, "").strip()
+    env = environ if isinstance(environ, FunctionEnvironment) else FunctionEnvironment.from_environ(environ)
+    env.require(ENV_CLUSTER, ENV_TABLE)
+    if not env.region:
+        raise ConfigError(f"missing environment variable {ENV_REGION}")
+    files = list(env.nodepools_files)
+    parameter = env.nodepools_parameter
     if files and parameter:
         raise ConfigError(f"set only one of {ENV_NODEPOOLS_FILE} and {ENV_NODEPOOLS_PARAMETER}")
     if parameter:
         try:
-            text = (read_parameter or ssm_parameter_reader(region))(parameter)
+            text = (read_parameter or ssm_parameter_reader(env.region))(parameter)
         except Exception as error:
             raise ConfigError(
                 f"{ENV_NODEPOOLS_PARAMETER}: cannot read SSM parameter {parameter}: {error}"
@@ -237,29 +168,28 @@ def settings_from_env(
         # A deployment without a NodePool file stores a parameter with no document (only a comment).
         paths = [parameter_file(parameter, text)] if has_documents(text) else []
     elif files:
-        root = Path(base_dir or env.get("LAMBDA_TASK_ROOT") or ".")
+        root = Path(base_dir or env.task_root or ".")
         paths = [str(p if Path(p).is_absolute() else root / p) for p in files]
     else:
         paths = []
     # No documents configured: NodePools come only from the cluster (kubectl, Helm, Argo CD).
     # v1alpha5 AWSNodeTemplates without instanceProfile take the deployment's node role.
-    from fleetwright.model.legacy import ENV_NODE_ROLE, stack_node_role
+    from fleetwright.model.legacy import stack_node_role
 
-    with stack_node_role(env.get(ENV_NODE_ROLE, "").strip() or None):
+    with stack_node_role(env.node_role):
         nodepools, nodeclasses, warnings = load_documents(paths) if paths else ([], [], [])
-    options = options_from_env(env)
     config = ProvisionerConfig(
-        cluster_name=env[ENV_CLUSTER].strip(),
+        cluster_name=env.cluster_name,
         nodepools=nodepools,
         nodeclasses=nodeclasses,
         warnings=warnings,
-        **options,  # type: ignore[arg-type]
+        **env.provisioner_options(),
     )
     return HandlerSettings(
         config=config,
-        table_name=env[ENV_TABLE].strip(),
-        region=region,
-        kubeconfig=env.get(ENV_KUBECONFIG) or None,
-        tracing=env_flag(env, ENV_TRACING),
+        table_name=env.table_name,
+        region=env.region,
+        kubeconfig=env.kubeconfig,
+        tracing=env.tracing,
         sources=[parameter] if parameter else files,
     )

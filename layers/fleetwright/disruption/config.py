@@ -3,20 +3,30 @@ documents, kubeconfig — is the provisioner's configuration, ``fleetwright.conf
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
-from fleetwright.config.settings import env_flag, env_number
+from fleetwright.config.environment import FunctionEnvironment
+from fleetwright.config.names import (
+    ENV_DRY_RUN,
+    ENV_MIN_NODE_AGE_SECONDS,
+    ENV_MIN_SAVING_DOLLARS,
+    ENV_MIN_SAVING_FRACTION,
+    ENV_NODE_REPAIR,
+    ENV_SPOT_TO_SPOT,
+)
 from fleetwright.disruption.types import DisruptionSettings
 
-ENV_MIN_SAVING_FRACTION: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION"
-ENV_MIN_SAVING_DOLLARS: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_DOLLARS"
-ENV_MIN_NODE_AGE_SECONDS: Final = "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS"
-ENV_SPOT_TO_SPOT: Final = "FLEETWRIGHT_DISRUPTION_SPOT_TO_SPOT"
-ENV_DRY_RUN: Final = "FLEETWRIGHT_DISRUPTION_DRY_RUN"
-ENV_NODE_REPAIR: Final = "FLEETWRIGHT_DISRUPTION_NODE_REPAIR"
+__all__ = [
+    "ENV_DRY_RUN",
+    "ENV_MIN_NODE_AGE_SECONDS",
+    "ENV_MIN_SAVING_DOLLARS",
+    "ENV_MIN_SAVING_FRACTION",
+    "ENV_NODE_REPAIR",
+    "ENV_SPOT_TO_SPOT",
+    "DisruptionOptions",
+    "options_from_env",
+]
 
 
 @dataclass(slots=True)
@@ -27,20 +37,23 @@ class DisruptionOptions:
     dry_run: bool = False
 
 
-def options_from_env(environ: Mapping[str, str] | None = None) -> DisruptionOptions:
-    """Read ``FLEETWRIGHT_DISRUPTION_*``; unset variables keep :class:`DisruptionSettings`' defaults.
+def options_from_env(environ: Mapping[str, str] | FunctionEnvironment | None = None) -> DisruptionOptions:
+    """Read ``FLEETWRIGHT_DISRUPTION_*`` (default: ``os.environ``; or the environment already parsed);
+    unset variables keep :class:`DisruptionSettings`' defaults.
 
-    Raises :class:`~fleetwright.config.settings.ConfigError` naming the variable.
+    Raises :class:`~fleetwright.config.environment.ConfigError` naming the variable.
     """
-    env = os.environ if environ is None else environ
+    env = environ if isinstance(environ, FunctionEnvironment) else FunctionEnvironment.from_environ(environ)
     defaults = DisruptionSettings()
+
+    def given(value: float | None, default: float) -> float:
+        return default if value is None else value
+
     settings = DisruptionSettings(
-        min_saving_fraction=env_number(
-            env, ENV_MIN_SAVING_FRACTION, defaults.min_saving_fraction, at_most=1.0
-        ),
-        min_saving_dollars=env_number(env, ENV_MIN_SAVING_DOLLARS, defaults.min_saving_dollars),
-        min_node_age_seconds=env_number(env, ENV_MIN_NODE_AGE_SECONDS, defaults.min_node_age_seconds),
-        spot_to_spot=env_flag(env, ENV_SPOT_TO_SPOT, defaults.spot_to_spot),
-        node_repair=env_flag(env, ENV_NODE_REPAIR, defaults.node_repair),
+        min_saving_fraction=given(env.min_saving_fraction, defaults.min_saving_fraction),
+        min_saving_dollars=given(env.min_saving_dollars, defaults.min_saving_dollars),
+        min_node_age_seconds=given(env.min_node_age_seconds, defaults.min_node_age_seconds),
+        spot_to_spot=defaults.spot_to_spot if env.spot_to_spot is None else env.spot_to_spot,
+        node_repair=defaults.node_repair if env.node_repair is None else env.node_repair,
     )
-    return DisruptionOptions(settings=settings, dry_run=env_flag(env, ENV_DRY_RUN, False))
+    return DisruptionOptions(settings=settings, dry_run=env.dry_run)

@@ -1,7 +1,8 @@
 """Putting a :class:`DisruptionController` together from the pieces every entry point has: the Kubernetes
 adapter, the cloud provider, the state table, the NodePool configuration and a workflow starter.
 
-The Lambda handler passes a Step Functions starter; the local sandbox passes
+The Lambda function builds it from its environment (:func:`build`) with a Step Functions starter; the local
+sandbox passes
 ``fleetwright.local.inprocess.interruption.DeferredWorkflows`` and runs the queued workflows itself
 (:func:`fleetwright.local.inprocess.disruption.run_disruption`).
 """
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.static_limits import StaticLimitGuard
-from fleetwright.config.settings import ProvisionerConfig
-from fleetwright.disruption.config import DisruptionOptions
+from fleetwright.config.environment import FunctionEnvironment
+from fleetwright.config.names import ENV_STATE_MACHINE
+from fleetwright.config.settings import ProvisionerConfig, settings_from_env
+from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.inputs import (
     InputReader,
@@ -26,11 +30,15 @@ from fleetwright.disruption.inputs import (
     provider_subnets,
 )
 from fleetwright.kube.cluster import KubeCluster
-from fleetwright.observability.metrics import MetricsSink
+from fleetwright.observability.metrics import MetricsSink, PowertoolsMetrics
+from fleetwright.provisioning.nodepool_source import NodePoolSource
+from fleetwright.runtime.connections import connect
 from fleetwright.state.store import StateStore
-from fleetwright.workflow.starter import WorkflowStarter
+from fleetwright.workflow.starter import StepFunctionsStarter, WorkflowStarter
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
+
     from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
@@ -241,3 +249,69 @@ def build_controller(
         drain_interval_seconds=drain_interval_seconds,
         poll_seconds=poll_seconds,
     )
+
+
+@dataclass(slots=True)
+class DisruptionFunction:
+    """What the function's first invocation builds and warm invocations reuse: the controller, the NodePool
+    source it re-reads at each pass, and the cluster cache kept current by watches."""
+
+    controller: DisruptionController
+    nodepools: NodePoolSource | None = None
+    cache: ClusterCache | None = None
+
+    def run_once(self) -> dict[str, Any]:
+        """One pass (the NodePools re-read first: the provisioner writes their status); its summary."""
+        if self.nodepools is not None:
+            self.nodepools.refresh()
+        summary: dict[str, Any] = self.controller.run_once().summary()
+        return summary
+
+    def stop(self) -> None:
+        """Stop the cluster cache's watches."""
+        if self.cache is not None:
+            self.cache.stop()
+
+
+def build(logger: Logger, metrics: Metrics, environ: Mapping[str, str] | None = None) -> DisruptionFunction:
+    """The controller wired to AWS, the state table, the cluster and the termination state machine the
+    environment names. Raises :class:`~fleetwright.config.environment.ConfigError` with what to fix."""
+    env = FunctionEnvironment.from_environ(environ)
+    env.require(ENV_STATE_MACHINE)
+    settings = settings_from_env(env)
+    options = options_from_env(env)
+    for warning in settings.config.warnings:
+        logger.warning(warning)
+    cluster = settings.config.cluster_name
+    to = connect(cluster, settings.table_name, settings.region, settings.kubeconfig)
+    logger.info(
+        "disruption configured",
+        extra={
+            "cluster": cluster,
+            "nodePools": [np.name for np in settings.config.nodepools],
+            "sources": settings.sources,
+            "dryRun": options.dry_run,
+            "settings": {
+                "minSavingFraction": options.settings.min_saving_fraction,
+                "minSavingDollars": options.settings.min_saving_dollars,
+                "minNodeAgeSeconds": options.settings.min_node_age_seconds,
+                "spotToSpot": options.settings.spot_to_spot,
+                "nodeRepair": options.settings.node_repair,
+            },
+        },
+    )
+    sink = PowertoolsMetrics(metrics)
+    # The same source as the provisioner's: NodePools from the cluster when it holds any.
+    nodepools = NodePoolSource(to.kube, settings.config, metrics=sink, logger=logger)
+    controller = build_controller(
+        to.kube,
+        to.cloud,
+        to.state,
+        settings.config,
+        StepFunctionsStarter(to.clients.client("stepfunctions"), env.state_machine_arn),
+        options=options,
+        metrics=sink,
+        logger=logger,
+        cache=to.cache,
+    )
+    return DisruptionFunction(controller, nodepools, to.cache)
