@@ -31,10 +31,10 @@ _RUNTIME: dict[str, Any] = {}
 def build_steps(environ: dict[str, str] | None = None) -> Any:
     """``TerminationSteps`` wired to EC2, the state table and the cluster named in the environment."""
     from fleetwright.aws.clients import clients_for
+    from fleetwright.aws.instances import ClusterInstances
     from fleetwright.kube import KubeClient, KubeCluster
     from fleetwright.observability.metrics import PowertoolsMetrics
     from fleetwright.state import StateStore
-    from fleetwright.termination.cloud import ClusterInstances
     from fleetwright.termination.steps import TerminationSteps
     from fleetwright.workflow.claimbook import StoreClaimBook
 

@@ -106,6 +106,7 @@ class Sandbox:
     kube: KubeCluster
     client: KubeClient
     state: StateStore
+    cloud: AwsProvider  # the cloud provider every capability runs against, over moto
     provisioner: Provisioner
     metrics: RecordingMetrics
     nodepools: NodePoolSource
@@ -143,7 +144,7 @@ class Sandbox:
                 try:
                     run = run_disruption(
                         kube=self.kube,
-                        cloud=self.provisioner.cloud,
+                        cloud=self.cloud,
                         state=self.state,
                         config=self.provisioner.config,
                         metrics=self.metrics,
@@ -503,6 +504,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             kube,
             client,
             state,
+            cloud,
             provisioner,
             metrics,
             source,

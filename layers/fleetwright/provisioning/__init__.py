@@ -6,12 +6,10 @@ Entry point: :class:`Provisioner` (``run_until(deadline)``, ``run_once()``, ``pr
 
 from __future__ import annotations
 
-from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.provisioning.reports import PassReport, ReconcileReport, RunReport
 
 __all__ = [
-    "Cloud",
     "PassReport",
     "Provisioner",
     "ReconcileReport",

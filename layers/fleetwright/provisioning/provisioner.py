@@ -29,9 +29,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
-from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.networkinterfaces import EFA_RESOURCE
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
+from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.provider import LaunchCloud
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
@@ -58,7 +59,6 @@ from fleetwright.provisioning.claims import (
     new_claim_id,
     offering_price,
 )
-from fleetwright.provisioning.cloud import Cloud
 from fleetwright.provisioning.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
 from fleetwright.provisioning.nodeclaim_objects import NodeClaimObjects
 from fleetwright.provisioning.registration import (
@@ -93,7 +93,7 @@ MIN_LAUNCH_SECONDS = 1.0
 class Provisioner:
     """Launches nodes for unschedulable pods in one cluster.
 
-    ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`Cloud`),
+    ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`LaunchCloud`),
     ``state`` records claims and holds the lease. ``clock`` is monotonic (deadlines, batching);
     ``wall_clock`` gives epoch seconds (records, the lease, registration timeouts). ``holder`` names this
     run in the lease (default: a random id). ``cache``: the watch-fed :class:`ClusterCache` to read nodes
@@ -107,7 +107,7 @@ class Provisioner:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: Cloud,
+        cloud: LaunchCloud,
         state: StateStore,
         config: ProvisionerConfig,
         *,

@@ -13,16 +13,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from fleetwright.cloud.provider import CloudProvider, InstanceReader, InventoryCloud
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
-from fleetwright.disruption.inputs import (
-    InputReader,
-    provider_amis,
-    provider_expiring_reservations,
-    provider_security_groups,
-    provider_subnets,
-)
+from fleetwright.disruption.inputs import InputReader
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import MetricsSink
 from fleetwright.provisioning.provisioner import Provisioner
@@ -38,7 +33,7 @@ log = logging.getLogger(__name__)
 
 def garbage_collector(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InventoryCloud,
     state: StateStore,
     config: ProvisionerConfig,
     *,
@@ -71,7 +66,7 @@ def garbage_collector(
 
 def sweep(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InstanceReader,
     state: StateStore,
     workflow: Any,
     *,
@@ -101,7 +96,7 @@ def sweep(
 
 def retirer(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InstanceReader,
     state: StateStore,
     config: ProvisionerConfig,
     workflow: Any,
@@ -135,7 +130,7 @@ def retirer(
 
 def build_controller(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: CloudProvider,
     state: StateStore,
     config: ProvisionerConfig,
     workflow: WorkflowStarter,
@@ -151,8 +146,8 @@ def build_controller(
     holder: str | None = None,
     cache: ClusterCache | None = None,
 ) -> DisruptionController:
-    """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
-    AMIs through its clients); replacements launch through a :class:`Provisioner` on ``config``.
+    """A controller for the cluster: ``cloud`` is the cloud provider (describe, instance types, launch,
+    what node classes select now); replacements launch through a :class:`Provisioner` on ``config``.
 
     With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
     read the cluster from it, and instance descriptions are kept across passes
@@ -173,18 +168,16 @@ def build_controller(
         holder=holder or "disruption",
         cache=cache,
     )
-    aws = hasattr(cloud, "clients") and hasattr(cloud, "cluster")
-    amis = provider_amis(cloud) if aws else None
     reader = InputReader(
         kube,
         described if described is not None else cloud,
         state,
         config,
         catalogs=provisioner.catalogs,
-        amis=amis,
-        reservations=provider_expiring_reservations(cloud) if aws else None,
-        subnets=provider_subnets(cloud) if aws else None,
-        security_groups=provider_security_groups(cloud) if aws else None,
+        amis=cloud.node_class_amis,
+        reservations=cloud.expiring_reservations,
+        subnets=cloud.node_class_subnets,
+        security_groups=cloud.node_class_security_groups,
         settings=options.settings,
         clock=clock,
         logger=logger,

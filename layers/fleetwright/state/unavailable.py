@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from fleetwright.aws.unavailable import DEFAULT_TTL_SECONDS, UnavailableOffering
+from fleetwright.cloud.offerings import DEFAULT_TTL_SECONDS, UnavailableOffering
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
 
 log = logging.getLogger(__name__)
