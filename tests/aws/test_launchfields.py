@@ -13,7 +13,7 @@ from fleetwright.aws.clients import error_code
 from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.launchtemplates import launch_template_data, placement, template_name
-from fleetwright.aws.nodeclass import NodeClassNotReadyError, NodeClassResolver
+from fleetwright.aws.nodeclass import NodeClassResolver, UnresolvedNodeClassError
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.request import LaunchRequest
 from fleetwright.local.aws_fakes import PlacementGroups
@@ -281,7 +281,7 @@ def test_a_missing_or_unavailable_placement_group_launches_nothing(aws: Aws, ami
     groups.add("draining", "spread", state="deleting")
     resolver = NodeClassResolver(aws.clients, aws.cluster)
     for selector in ({"name": "draining"}, {"name": "nope"}, {"id": "pg-0000000000000dead"}):
-        with pytest.raises(NodeClassNotReadyError, match="placement group"):
+        with pytest.raises(UnresolvedNodeClassError, match="placement group"):
             resolver.resolve(node_class(placementGroupSelector=selector))
     assert aws.fleet.requests == []
 

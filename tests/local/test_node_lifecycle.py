@@ -108,7 +108,7 @@ def test_registered_nodes_carry_karpenters_labels_and_deletion_retires_them(box:
     assert held is not None and held["metadata"].get("deletionTimestamp")
     run = run_disruption(
         kube=box.kube,
-        cloud=box.provisioner.cloud,
+        cloud=box.cloud,
         state=box.state,
         config=box.provisioner.config,
         sleep=lambda _s: None,

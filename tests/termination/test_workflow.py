@@ -230,6 +230,33 @@ def test_transient_errors_are_retried(harness: Harness) -> None:
     assert harness.instance_state(instance["InstanceId"]) in ("shutting-down", "terminated")
 
 
+def test_a_throttled_cloud_is_retried(harness: Harness) -> None:
+    from fleetwright.cloud.errors import ThrottledError
+
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    failures: list[int] = []
+
+    def throttled(step: str, payload: dict[str, Any]) -> None:
+        if step == "check_instance" and not failures:
+            failures.append(1)
+            original = harness.steps.cloud.get
+
+            def once(instance_id: str) -> Any:
+                harness.steps.cloud.get = original  # type: ignore[method-assign]
+                raise ThrottledError("EC2 throttled the request", "RequestLimitExceeded")
+
+            harness.steps.cloud.get = once  # type: ignore[method-assign]
+
+    harness.before_step.append(throttled)
+    result = harness.run(harness.request(instance, node))
+
+    assert result["status"] == "SUCCEEDED", result
+    checks = [out for name, _, out in harness.calls if name == "check_instance"]
+    assert checks[0]["errorType"] == "TransientError"
+    assert harness.instance_state(instance["InstanceId"]) in ("shutting-down", "terminated")
+
+
 def test_a_node_that_never_registered_still_has_its_instance_terminated(harness: Harness) -> None:
     instance = harness.launch_instance()
     _claim(harness, instance)

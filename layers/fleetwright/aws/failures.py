@@ -1,12 +1,37 @@
-"""Why a launch failed, as data: the kind decides what the provisioner does about it (remember a refused
-offering, retry later, fix the configuration) and the code is what metrics are split by."""
+"""Which EC2 error codes stand for which kind of launch failure
+(:class:`~fleetwright.cloud.errors.FailureKind`): the kind decides what the provisioner does about it, the
+code is what metrics are split by."""
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
-
 from fleetwright.aws.clients import THROTTLING_CODES
+from fleetwright.cloud.errors import (
+    DEADLINE_EXCEEDED,
+    NO_LAUNCHABLE_OFFERING,
+    NO_OFFERING_LEFT,
+    NODE_CLASS_NOT_READY,
+    NOTHING_LAUNCHED,
+    FailureKind,
+    LaunchFailure,
+    Offering,
+)
+
+# The launch failure types belong to the cloud contract (``fleetwright.cloud.errors``); they stay importable
+# from here for the launch code that builds them.
+__all__ = [
+    "DEADLINE_EXCEEDED",
+    "INVALID_REQUEST_CODES",
+    "MISSING_TEMPLATE_CODES",
+    "NODE_CLASS_NOT_READY",
+    "NOTHING_LAUNCHED",
+    "NO_LAUNCHABLE_OFFERING",
+    "NO_OFFERING_LEFT",
+    "UNAVAILABLE_OFFERING_CODES",
+    "FailureKind",
+    "LaunchFailure",
+    "Offering",
+    "classify",
+]
 
 # Errors that say "not this offering, not now": remember it and try the others.
 UNAVAILABLE_OFFERING_CODES = frozenset(
@@ -33,51 +58,6 @@ MISSING_TEMPLATE_CODES = frozenset(
 INVALID_REQUEST_CODES = frozenset(
     {"MissingParameter", "UnauthorizedOperation", "OptInRequired", "Blocked", "InvalidRequest"}
 )
-
-# Codes of failures Fleetwright itself decides (no EC2 call answered them).
-NO_OFFERING_LEFT = "NoOfferingLeft"
-NO_LAUNCHABLE_OFFERING = "NoLaunchableOffering"
-NOTHING_LAUNCHED = "NothingLaunched"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-NODE_CLASS_NOT_READY = "NodeClassNotReady"  # its subnets, AMIs or placement group could not be resolved
-
-
-class FailureKind(enum.StrEnum):
-    """What kind of trouble a launch ran into."""
-
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"  # an offering (or all of them) refused: try others
-    THROTTLED = "Throttled"  # EC2 throttled us beyond the retries
-    DEADLINE_EXCEEDED = "DeadlineExceeded"  # the launch ran out of time
-    LAUNCH_TEMPLATE_MISSING = "LaunchTemplateMissing"
-    INVALID_REQUEST = "InvalidRequest"  # the request (or the node class behind it) is wrong
-    UNKNOWN = "Unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Offering:
-    """One instance type in one zone with one capacity type."""
-
-    instance_type: str
-    zone: str
-    capacity_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchFailure:
-    """One reason a launch did not produce an instance. ``offering`` is set when EC2 refused that one."""
-
-    kind: FailureKind
-    code: str
-    message: str = ""
-    offering: Offering | None = None
-
-    def render(self) -> str:
-        """A readable line (``InsufficientInstanceCapacity for c5.large (spot) in us-east-1a``)."""
-        if self.offering is not None and self.kind == FailureKind.INSUFFICIENT_CAPACITY:
-            o = self.offering
-            return f"{self.code} for {o.instance_type} ({o.capacity_type}) in {o.zone}"
-        where = f" ({self.offering.instance_type} in {self.offering.zone})" if self.offering else ""
-        return f"{self.code}{where}: {self.message}" if self.message else f"{self.code}{where}"
 
 
 def classify(code: str, message: str = "", offering: Offering | None = None) -> LaunchFailure:

@@ -41,10 +41,13 @@ from fleetwright.aws.failures import (
 )
 from fleetwright.aws.instances import find_claimed_instances
 from fleetwright.aws.networkinterfaces import EFA_RESOURCE
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest, ReservationTarget
+from fleetwright.aws.request import ReservationTarget
 from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
-from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
+from fleetwright.aws.unavailable import default_cache
 from fleetwright.aws.variants import arch_of, variant_of
+from fleetwright.cloud.errors import LaunchError, launch_error
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.instancetype import Offering as TypeOffering
 from fleetwright.model.labels import ON_DEMAND, RESERVED, SPOT
@@ -418,7 +421,7 @@ class FleetLauncher:
             return self._launch(request, failures)
         except deadline.DeadlineExceededError as exceeded:
             failures.append(LaunchFailure(FailureKind.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED, str(exceeded)))
-            raise LaunchError(request.nodeclaim, failures, may_have_launched=exceeded.uncertain) from None
+            raise launch_error(request.nodeclaim, failures, may_have_launched=exceeded.uncertain) from None
 
     def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
         """Launch several NodeClaims one after the other (one CreateFleet each): each claim's instance,
@@ -468,7 +471,7 @@ class FleetLauncher:
                         )
                     )
                 break
-        raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
+        raise launch_error(request.nodeclaim, failures, may_have_launched=_uncertain())
 
     def _overrides(
         self, request: LaunchRequest, capacity_type: str, failures: list[LaunchFailure]
@@ -579,7 +582,7 @@ class FleetLauncher:
         except Exception as error:
             log.warning("cannot prepare the launch of %s: %s", request.nodeclaim, error)
             failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NODE_CLASS_NOT_READY, str(error)))
-            raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
+            raise launch_error(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
 
     def _create_fleet(
         self,
@@ -613,7 +616,7 @@ class FleetLauncher:
             )
             if status >= 500 and code not in THROTTLING_CODES:
                 # EC2 failed internally: the fleet may exist. Only its tag can tell.
-                raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
+                raise launch_error(request.nodeclaim, [failure], may_have_launched=True) from None
             return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
 

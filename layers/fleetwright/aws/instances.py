@@ -1,21 +1,33 @@
-"""Describe and terminate this cluster's instances; never touch one without our ownership tag."""
+"""Describe and terminate this cluster's instances; never touch one without our ownership tag.
+
+:class:`ClusterInstances` is the cloud contract's describe-and-terminate view on its own (what the
+termination function needs, without the launch machinery ``AwsProvider`` imports and builds). EC2 throttling
+and EC2-side failures of these calls come out as the contract's
+:class:`~fleetwright.cloud.errors.ThrottledError` / :class:`~fleetwright.cloud.errors.TransientCloudError`;
+other errors pass through unchanged."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from fleetwright.aws.clients import AwsClients, error_code
-from fleetwright.aws.request import LaunchedInstance
-from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, from_aws, is_owned
+from fleetwright.aws.clients import THROTTLING_CODES, AwsClients, error_code
+from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned
+from fleetwright.cloud.errors import (
+    InstanceNotFoundError,
+    NotOwnedError,
+    ThrottledError,
+    TransientCloudError,
+)
+from fleetwright.cloud.instances import LIVE_STATES, NODECLAIM_TAG, Instance, TerminateResult
+from fleetwright.cloud.launch import LaunchedInstance
 from fleetwright.model import labels as wk
 
 log = logging.getLogger(__name__)
 
-LIVE_STATES = ("pending", "running", "stopping", "stopped")
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 BATCH = 200  # DescribeInstances/TerminateInstances take at most 1000 ids; keep requests small
 # EC2 accepts at most 200 filter values in one DescribeInstances call, counted across its filters.
@@ -23,51 +35,6 @@ MAX_FILTER_VALUES = 200
 # DescribeInstances is eventually consistent: an instance launched seconds ago may not be listed yet. An id
 # it does not show is looked up once more after this pause before it counts as gone.
 UNSEEN_RECHECK_SECONDS = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Instance:
-    """An EC2 instance as Fleetwright sees it."""
-
-    id: str
-    instance_type: str
-    zone: str
-    state: str
-    capacity_type: str
-    image_id: str = ""
-    private_dns_name: str = ""
-    launch_time: str = ""
-    tags: Mapping[str, str] = field(default_factory=dict)
-    capacity_reservation_id: str = ""  # the reservation it runs in ("" when none, or it ended)
-    capacity_block: bool = False
-
-    @property
-    def reservation_labels(self) -> dict[str, str]:
-        """The capacity-reservation labels EC2's description of the instance tells (none outside one)."""
-        if not self.capacity_reservation_id:
-            return {}
-        return {
-            wk.CAPACITY_RESERVATION_ID: self.capacity_reservation_id,
-            wk.CAPACITY_RESERVATION_TYPE: "capacity-block" if self.capacity_block else "default",
-        }
-
-    placement: Mapping[str, str] = field(default_factory=dict, hash=False)  # see placement_labels
-    subnet_id: str = ""
-    security_group_ids: tuple[str, ...] = ()
-
-    @property
-    def nodeclaim(self) -> str:
-        """The NodeClaim id this instance was launched for ("" when untagged)."""
-        return self.tags.get(NODECLAIM_TAG, "")
-
-    @property
-    def provider_id(self) -> str:
-        """``aws:///<zone>/<instance id>``."""
-        return f"aws:///{self.zone}/{self.id}"
-
-
-class NotOwnedError(Exception):
-    """An instance does not carry this cluster's ownership tag, so Fleetwright refuses to touch it."""
 
 
 def placement_labels(placement: Mapping[str, Any]) -> dict[str, str]:
@@ -205,14 +172,6 @@ def find_claimed_instances(
     return result
 
 
-@dataclass(slots=True)
-class TerminateResult:
-    """What a terminate call did: ids it asked EC2 to terminate and ids that were already gone."""
-
-    terminating: list[str] = field(default_factory=list)
-    already_gone: list[str] = field(default_factory=list)
-
-
 def _find_by_id(clients: AwsClients, ids: Sequence[str]) -> dict[str, Instance]:
     seen: dict[str, Instance] = {}
     for start in range(0, len(ids), BATCH):
@@ -273,3 +232,76 @@ def terminate_instances(
                         raise
                     result.already_gone.append(instance_id)
     return result
+
+
+T = TypeVar("T")
+
+# EC2-side failures worth asking again for (besides any 5xx answer).
+SERVER_ERROR_CODES = frozenset(
+    {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout"}
+)
+
+
+def _transient(error: Exception) -> TransientCloudError | None:
+    """The contract's error for an EC2 failure worth retrying (None for any other error)."""
+    code = error_code(error)
+    if code in THROTTLING_CODES:
+        return ThrottledError(f"EC2 throttled the request: {error}", code)
+    response = getattr(error, "response", None)
+    metadata = (response.get("ResponseMetadata") or {}) if isinstance(response, dict) else {}
+    status = int(metadata.get("HTTPStatusCode", 0) or 0)
+    if code in SERVER_ERROR_CODES or status >= 500:
+        return TransientCloudError(f"EC2 failed: {error}", code)
+    name, module = type(error).__name__, type(error).__module__
+    if module.startswith("botocore") and ("Connection" in name or name.endswith("TimeoutError")):
+        return TransientCloudError(f"cannot reach EC2: {error}")
+    return None
+
+
+@contextmanager
+def _contract_errors() -> Iterator[None]:
+    """Raise EC2's retryable failures as the contract's transient errors."""
+    try:
+        yield
+    except Exception as error:
+        transient = _transient(error)
+        if transient is None:
+            raise
+        raise transient from error
+
+
+def call_translating(fn: Callable[[], T]) -> T:
+    """``fn()``, its retryable EC2 failures raised as the contract's transient errors."""
+    with _contract_errors():
+        return fn()
+
+
+def get_one(instances: dict[str, Instance], instance_id: str) -> Instance:
+    """The instance ``instance_id`` of a describe answer; InstanceNotFoundError when it is not there."""
+    found = instances.get(instance_id)
+    if found is None:
+        raise InstanceNotFoundError(instance_id)
+    return found
+
+
+class ClusterInstances:
+    """Describe and terminate this cluster's instances (the contract's ``InstanceCloud`` view), without
+    the launch machinery :class:`AwsProvider` builds (and without its ``eks:DescribeCluster`` call): what
+    the termination function needs. ``describe`` leaves out instances without the ownership tag,
+    ``terminate`` refuses them (``NotOwnedError``)."""
+
+    def __init__(self, clients: AwsClients, cluster: str) -> None:
+        self.clients = clients
+        self.cluster = cluster
+
+    def describe(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
+        """This cluster's instances among ``instance_ids``."""
+        return call_translating(lambda: describe_instances(self.clients, self.cluster, instance_ids))
+
+    def get(self, instance_id: str) -> Instance:
+        """This cluster's instance ``instance_id``; raises InstanceNotFoundError when gone or not ours."""
+        return get_one(self.describe([instance_id]), instance_id)
+
+    def terminate(self, instance_ids: Iterable[str]) -> TerminateResult:
+        """Terminate this cluster's instances; raises NotOwnedError for one that is not ours."""
+        return call_translating(lambda: terminate_instances(self.clients, self.cluster, instance_ids))

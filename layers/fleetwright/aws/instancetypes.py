@@ -15,9 +15,10 @@ from fleetwright.aws.capacityreservations import EXPIRING, CapacityReservation
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.pricing import PriceBook, price_book
 from fleetwright.aws.ttlcache import TtlCache
-from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
+from fleetwright.aws.unavailable import default_cache
 from fleetwright.catalog.from_ec2 import UnsupportedInstanceType, instance_type_from_ec2
 from fleetwright.catalog.loader import vpc_limits, with_kubelet
+from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.kubelet import KubeletOverrides
 from fleetwright.model.labels import ON_DEMAND, RESERVED, SPOT

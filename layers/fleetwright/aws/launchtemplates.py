@@ -10,7 +10,6 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ from fleetwright.aws.amis import Ami
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.networkinterfaces import network_interfaces
 from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned, tag_specifications
+from fleetwright.cloud.instances import LaunchTemplateInfo
 from fleetwright.model.ec2nodeclass import BlockDeviceMapping, CPUOptions, EC2NodeClassSpec
 from fleetwright.model.quantity import parse_quantity
 
@@ -206,16 +206,6 @@ class LaunchTemplates:
         """Drop names from the known set (after they were deleted)."""
         with self._lock:
             self._known.difference_update(names)
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchTemplateInfo:
-    """One launch template as the garbage collector sees it; ``created_at`` in epoch seconds (0 when
-    EC2 did not say)."""
-
-    id: str
-    name: str
-    created_at: float
 
 
 def _epoch(value: Any) -> float:

@@ -28,7 +28,7 @@ from fleetwright.model.instancetype import InstanceType
 log = logging.getLogger(__name__)
 
 
-class NodeClassNotReadyError(Exception):
+class UnresolvedNodeClassError(Exception):
     """The node class selects no subnet, no security group or no AMI; nothing can launch with it."""
 
 
@@ -78,18 +78,18 @@ class NodeClassResolver:
     def resolve(self, node_class: EC2NodeClass) -> ResolvedNodeClass:
         """Subnets, security groups, AMIs and instance profile.
 
-        Raises NodeClassNotReadyError when no subnet or security group matches, AmiResolutionError when
+        Raises UnresolvedNodeClassError when no subnet or security group matches, AmiResolutionError when
         no AMI does.
         """
         spec = node_class.spec
         subnets = subnets_by_zone(resolve_subnets(self.clients, spec.subnet_selector_terms))
         if not subnets:
-            raise NodeClassNotReadyError(
+            raise UnresolvedNodeClassError(
                 f"EC2NodeClass {node_class.name}: no subnet matches subnetSelectorTerms"
             )
         groups = resolve_security_groups(self.clients, spec.security_group_selector_terms)
         if not groups:
-            raise NodeClassNotReadyError(
+            raise UnresolvedNodeClassError(
                 f"EC2NodeClass {node_class.name}: no security group matches securityGroupSelectorTerms"
             )
         amis = resolve_amis(self.clients, spec.ami_selector_terms, self.cluster.version)
@@ -99,7 +99,7 @@ class NodeClassResolver:
         group = resolve_placement_group(self.clients, spec.placement_group_selector)
         if spec.placement_group_selector is not None and group is None:
             selector = spec.placement_group_selector.id or spec.placement_group_selector.name
-            raise NodeClassNotReadyError(
+            raise UnresolvedNodeClassError(
                 f"EC2NodeClass {node_class.name}: placement group {selector} not found (or not available)"
             )
         return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile, group)
@@ -143,7 +143,9 @@ class NodeClassResolver:
     ) -> LaunchContext:
         """Subnets and launch templates (one per AMI) for a request and the chosen capacity type; a
         reserved launch gets templates of its own that target ``reservation``."""
-        node_class: EC2NodeClass = request.node_class
+        node_class = request.node_class
+        if node_class is None:
+            raise ValueError(f"nodeclaim {request.nodeclaim} names no EC2NodeClass")
         resolved = self.resolve(node_class)
         spec = node_class.spec
         labels = {**request.labels, wk.NODEPOOL: request.nodepool, wk.CAPACITY_TYPE: capacity_type}
@@ -217,8 +219,8 @@ def efa_counts(request: LaunchRequest, instance_types: Sequence[InstanceType]) -
     """One entry per launch template an AMI needs: the distinct EFA interface counts of the candidate
     types when the claim's pods request EFA and the node class describes no interfaces itself (as
     Karpenter, a template per count), else a single entry (None) for every type."""
-    node_class: EC2NodeClass = request.node_class
-    if not request.efa or node_class.spec.network_interfaces:
+    node_class = request.node_class
+    if not request.efa or node_class is None or node_class.spec.network_interfaces:
         return [None]
     return sorted({efa_interfaces(t) for t in instance_types})
 

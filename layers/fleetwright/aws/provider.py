@@ -1,39 +1,53 @@
-"""The AWS cloud provider in one object: instance types, launch, describe, terminate."""
+"""The AWS cloud provider: :class:`AwsProvider` implements :class:`fleetwright.cloud.provider.CloudProvider`
+(instance types, launch, describe, terminate, launch templates, what node classes select now);
+:class:`~fleetwright.aws.instances.ClusterInstances` implements its describe-and-terminate view without the
+launch machinery.
+
+EC2 throttling and EC2-side failures of the instance calls come out as the contract's
+:class:`~fleetwright.cloud.errors.ThrottledError` / :class:`~fleetwright.cloud.errors.TransientCloudError`;
+other errors pass through unchanged."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
 
+from fleetwright.aws.amis import resolve_amis
 from fleetwright.aws.capacityreservations import (
+    EXPIRING,
     CapacityReservation,
     ReservationAvailability,
     default_availability,
+    expiring_capacity_blocks,
     list_capacity_reservations,
 )
 from fleetwright.aws.clients import AwsClients, clients_for, error_code
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instances import (
-    Instance,
-    TerminateResult,
+    call_translating,
     describe_instances,
     find_claimed_instances,
     find_instances,
+    get_one,
     list_instances,
     terminate_instances,
 )
 from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.launchtemplates import (
-    LaunchTemplateInfo,
     delete_launch_template,
     describe_launch_templates,
     launch_template_image,
 )
 from fleetwright.aws.nodeclass import NodeClassResolver
 from fleetwright.aws.placementgroups import placement_group_requirements
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
-from fleetwright.aws.unavailable import UnavailableOfferings, default_cache
+from fleetwright.aws.securitygroups import resolve_security_groups
+from fleetwright.aws.subnets import resolve_subnets
+from fleetwright.aws.unavailable import default_cache
+from fleetwright.cloud.errors import LaunchError
+from fleetwright.cloud.instances import Instance, LaunchTemplateInfo, TerminateResult
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.requirements import Requirements
@@ -116,24 +130,52 @@ class AwsProvider:
 
     def find_claimed(self, nodeclaims: Iterable[str]) -> dict[str, LaunchedInstance]:
         """Live instances launched for these NodeClaims (by their ``fleetwright.io/nodeclaim`` tag)."""
-        return find_claimed_instances(self.clients, self.cluster.name, nodeclaims)
+        return call_translating(lambda: find_claimed_instances(self.clients, self.cluster.name, nodeclaims))
 
     def describe(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
         """This cluster's instances among ``instance_ids`` (gone or foreign ones are left out)."""
-        return describe_instances(self.clients, self.cluster.name, instance_ids)
+        return call_translating(lambda: describe_instances(self.clients, self.cluster.name, instance_ids))
+
+    def get(self, instance_id: str) -> Instance:
+        """This cluster's instance ``instance_id``; raises InstanceNotFoundError when gone or not ours."""
+        return get_one(self.describe([instance_id]), instance_id)
 
     def list(self) -> list[Instance]:
         """Every live instance of this cluster."""
-        return list_instances(self.clients, self.cluster.name)
+        return call_translating(lambda: list_instances(self.clients, self.cluster.name))
 
     def terminate(self, instance_ids: Iterable[str]) -> TerminateResult:
         """Terminate instances of this cluster; raises NotOwnedError for any that is not ours."""
-        return terminate_instances(self.clients, self.cluster.name, instance_ids)
+        return call_translating(lambda: terminate_instances(self.clients, self.cluster.name, instance_ids))
 
     def describe_any(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
         """Instances among ``instance_ids`` whoever owns them, terminated ones included (ownership checks
         only: :meth:`terminate` still refuses anything not ours)."""
-        return find_instances(self.clients, instance_ids)
+        return call_translating(lambda: find_instances(self.clients, instance_ids))
+
+    def node_class_amis(self, node_class: EC2NodeClass) -> set[str]:
+        """The AMI ids the node class's ``amiSelectorTerms`` select now (cached five minutes, as for
+        launches)."""
+        terms = node_class.spec.ami_selector_terms
+        return {a.id for a in resolve_amis(self.clients, terms, self.cluster.version)}
+
+    def node_class_subnets(self, node_class: EC2NodeClass) -> set[str]:
+        """The subnet ids the node class's ``subnetSelectorTerms`` select now (cached a minute, as for
+        launches)."""
+        return {s.id for s in resolve_subnets(self.clients, node_class.spec.subnet_selector_terms)}
+
+    def node_class_security_groups(self, node_class: EC2NodeClass) -> set[str]:
+        """The security-group ids the node class's ``securityGroupSelectorTerms`` select now."""
+        return set(resolve_security_groups(self.clients, node_class.spec.security_group_selector_terms))
+
+    def expiring_reservations(self, reservation_ids: Sequence[str]) -> dict[str, float]:
+        """The Capacity Blocks among these reservation ids within their expiry window (id → end, epoch
+        seconds; each id's answer cached a minute)."""
+        return {
+            r.id: r.end_time.timestamp()
+            for r in expiring_capacity_blocks(self.clients, reservation_ids, availability=self.reservations)
+            if r.state == EXPIRING and r.end_time is not None
+        }
 
     def launch_templates(self) -> Sequence[LaunchTemplateInfo]:
         """This cluster's launch templates (by the ownership tag), with ids and creation times."""

@@ -5,9 +5,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-CLUSTER_TAG = "fleetwright.io/cluster"
+from fleetwright.cloud.instances import CLUSTER_TAG, NODECLAIM_TAG
+
+# The ownership and NodeClaim tags are the cloud contract's (an ``Instance`` reads them); the rest of the
+# tag scheme is EC2's.
+__all__ = [
+    "CLUSTER_TAG",
+    "NAME_TAG",
+    "NODECLAIM_TAG",
+    "NODECLASS_TAG",
+    "NODEPOOL_TAG",
+    "RESERVED_TAG_KEYS",
+    "from_aws",
+    "is_owned",
+    "kubernetes_cluster_tag",
+    "merge_tags",
+    "ownership_tags",
+    "tag_specifications",
+    "to_aws",
+]
+
 NODEPOOL_TAG = "karpenter.sh/nodepool"
-NODECLAIM_TAG = "fleetwright.io/nodeclaim"
 NODECLASS_TAG = "fleetwright.io/ec2nodeclass"
 NAME_TAG = "Name"
 

@@ -14,9 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
-from fleetwright.aws.failures import DEADLINE_EXCEEDED, FailureKind, LaunchFailure
 from fleetwright.aws.networkinterfaces import EFA_RESOURCE
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.claims.records import (
     claim_record,
     launch_request,
@@ -25,6 +23,8 @@ from fleetwright.claims.records import (
     offering_price,
 )
 from fleetwright.claims.reports import PassReport
+from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable

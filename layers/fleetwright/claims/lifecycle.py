@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.claims.cloud import Cloud
 from fleetwright.claims.launch import Launcher
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.reconcile import Reconciler
 from fleetwright.claims.reports import PassReport, ReconcileReport
+from fleetwright.cloud.provider import LaunchCloud
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import EventRecorder
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 class ClaimLifecycle:
     """Launches and follows NodeClaims for one launcher, under the cluster's launch lease.
 
-    ``kube`` reads and updates Nodes, ``cloud`` launches and terminates instances (:class:`Cloud`),
+    ``kube`` reads and updates Nodes, ``cloud`` launches and terminates instances (:class:`LaunchCloud`),
     ``state`` records claims and holds the lease. ``clock`` is monotonic (lease waits); ``wall_clock`` gives
     epoch seconds (records, the lease, launch deadlines, registration timeouts). ``holder`` names this
     launcher in the lease (default: a random id). ``cache``: the watch-fed :class:`ClusterCache` to read
@@ -55,7 +55,7 @@ class ClaimLifecycle:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: Cloud,
+        cloud: LaunchCloud,
         state: StateStore,
         config: ProvisionerConfig,
         *,

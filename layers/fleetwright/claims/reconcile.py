@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.aws.request import LaunchedInstance
 from fleetwright.claims.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
 from fleetwright.claims.records import launched_fields
 from fleetwright.claims.registration import (
@@ -22,6 +21,7 @@ from fleetwright.claims.registration import (
     registration_change,
 )
 from fleetwright.claims.reports import ReconcileReport
+from fleetwright.cloud.launch import LaunchedInstance
 from fleetwright.kube.resources import NODES
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import ZONE_ID

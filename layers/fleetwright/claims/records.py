@@ -6,8 +6,8 @@ import secrets
 import string
 from collections.abc import Iterable, Mapping, Sequence
 
-from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.catalog.os_family import as_windows
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
 from fleetwright.model import labels as wk
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable

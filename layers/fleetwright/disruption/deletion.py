@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.claims.registration import TERMINATION_FINALIZER, has_finalizer, instance_id_of
+from fleetwright.cloud.provider import InstanceReader
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.errors import KubeApiError
@@ -95,14 +96,6 @@ class RetireWorkflows(Protocol):
         ...
 
 
-class RetireCloud(Protocol):
-    """What the retirer needs of the cloud provider."""
-
-    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
-        """This cluster's instances among ``instance_ids`` (with ``state``)."""
-        ...
-
-
 @dataclass(slots=True)
 class RetireReport:
     """What one pass did: workflows started (node → execution), Nodes whose deletion it requested
@@ -144,7 +137,7 @@ class DeletionRetirer:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: RetireCloud,
+        cloud: InstanceReader,
         workflows: RetireWorkflows,
         claims: NodeClaimStore,
         nodepools: Callable[[], Sequence[NodePool]],
@@ -307,7 +300,7 @@ class DeletionRetirer:
     def _gone_instances(self, retiring: Sequence[tuple[JsonObject, str]]) -> set[str]:
         ids = {instance_id_of(str((n.get("spec") or {}).get("providerID") or "")) for n, _ in retiring} - {""}
         found = self.cloud.describe(ids) if ids else {}
-        return {i for i in ids if found.get(i) is None or str(getattr(found[i], "state", "")) in GONE_STATES}
+        return {i for i in ids if found.get(i) is None or found[i].state in GONE_STATES}
 
     # -- acting ------------------------------------------------------------------------------------------
 

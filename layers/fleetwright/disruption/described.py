@@ -17,14 +17,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from fleetwright.aws.instances import Instance
-from fleetwright.aws.launchtemplates import LaunchTemplateInfo
+from fleetwright.cloud.instances import Instance, LaunchTemplateInfo
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
 
 
 class DescribedInstances:
-    """``describe`` (the :class:`~fleetwright.disruption.inputs.Instances` protocol) through a cache.
+    """``describe`` (the :class:`~fleetwright.cloud.provider.InstanceReader` view) through a cache.
 
     ``clock`` gives epoch seconds. ``described`` counts the instances actually described (for logs and
     the bench).

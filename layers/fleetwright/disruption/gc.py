@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-from fleetwright.aws.instances import LIVE_STATES, Instance
-from fleetwright.aws.launchtemplates import LaunchTemplateInfo
-from fleetwright.aws.tags import is_owned
 from fleetwright.claims.registration import instance_id_of, nodes_by_instance, release_node
+from fleetwright.cloud.instances import LIVE_STATES, Instance
+from fleetwright.cloud.provider import InventoryCloud
 from fleetwright.disruption import metrics as m
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.resources import NODES
@@ -66,34 +65,6 @@ DEFAULT_LIST_EVERY_SECONDS = 240.0
 INSTANCE = "Instance"
 NODE = "Node"
 LAUNCH_TEMPLATE = "LaunchTemplate"
-
-
-class GcCloud(Protocol):
-    """What the collector needs of the cloud provider (:class:`fleetwright.aws.provider.AwsProvider`)."""
-
-    def list(self) -> Sequence[Instance]:
-        """Every live instance of this cluster."""
-        ...
-
-    def describe_any(self, instance_ids: Iterable[str]) -> Mapping[str, Instance]:
-        """Instances among ``instance_ids`` whoever owns them, terminated ones included."""
-        ...
-
-    def terminate(self, instance_ids: Iterable[str]) -> Any:
-        """Terminate this cluster's instances; raises NotOwnedError for any that is not ours."""
-        ...
-
-    def launch_templates(self) -> Sequence[LaunchTemplateInfo]:
-        """This cluster's launch templates."""
-        ...
-
-    def launch_template_image(self, template_id: str) -> str:
-        """The AMI of the template's latest version."""
-        ...
-
-    def delete_launch_template(self, name: str) -> bool:
-        """Delete one of this cluster's launch templates; False when already gone."""
-        ...
 
 
 @dataclass(slots=True)
@@ -141,7 +112,7 @@ class GarbageCollector:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: GcCloud,
+        cloud: InventoryCloud,
         state: StateStore,
         *,
         registration_timeout_seconds: float = DEFAULT_REGISTRATION_TIMEOUT_SECONDS,
@@ -338,7 +309,7 @@ class GarbageCollector:
             instance = found.get(instance_id)
             record = by_instance.get(instance_id)
             if instance is not None:
-                if not is_owned(instance.tags, self.state.cluster):
+                if instance.cluster != self.state.cluster:
                     self._keep(report, NODE, name, f"instance {instance_id} is not this cluster's")
                     continue
                 if instance.state in LIVE_STATES:

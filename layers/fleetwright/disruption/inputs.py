@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.cloud.instances import Instance
+from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
@@ -44,16 +46,6 @@ LIVE_INSTANCE_STATES = frozenset({"pending", "running"})
 Catalogs = Callable[[], tuple[list[InstanceType], dict[str, set[str]]]]
 
 
-class Instances(Protocol):
-    """What the reader needs of the cloud provider (``AwsProvider``)."""
-
-    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
-        """This cluster's instances among ``instance_ids`` (objects with ``instance_type``, ``zone``,
-        ``capacity_type``, ``state``, ``image_id``, ``launch_time``, ``nodeclaim``, and optionally
-        ``subnet_id`` and ``security_group_ids``)."""
-        ...
-
-
 @dataclass(slots=True)
 class Gathered:
     """One reading of the cluster: the planner's input, plus what execution needs that the planner does
@@ -67,61 +59,6 @@ class Gathered:
     def ours(self) -> list[NodeState]:
         """The nodes Fleetwright launched (they carry a NodePool label here)."""
         return [n for n in self.input.nodes if n.nodepool]
-
-
-def provider_expiring_reservations(cloud: Any) -> Callable[[Sequence[str]], dict[str, float]]:
-    """The Capacity Blocks among these reservation ids that are within their expiry window (id → end,
-    epoch seconds), through ``AwsProvider``'s clients (each id's answer cached a minute)."""
-    from fleetwright.aws.capacityreservations import (
-        EXPIRING,
-        default_availability,
-        expiring_capacity_blocks,
-    )
-
-    def expiring(ids: Sequence[str]) -> dict[str, float]:
-        availability = getattr(cloud, "reservations", None) or default_availability()
-        return {
-            r.id: r.end_time.timestamp()
-            for r in expiring_capacity_blocks(cloud.clients, ids, availability=availability)
-            if r.state == EXPIRING and r.end_time is not None
-        }
-
-    return expiring
-
-
-def provider_amis(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
-    """The AMI ids an EC2NodeClass's ``amiSelectorTerms`` select now, through ``AwsProvider``'s clients
-    (cached five minutes, as for launches)."""
-    from fleetwright.aws.amis import resolve_amis
-
-    def current(node_class: EC2NodeClass) -> set[str]:
-        return {
-            a.id
-            for a in resolve_amis(cloud.clients, node_class.spec.ami_selector_terms, cloud.cluster.version)
-        }
-
-    return current
-
-
-def provider_subnets(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
-    """The subnet ids an EC2NodeClass's ``subnetSelectorTerms`` select now (cached a minute, as for
-    launches)."""
-    from fleetwright.aws.subnets import resolve_subnets
-
-    def current(node_class: EC2NodeClass) -> set[str]:
-        return {s.id for s in resolve_subnets(cloud.clients, node_class.spec.subnet_selector_terms)}
-
-    return current
-
-
-def provider_security_groups(cloud: Any) -> Callable[[EC2NodeClass], set[str]]:
-    """The security-group ids an EC2NodeClass's ``securityGroupSelectorTerms`` select now."""
-    from fleetwright.aws.securitygroups import resolve_security_groups
-
-    def current(node_class: EC2NodeClass) -> set[str]:
-        return set(resolve_security_groups(cloud.clients, node_class.spec.security_group_selector_terms))
-
-    return current
 
 
 def _parse_time(text: Any) -> float | None:
@@ -250,7 +187,7 @@ class InputReader:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: Instances,
+        cloud: InstanceReader,
         state: StateStore,
         config: ProvisionerConfig,
         *,
@@ -376,7 +313,7 @@ class InputReader:
         self,
         node: Node,
         obj: Mapping[str, Any],
-        instance: Any,
+        instance: Instance | None,
         record: NodeClaimRecord | None,
         by_type: Mapping[str, InstanceType],
         now: float,

@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.claims.registration import instance_id_of
+from fleetwright.cloud.provider import InstanceReader
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.kube.cluster import DISRUPTED_AT_ANNOTATION, DISRUPTED_TAINT, KubeCluster
@@ -64,14 +65,6 @@ class SweepWorkflows(Protocol):
 
     def start(self, name: str, request: TerminationRequest) -> Any:
         """Start an execution called ``name``."""
-        ...
-
-
-class SweepCloud(Protocol):
-    """What the sweep needs of the cloud provider."""
-
-    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
-        """This cluster's instances among ``instance_ids`` (with ``state``)."""
         ...
 
 
@@ -142,7 +135,7 @@ class DisruptionSweep:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: SweepCloud,
+        cloud: InstanceReader,
         workflows: SweepWorkflows,
         records: InterruptionRecords,
         sightings: Sightings,
@@ -217,7 +210,7 @@ class DisruptionSweep:
         self, node: Mapping[str, Any], name: str, instance_id: str, now: float, report: SweepReport
     ) -> None:
         instance = self.cloud.describe([instance_id]).get(instance_id)
-        if instance is None or str(getattr(instance, "state", "")) not in RUNNING_STATES:
+        if instance is None or instance.state not in RUNNING_STATES:
             # Gone: a Node without an instance is the garbage collector's; a stopping one the handler's.
             report.waiting.append(name)
             return

@@ -32,10 +32,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-from fleetwright.aws.unavailable import UnavailableOfferings
 from fleetwright.claims.registration import nodes_by_instance, release_node
+from fleetwright.cloud.instances import Instance
+from fleetwright.cloud.offerings import UnavailableOfferings
+from fleetwright.cloud.provider import InstanceCloud
 from fleetwright.interruption.events import (
     EventKind,
     HealthEvent,
@@ -88,19 +90,6 @@ NOT_OWNED = "NotOwned"
 ALREADY_GONE = "AlreadyGone"
 STALE_EVENT = "StaleEvent"
 GIVEN_UP = "GivenUp"
-
-
-class Instances(Protocol):
-    """What the controller needs of the cloud provider (``AwsProvider``)."""
-
-    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
-        """This cluster's instances among ``instance_ids`` (with ``state``, ``instance_type``, ``zone``,
-        ``capacity_type``, ``nodeclaim``)."""
-        ...
-
-    def terminate(self, instance_ids: Iterable[str]) -> Any:
-        """Terminate this cluster's instances."""
-        ...
 
 
 class InterruptionInProgressError(RuntimeError):
@@ -175,7 +164,7 @@ class InterruptionController:
         self,
         *,
         kube: KubeCluster,
-        cloud: Instances,
+        cloud: InstanceCloud,
         unavailable: UnavailableOfferings,
         workflow: WorkflowStarter,
         records: InterruptionRecords,
@@ -228,7 +217,7 @@ class InterruptionController:
         outcomes = []
         for instance_id in ids:
             instance = owned.get(instance_id)
-            state = str(getattr(instance, "state", ""))
+            state = instance.state if instance is not None else ""
             if instance is None:
                 outcomes.append(self._ignore(event, instance_id, "ignored-not-owned", NOT_OWNED))
             elif isinstance(event, StateChangeEvent):
@@ -276,8 +265,8 @@ class InterruptionController:
         )
         return Outcome(instance_id, str(event.kind), action, detail=dict(detail))
 
-    def _replace_and_terminate(self, event: InterruptionEvent, instance: Any) -> Outcome:
-        instance_id = str(instance.id)
+    def _replace_and_terminate(self, event: InterruptionEvent, instance: Instance) -> Outcome:
+        instance_id = instance.id
         kind = str(event.kind)
         now = self.clock()
         outcome = Outcome(instance_id, kind, "workflow-started", node=self._node_name(instance_id))
@@ -332,19 +321,19 @@ class InterruptionController:
         return self._run_attempt(event, instance, taken, outcome)
 
     def _run_attempt(
-        self, event: InterruptionEvent, instance: Any, record: InterruptionRecord, outcome: Outcome
+        self, event: InterruptionEvent, instance: Instance, record: InterruptionRecord, outcome: Outcome
     ) -> Outcome:
         """Launch (or reuse) the replacement and start this attempt's workflow; the record follows along so
         a later delivery (or the disruption sweep) can drive it again."""
-        instance_id = str(instance.id)
+        instance_id = instance.id
         kind = event.kind
         name = execution_name(instance_id, str(kind), record.attempt)
         outcome.attempt = record.attempt
         outcome.execution = name
         if kind is EventKind.SPOT_INTERRUPTION:
             self.unavailable.mark(
-                str(instance.instance_type),
-                str(instance.zone),
+                instance.instance_type,
+                instance.zone,
                 "spot",
                 f"SpotInterruption: {instance_id}",
                 SPOT_UNAVAILABLE_SECONDS,
@@ -465,8 +454,8 @@ class InterruptionController:
             self.metrics.add(REPLACEMENT_ERRORS, len(result.failed), COUNT)
         return result
 
-    def _record_rebalance(self, event: RebalanceEvent, instance: Any) -> Outcome:
-        instance_id = str(instance.id)
+    def _record_rebalance(self, event: RebalanceEvent, instance: Instance) -> Outcome:
+        instance_id = instance.id
         node = self._node_name(instance_id)
         self.metrics.add(REBALANCE_RECOMMENDATIONS, 1, COUNT)
         if node:
@@ -483,9 +472,9 @@ class InterruptionController:
         self.log.info("rebalance recommendation recorded", extra={"instanceId": instance_id, "node": node})
         return Outcome(instance_id, str(event.kind), "recorded", node=node)
 
-    def _clean_up(self, event: StateChangeEvent, instance: Any, state: str) -> Outcome:
+    def _clean_up(self, event: StateChangeEvent, instance: Instance, state: str) -> Outcome:
         """The instance (as EC2 describes it now) stopped or went away: remove what is left of it."""
-        instance_id = str(instance.id)
+        instance_id = instance.id
         outcome = Outcome(
             instance_id,
             str(event.kind),
@@ -511,7 +500,7 @@ class InterruptionController:
         if state in STOPPED_STATES:
             # A stopped node is of no use to the cluster and its Node is gone: do not keep paying for it.
             self.cloud.terminate([instance_id])
-        claim = str(getattr(instance, "nodeclaim", "") or "")
+        claim = instance.nodeclaim
         finalized = bool(
             claim and self.claims is not None and self.claims.finalize(claim, f"instance {state}")
         )
@@ -539,12 +528,12 @@ class InterruptionController:
         return str(((node or {}).get("metadata") or {}).get("name") or "")
 
     def _request(
-        self, event: InterruptionEvent, instance: Any, node: str, replacement_claims: list[str]
+        self, event: InterruptionEvent, instance: Instance, node: str, replacement_claims: list[str]
     ) -> TerminationRequest:
         return TerminationRequest(
             node=node,
-            instance_id=str(instance.id),
-            claim_id=str(getattr(instance, "nodeclaim", "") or ""),
+            instance_id=instance.id,
+            claim_id=instance.nodeclaim,
             reason=str(event.kind),
             deadline=self.deadline(event),
             wait_for_replacement=event.kind is not EventKind.SPOT_INTERRUPTION,

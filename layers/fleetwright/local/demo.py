@@ -442,7 +442,7 @@ def _interrupt(box: Sandbox, timeline: Timeline, replicas: int, timeout: float) 
                 instance_id,
                 "spot-interruption",
                 kube=box.kube,
-                cloud=box.provisioner.cloud,
+                cloud=box.cloud,
                 state=box.state,
                 config=box.provisioner.config,
                 region=box.options.region,
@@ -542,7 +542,7 @@ def _disruption_passes(
         try:
             run = run_disruption(
                 kube=box.kube,
-                cloud=box.provisioner.cloud,
+                cloud=box.cloud,
                 state=box.state,
                 config=box.provisioner.config,
                 metrics=box.metrics,

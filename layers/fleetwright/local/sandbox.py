@@ -107,6 +107,7 @@ class Sandbox:
     kube: KubeCluster
     client: KubeClient
     state: StateStore
+    cloud: AwsProvider  # the cloud provider every capability runs against, over moto
     provisioner: Provisioner
     metrics: RecordingMetrics
     nodepools: NodePoolSource
@@ -144,7 +145,7 @@ class Sandbox:
                 try:
                     run = run_disruption(
                         kube=self.kube,
-                        cloud=self.provisioner.cloud,
+                        cloud=self.cloud,
                         state=self.state,
                         config=self.provisioner.config,
                         metrics=self.metrics,
@@ -485,6 +486,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             kube,
             client,
             state,
+            cloud,
             provisioner,
             metrics,
             source,

@@ -22,11 +22,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.claims.cloud import Cloud
 from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.records import in_flight_node
 from fleetwright.claims.reports import PassReport, ReconcileReport, RunReport
+from fleetwright.cloud.provider import LaunchCloud
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
@@ -59,7 +59,7 @@ RETRY_MAX_SECONDS = 30.0
 class Provisioner:
     """Launches nodes for unschedulable pods in one cluster.
 
-    ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`Cloud`),
+    ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`LaunchCloud`),
     ``state`` records claims and holds the lease. ``clock`` is monotonic (deadlines, batching);
     ``wall_clock`` gives epoch seconds (records, the lease, registration timeouts). ``holder`` names this
     run in the lease (default: a random id). ``cache``: the watch-fed :class:`ClusterCache` to read nodes
@@ -73,7 +73,7 @@ class Provisioner:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: Cloud,
+        cloud: LaunchCloud,
         state: StateStore,
         config: ProvisionerConfig,
         *,
@@ -128,12 +128,12 @@ class Provisioner:
         self.lifecycle.clock = clock
 
     @property
-    def cloud(self) -> Cloud:
+    def cloud(self) -> LaunchCloud:
         """The cloud provider launches and reconciliation use (shared with :attr:`lifecycle`)."""
         return self.lifecycle.cloud
 
     @cloud.setter
-    def cloud(self, cloud: Cloud) -> None:
+    def cloud(self, cloud: LaunchCloud) -> None:
         self.lifecycle.cloud = cloud
 
     @property

@@ -17,18 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.static_limits import StaticLimitGuard
+from fleetwright.cloud.provider import CloudProvider, InstanceReader, InventoryCloud
 from fleetwright.config.environment import FunctionEnvironment
 from fleetwright.config.names import ENV_STATE_MACHINE
 from fleetwright.config.settings import ProvisionerConfig, settings_from_env
 from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.controller import DisruptionController
-from fleetwright.disruption.inputs import (
-    InputReader,
-    provider_amis,
-    provider_expiring_reservations,
-    provider_security_groups,
-    provider_subnets,
-)
+from fleetwright.disruption.inputs import InputReader
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import MetricsSink, PowertoolsMetrics
 from fleetwright.provisioning.nodepool_source import NodePoolSource
@@ -46,7 +41,7 @@ log = logging.getLogger(__name__)
 
 def garbage_collector(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InventoryCloud,
     state: StateStore,
     config: ProvisionerConfig,
     *,
@@ -81,7 +76,7 @@ def garbage_collector(
 
 def sweep(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InstanceReader,
     state: StateStore,
     workflow: Any,
     *,
@@ -111,7 +106,7 @@ def sweep(
 
 def retirer(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: InstanceReader,
     state: StateStore,
     config: ProvisionerConfig,
     workflow: Any,
@@ -145,7 +140,7 @@ def retirer(
 
 def build_controller(
     kube: KubeCluster,
-    cloud: Any,
+    cloud: CloudProvider,
     state: StateStore,
     config: ProvisionerConfig,
     workflow: WorkflowStarter,
@@ -161,8 +156,8 @@ def build_controller(
     holder: str | None = None,
     cache: ClusterCache | None = None,
 ) -> DisruptionController:
-    """A controller for the cluster: ``cloud`` is an ``AwsProvider`` (describe, instance types, launch,
-    AMIs through its clients); replacements launch through a :class:`ClaimLifecycle` on ``config``, within
+    """A controller for the cluster: ``cloud`` is the cloud provider (describe, instance types, launch,
+    what node classes select now); replacements launch through a :class:`ClaimLifecycle` on ``config``, within
     the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`).
 
     With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
@@ -184,18 +179,16 @@ def build_controller(
         holder=holder or "disruption",
         cache=cache,
     )
-    aws = hasattr(cloud, "clients") and hasattr(cloud, "cluster")
-    amis = provider_amis(cloud) if aws else None
     reader = InputReader(
         kube,
         described if described is not None else cloud,
         state,
         config,
         catalogs=lifecycle.catalogs,
-        amis=amis,
-        reservations=provider_expiring_reservations(cloud) if aws else None,
-        subnets=provider_subnets(cloud) if aws else None,
-        security_groups=provider_security_groups(cloud) if aws else None,
+        amis=cloud.node_class_amis,
+        reservations=cloud.expiring_reservations,
+        subnets=cloud.node_class_subnets,
+        security_groups=cloud.node_class_security_groups,
         settings=options.settings,
         clock=clock,
         logger=logger,

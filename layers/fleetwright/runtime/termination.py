@@ -7,11 +7,11 @@ from collections.abc import Mapping
 
 from aws_lambda_powertools import Logger, Metrics
 
+from fleetwright.aws.instances import ClusterInstances
 from fleetwright.config.environment import FunctionEnvironment
 from fleetwright.config.names import ENV_CLUSTER, ENV_TABLE
 from fleetwright.observability.metrics import PowertoolsMetrics
 from fleetwright.runtime.connections import connect
-from fleetwright.termination.cloud import ClusterInstances
 from fleetwright.termination.steps import TerminationSteps
 from fleetwright.workflow.claimbook import StoreClaimBook
 

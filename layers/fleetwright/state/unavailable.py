@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from fleetwright.aws.unavailable import DEFAULT_TTL_SECONDS, UnavailableOffering
+from fleetwright.cloud.offerings import DEFAULT_TTL_SECONDS, UnavailableOffering
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def offering_key(instance_type: str, zone: str, capacity_type: str) -> str:
 
 
 class DynamoUnavailableOfferings:
-    """:class:`fleetwright.aws.unavailable.UnavailableOfferings` backed by the state table.
+    """:class:`fleetwright.cloud.offerings.UnavailableOfferings` backed by the state table.
 
     Partition ``UNAVAILABLE#<cluster>``; ``expiresAt`` (epoch seconds) is both the entry's expiry, checked
     on read, and the table's TTL attribute, which removes the item later.

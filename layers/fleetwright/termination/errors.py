@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetwright.cloud.errors import TransientCloudError
 from fleetwright.kube.errors import KubeApiError, KubeConnectionError
 
 RETRYABLE_KUBE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -44,9 +45,12 @@ class TerminationTimeoutError(TerminationError):
 
 
 def is_transient(error: BaseException) -> bool:
-    """True for errors worth retrying: Kubernetes 429/5xx and connection failures, AWS throttling and 5xx,
-    botocore's and urllib3's connection errors, and refused/reset/timed-out sockets."""
-    if isinstance(error, TransientError | KubeConnectionError | ConnectionError | TimeoutError):
+    """True for errors worth retrying: Kubernetes 429/5xx and connection failures, the cloud's transient
+    errors, AWS throttling and 5xx, botocore's and urllib3's connection errors, and refused/reset/timed-out
+    sockets."""
+    if isinstance(
+        error, TransientError | TransientCloudError | KubeConnectionError | ConnectionError | TimeoutError
+    ):
         return True
     if isinstance(error, KubeApiError):
         return error.status in RETRYABLE_KUBE_STATUSES

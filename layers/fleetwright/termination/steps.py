@@ -32,17 +32,19 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
-from fleetwright.aws.instances import NotOwnedError
 from fleetwright.claims.registration import (
     TERMINATION_FINALIZER,
     instance_id_of,
     nodes_by_instance,
     release_node,
 )
+from fleetwright.cloud.errors import InstanceNotFoundError, NotOwnedError
+from fleetwright.cloud.instances import Instance
+from fleetwright.cloud.provider import InstanceCloud
 from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.events import EventRecorder, ObjectRef
@@ -86,18 +88,6 @@ CALLED_OFF_EVENT_REASON = "DisruptionCalledOff"
 
 
 StepFunctions = Any  # a boto3 ``stepfunctions`` client (``start_execution``)
-
-
-class Instances(Protocol):
-    """What the steps need of the cloud provider (``fleetwright.aws.provider.AwsProvider``)."""
-
-    def describe(self, instance_ids: Iterable[str]) -> Mapping[str, Any]:
-        """This cluster's instances among ``instance_ids`` (objects with ``state``)."""
-        ...
-
-    def terminate(self, instance_ids: Iterable[str]) -> Any:
-        """Terminate this cluster's instances; raises NotOwnedError for one that is not ours."""
-        ...
 
 
 def request_of(state: Mapping[str, Any]) -> TerminationRequest:
@@ -154,7 +144,7 @@ class TerminationSteps:
     def __init__(
         self,
         kube: KubeCluster,
-        cloud: Instances,
+        cloud: InstanceCloud,
         claims: ClaimBook | None,
         *,
         metrics: MetricsSink | None = None,
@@ -481,7 +471,7 @@ class TerminationSteps:
             result = self.cloud.terminate([request.instance_id])
         except NotOwnedError as error:
             raise InstanceNotOwnedError(str(error)) from None
-        already_gone = request.instance_id in list(getattr(result, "already_gone", []))
+        already_gone = request.instance_id in result.already_gone
         self.log.info(
             "instance terminated", extra={"instanceId": request.instance_id, "alreadyGone": already_gone}
         )
@@ -498,8 +488,8 @@ class TerminationSteps:
         TerminationTimeoutError when that takes longer than ``terminateTimeoutSeconds``."""
         request = request_of(state)
         instance = dict(state.get("instance") or {})
-        found = self.cloud.describe([request.instance_id]).get(request.instance_id)
-        current = str(getattr(found, "state", "")) if found is not None else "gone"
+        found = self._instance(request.instance_id)
+        current = found.state if found is not None else "gone"
         gone = found is None or current in GONE_STATES
         requested = float(instance.get("terminateRequestedAtEpoch") or self.clock())
         if not gone and self.clock() - requested > request.terminate_timeout_seconds:
@@ -645,8 +635,15 @@ class TerminationSteps:
         """True when the instance is this cluster's and neither shutting down nor terminated."""
         if not instance_id:
             return False
-        found = self.cloud.describe([instance_id]).get(instance_id)
-        return found is not None and str(getattr(found, "state", "")) not in GONE_STATES
+        found = self._instance(instance_id)
+        return found is not None and found.state not in GONE_STATES
+
+    def _instance(self, instance_id: str) -> Instance | None:
+        """This cluster's instance, None when it is gone or not ours."""
+        try:
+            return self.cloud.get(instance_id)
+        except InstanceNotFoundError:
+            return None
 
     def _unready_replacements(self, claim_ids: list[str]) -> list[str]:
         """Replacement claims whose node is not Ready yet (a claim that failed or vanished counts as done:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.cloud.provider import CloudProvider
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionReport
@@ -32,7 +33,7 @@ class DisruptionRun:
 def run_disruption(
     *,
     kube: KubeCluster,
-    cloud: Any,
+    cloud: CloudProvider,
     state: StateStore,
     config: ProvisionerConfig,
     options: DisruptionOptions | None = None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleetwright.cloud.provider import CloudProvider
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.interruption import samples
 from fleetwright.interruption.controller import InterruptionController, InterruptionSettings, Outcome
@@ -99,7 +100,7 @@ def run_interruption(
     reason: str,
     *,
     kube: KubeCluster,
-    cloud: Any,
+    cloud: CloudProvider,
     state: StateStore,
     config: ProvisionerConfig | None,
     region: str = "us-east-1",
@@ -110,8 +111,8 @@ def run_interruption(
 ) -> ChainReport:
     """Send an interruption event for ``instance_id`` through the whole chain, in this process.
 
-    ``cloud`` is an ``AwsProvider`` (or anything with its ``describe``/``terminate``/``instance_types``/
-    ``launch_many``/``unavailable``); ``config`` gives the NodePools for replacements (None: no replacement).
+    ``cloud`` is the cloud provider (``AwsProvider`` against the emulator's EC2); ``config`` gives the
+    NodePools for replacements (None: no replacement).
     ``settings`` default to 1 s drain and poll intervals (the demo is watched by a person).
     """
     settings = settings or InterruptionSettings(drain_interval_seconds=1, poll_seconds=1)
