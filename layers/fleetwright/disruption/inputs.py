@@ -23,7 +23,7 @@ from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
-from fleetwright.kube.snapshot import read_snapshot
+from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
@@ -218,58 +218,17 @@ class InputReader:
     def read(self, *, track_emptiness: bool = True) -> Gathered:
         """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False)."""
         now = self.clock()
-        pdb_objects: list[Any] | None = None
-        if self.cache is not None:
-            # One sync: nodes, pods and PDBs as of this pass or later, all from the same cache state (the
-            # sync of the step before in this pass when nothing has been written since).
-            self.cache.sync(reuse=True)
-            snapshot = self.cache.snapshot(sync=False)
-            node_objects = self.cache.node_objects()
-            pdb_objects = self.cache.pdb_objects()
-        else:
-            snapshot = read_snapshot(self.kube)
-            node_objects = self.kube.list_nodes()
+        snapshot, node_objects, pdb_objects = self._cluster()
         problems = [p.render() for p in snapshot.errors]
         objects: dict[str, Mapping[str, Any]] = {
             str((o.get("metadata") or {}).get("name") or ""): o for o in node_objects
         }
         records = self.state.nodeclaims.list()
-        claims = {r.id: r for r in records}
-        by_instance = {r.instance_id: r for r in records if r.instance_id}
-        instance_ids = [i for i in (instance_id_of(n.provider_id) for n in snapshot.nodes) if i]
-        instances = self.cloud.describe(instance_ids) if instance_ids else {}
         catalog, _ = self.catalogs()
         by_type = {t.name: t for t in catalog}
-
-        states: list[NodeState] = []
-        initialized_at: dict[str, float] = {}
-        for node in snapshot.nodes:
-            obj = objects.get(node.name, {})
-            instance_id = instance_id_of(node.provider_id)
-            instance = instances.get(instance_id)
-            record = by_instance.get(instance_id)
-            tagged_claim = str(getattr(instance, "nodeclaim", "") or "")
-            if record is None and tagged_claim:
-                record = claims.get(tagged_claim)
-            states.append(self._node_state(node, obj, instance, record, by_type, now))
-            if record is not None and record.initialized_at:
-                initialized_at[node.name] = float(record.initialized_at)
-
+        states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
+        self._mark_empty(states, initialized_at, now, track_emptiness)
         registered = {instance_id_of(n.provider_id) for n in snapshot.nodes}
-        in_flight = [
-            in_flight_node(r, by_type)
-            for r in records
-            if r.in_flight and not (r.instance_id and r.instance_id in registered)
-        ]
-        if track_emptiness:
-            empty = update_empty_since(
-                self.state.emptiness, states, now, initialized_at=initialized_at, logger=self.log
-            )
-        else:
-            empty = {name: m.since for name, m in self.state.emptiness.list().items()}
-        for node_state in states:
-            node_state.empty_since = empty.get(node_state.name)
-
         inp = DisruptionInput(
             nodes=states,
             nodepools=list(self.config.nodepools),
@@ -278,9 +237,13 @@ class InputReader:
             now=now,
             daemonsets=list(snapshot.daemonsets),
             pdbs=read_pdbs(self.kube, pdb_objects),
-            in_flight=in_flight,
+            in_flight=[
+                in_flight_node(r, by_type)
+                for r in records
+                if r.in_flight and not (r.instance_id and r.instance_id in registered)
+            ],
             volumes=self._volumes(states),
-            amis=self._amis(problems),
+            amis=self._per_class(self.amis, "AMIs", problems),
             subnets=self._per_class(self.subnets, "subnets", problems),
             security_groups=self._per_class(self.security_groups, "security groups", problems),
             nodepool_hashes=nodepool_hashes(self.config.nodepools),
@@ -288,7 +251,59 @@ class InputReader:
             settings=self.settings,
             expiring_reservations=self._expiring(states, problems),
         )
-        return Gathered(inp, objects, claims, problems)
+        return Gathered(inp, objects, {r.id: r for r in records}, problems)
+
+    def _cluster(self) -> tuple[ClusterSnapshot, list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """The snapshot, the Node objects and the PDB objects (None: read_pdbs lists them)."""
+        if self.cache is None:
+            return read_snapshot(self.kube), self.kube.list_nodes(), None
+        # One sync: nodes, pods and PDBs as of this pass or later, all from the same cache state (the sync
+        # of the step before in this pass when nothing has been written since).
+        self.cache.sync(reuse=True)
+        snapshot = self.cache.snapshot(sync=False)
+        return snapshot, self.cache.node_objects(), self.cache.pdb_objects()
+
+    def _node_states(
+        self,
+        snapshot: ClusterSnapshot,
+        objects: Mapping[str, Mapping[str, Any]],
+        records: Sequence[NodeClaimRecord],
+        by_type: Mapping[str, InstanceType],
+        now: float,
+    ) -> tuple[list[NodeState], dict[str, float]]:
+        """Each Node's state (its instance described, its claim found by instance id or by the instance's
+        claim tag), and when each node's claim was initialized."""
+        claims = {r.id: r for r in records}
+        by_instance = {r.instance_id: r for r in records if r.instance_id}
+        instance_ids = [i for i in (instance_id_of(n.provider_id) for n in snapshot.nodes) if i]
+        instances = self.cloud.describe(instance_ids) if instance_ids else {}
+        states: list[NodeState] = []
+        initialized_at: dict[str, float] = {}
+        for node in snapshot.nodes:
+            instance_id = instance_id_of(node.provider_id)
+            instance = instances.get(instance_id)
+            record = by_instance.get(instance_id)
+            tagged_claim = str(getattr(instance, "nodeclaim", "") or "")
+            if record is None and tagged_claim:
+                record = claims.get(tagged_claim)
+            states.append(self._node_state(node, objects.get(node.name, {}), instance, record, by_type, now))
+            if record is not None and record.initialized_at:
+                initialized_at[node.name] = float(record.initialized_at)
+        return states, initialized_at
+
+    def _mark_empty(
+        self, states: Sequence[NodeState], initialized_at: Mapping[str, float], now: float, track: bool
+    ) -> None:
+        """Set each state's ``empty_since``: from the markers kept in step with ``states`` when ``track``,
+        else from the markers as they are."""
+        if track:
+            empty = update_empty_since(
+                self.state.emptiness, states, now, initialized_at=initialized_at, logger=self.log
+            )
+        else:
+            empty = {name: m.since for name, m in self.state.emptiness.list().items()}
+        for node_state in states:
+            node_state.empty_since = empty.get(node_state.name)
 
     def _expiring(self, states: Sequence[NodeState], problems: list[str]) -> dict[str, float]:
         """Capacity Blocks our nodes run in that end soon (none asked when no node runs in one)."""
@@ -372,20 +387,6 @@ class InputReader:
         return dict(
             volume_requirements(self.kube.list_pvcs(), self.kube.list_pvs(), self.kube.list_storage_classes())
         )
-
-    def _amis(self, problems: list[str]) -> dict[str, set[str]]:
-        if self.amis is None:
-            return {}
-        used = {np.node_class_name() for np in self.config.nodepools}
-        found: dict[str, set[str]] = {}
-        for node_class in self.config.nodeclasses:
-            if node_class.name not in used:
-                continue
-            try:
-                found[node_class.name] = self.amis(node_class)
-            except Exception as error:  # no AMI drift for this class this pass; everything else goes on
-                problems.append(f"EC2NodeClass {node_class.name}: cannot resolve AMIs: {error}")
-        return found
 
     def _per_class(
         self, resolve: Callable[[EC2NodeClass], set[str]] | None, what: str, problems: list[str]

@@ -24,6 +24,7 @@ from fleetwright.config.settings import ProvisionerConfig, settings_from_env
 from fleetwright.disruption.config import DisruptionOptions, options_from_env
 from fleetwright.disruption.controller import DisruptionController
 from fleetwright.disruption.inputs import InputReader
+from fleetwright.disruption.types import DisruptionSettings
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import MetricsSink, PowertoolsMetrics
 from fleetwright.provisioning.nodepool_source import NodePoolSource
@@ -37,6 +38,19 @@ if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What every piece of the controller is given: the cluster, the state table, where it reports, its
+    clock and the cluster cache (None: each piece lists what it reads)."""
+
+    kube: KubeCluster
+    state: StateStore
+    metrics: MetricsSink | None = None
+    logger: logging.Logger | Any = None
+    clock: Callable[[], float] = time.time
+    cache: ClusterCache | None = None
 
 
 def garbage_collector(
@@ -74,67 +88,95 @@ def garbage_collector(
     )
 
 
-def sweep(
-    kube: KubeCluster,
-    cloud: InstanceReader,
-    state: StateStore,
-    workflow: Any,
-    *,
-    metrics: MetricsSink | None = None,
-    logger: logging.Logger | Any = None,
-    clock: Callable[[], float] = time.time,
-    cache: ClusterCache | None = None,
-) -> Any:
+def sweep(parts: Parts, cloud: InstanceReader, workflow: Any) -> Any:
     """The :class:`~fleetwright.disruption.sweep.DisruptionSweep` for the cluster (nodes left marked by a
-    workflow that failed or never started); ``workflow`` must list its running executions; with
-    ``cache`` it reads the Nodes from it."""
+    workflow that failed or never started); ``workflow`` must list its running executions."""
     from fleetwright.disruption.sweep import DisruptionSweep, Sightings
     from fleetwright.state.interruptions import InterruptionRecords
 
+    table, cluster = parts.state.table, parts.state.cluster
     return DisruptionSweep(
-        kube,
+        parts.kube,
         cloud,
         workflow,
-        InterruptionRecords(state.table, state.cluster),
-        Sightings(state.table, state.cluster),
-        metrics=metrics,
-        logger=logger,
-        clock=clock,
-        cache=cache,
+        InterruptionRecords(table, cluster),
+        Sightings(table, cluster),
+        metrics=parts.metrics,
+        logger=parts.logger,
+        clock=parts.clock,
+        cache=parts.cache,
     )
 
 
 def retirer(
-    kube: KubeCluster,
+    parts: Parts,
     cloud: InstanceReader,
-    state: StateStore,
     config: ProvisionerConfig,
     workflow: Any,
-    *,
-    metrics: MetricsSink | None = None,
-    logger: logging.Logger | Any = None,
-    clock: Callable[[], float] = time.time,
     drain_interval_seconds: int = 5,
     poll_seconds: int = 5,
-    cache: ClusterCache | None = None,
 ) -> Any:
     """The :class:`~fleetwright.disruption.deletion.DeletionRetirer` for the cluster (deleted nodes, and
     nodes of a deleted NodeClaim or NodePool); the NodePools are ``config.nodepools`` as they are at each
-    pass; with ``cache`` it reads Nodes and NodeClaims from it."""
+    pass."""
     from fleetwright.disruption.deletion import DeletionRetirer
 
     return DeletionRetirer(
-        kube,
+        parts.kube,
         cloud,
         workflow,
-        state.nodeclaims,
+        parts.state.nodeclaims,
         lambda: list(config.nodepools),
-        metrics=metrics,
-        logger=logger,
-        clock=clock,
+        metrics=parts.metrics,
+        logger=parts.logger,
+        clock=parts.clock,
         drain_interval_seconds=drain_interval_seconds,
         poll_seconds=poll_seconds,
-        cache=cache,
+        cache=parts.cache,
+    )
+
+
+def claim_lifecycle(
+    parts: Parts, cloud: CloudProvider, config: ProvisionerConfig, holder: str
+) -> ClaimLifecycle:
+    """The claim lifecycle replacements launch through, holding the launch lease as ``holder``."""
+    return ClaimLifecycle(
+        parts.kube,
+        cloud,
+        parts.state,
+        config,
+        wall_clock=parts.clock,
+        metrics=parts.metrics,
+        logger=parts.logger,
+        holder=holder,
+        cache=parts.cache,
+    )
+
+
+def input_reader(
+    parts: Parts,
+    cloud: CloudProvider,
+    config: ProvisionerConfig,
+    lifecycle: ClaimLifecycle,
+    described: InstanceReader | None,
+    settings: DisruptionSettings,
+) -> InputReader:
+    """The planner's input reader: instances described through ``described`` (kept across passes) when
+    given, what node classes select now asked of ``cloud``."""
+    return InputReader(
+        parts.kube,
+        described if described is not None else cloud,
+        parts.state,
+        config,
+        catalogs=lifecycle.catalogs,
+        amis=cloud.node_class_amis,
+        reservations=cloud.expiring_reservations,
+        subnets=cloud.node_class_subnets,
+        security_groups=cloud.node_class_security_groups,
+        settings=settings,
+        clock=parts.clock,
+        logger=parts.logger,
+        cache=parts.cache,
     )
 
 
@@ -156,85 +198,39 @@ def build_controller(
     holder: str | None = None,
     cache: ClusterCache | None = None,
 ) -> DisruptionController:
-    """A controller for the cluster: ``cloud`` is the cloud provider (describe, instance types, launch,
-    what node classes select now); replacements launch through a :class:`ClaimLifecycle` on ``config``, within
-    the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`).
-
-    With ``cache`` (the handler's module-scope :class:`ClusterCache`) the reader and the garbage collector
-    read the cluster from it, and instance descriptions are kept across passes
-    (:class:`~fleetwright.disruption.described.DescribedInstances`, refreshed by the collector's listing).
-    """
+    """A controller for the cluster: ``cloud`` is the cloud provider; replacements launch through a
+    :class:`ClaimLifecycle` within the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`). With
+    ``cache`` (the handler's module-scope :class:`ClusterCache`) the pieces read the cluster from it and
+    instance descriptions are kept across passes (``DescribedInstances``, refreshed by the collector's
+    listing). A starter that cannot list its running executions (a test
+    double) goes without the sweep and the deletion retirer; a dry run retires nothing."""
     from fleetwright.disruption.described import DescribedInstances, ObservedCloud
 
     options = options or DisruptionOptions()
+    parts = Parts(kube, state, metrics, logger, clock, cache)
     described = DescribedInstances(cloud, clock=clock) if cache is not None else None
-    lifecycle = ClaimLifecycle(
-        kube,
-        cloud,
-        state,
-        config,
-        wall_clock=clock,
-        metrics=metrics,
-        logger=logger,
-        holder=holder or "disruption",
-        cache=cache,
-    )
-    reader = InputReader(
-        kube,
-        described if described is not None else cloud,
-        state,
-        config,
-        catalogs=lifecycle.catalogs,
-        amis=cloud.node_class_amis,
-        reservations=cloud.expiring_reservations,
-        subnets=cloud.node_class_subnets,
-        security_groups=cloud.node_class_security_groups,
-        settings=options.settings,
-        clock=clock,
-        logger=logger,
-        cache=cache,
-    )
+    lifecycle = claim_lifecycle(parts, cloud, config, holder or "disruption")
     gc_cloud = ObservedCloud(cloud, described) if described is not None else cloud
-    collector = (
-        garbage_collector(
-            kube, gc_cloud, state, config, metrics=metrics, logger=logger, clock=clock, cache=cache
-        )
-        if collect_garbage
-        else None
-    )
-    # The sweep needs to list running executions; a starter that cannot (a test double) goes without.
     lists = callable(getattr(workflow, "running", None))
-    sweeper = (
-        sweep(kube, cloud, state, workflow, metrics=metrics, logger=logger, clock=clock, cache=cache)
-        if lists
-        else None
-    )
-    retire = (
-        retirer(
-            kube,
-            cloud,
-            state,
-            config,
-            workflow,
-            metrics=metrics,
-            logger=logger,
-            clock=clock,
-            drain_interval_seconds=drain_interval_seconds,
-            poll_seconds=poll_seconds,
-            cache=cache,
-        )
-        if lists and not options.dry_run
-        else None
-    )
     return DisruptionController(
-        reader=reader,
+        reader=input_reader(parts, cloud, config, lifecycle, described, options.settings),
         workflow=workflow,
         launcher=StaticLimitGuard(lifecycle),
         settings=options.settings,
         dry_run=options.dry_run,
-        garbage_collector=collector,
-        sweep=sweeper,
-        retirer=retire,
+        garbage_collector=(
+            garbage_collector(
+                kube, gc_cloud, state, config, metrics=metrics, logger=logger, clock=clock, cache=cache
+            )
+            if collect_garbage
+            else None
+        ),
+        sweep=sweep(parts, cloud, workflow) if lists else None,
+        retirer=(
+            retirer(parts, cloud, config, workflow, drain_interval_seconds, poll_seconds)
+            if lists and not options.dry_run
+            else None
+        ),
         metrics=metrics,
         logger=logger,
         clock=clock,

@@ -55,6 +55,23 @@ class ProvisionerRuntime:
         self.connections.stop()
 
 
+def tracing_spans(service: str | None) -> obs.Spans:
+    """Spans traced with X-Ray through Powertools' Tracer (imported only when tracing is on)."""
+    from aws_lambda_powertools import Tracer
+
+    return obs.TracerSpans(Tracer(service=service))
+
+
+def nodepool_source(
+    to: Connections, config: ProvisionerConfig, sink: obs.MetricsSink, logger: Logger
+) -> NodePoolSource:
+    """NodePools read from the cluster each pass when it holds any, their status written back."""
+    status = NodePoolStatus(
+        to.kube, resolver=getattr(to.cloud, "resolver", None), metrics=sink, logger=logger, cache=to.cache
+    )
+    return NodePoolSource(to.kube, config, metrics=sink, logger=logger, status=status)
+
+
 def build(logger: Logger, metrics: Metrics, environ: Mapping[str, str] | None = None) -> ProvisionerRuntime:
     """Read and validate the configuration and connect to AWS, the state table and Kubernetes.
 
@@ -66,21 +83,9 @@ def build(logger: Logger, metrics: Metrics, environ: Mapping[str, str] | None = 
         logger.warning(warning)
     config = settings.config
     to = connect(config.cluster_name, settings.table_name, settings.region, settings.kubeconfig)
-    spans: obs.Spans = obs.NoSpans()
-    if settings.tracing:
-        from aws_lambda_powertools import Tracer
-
-        spans = obs.TracerSpans(Tracer(service=metrics.service))
+    spans = tracing_spans(metrics.service) if settings.tracing else obs.NoSpans()
     sink = obs.PowertoolsMetrics(metrics)
-    source = NodePoolSource(
-        to.kube,
-        config,
-        metrics=sink,
-        logger=logger,
-        status=NodePoolStatus(
-            to.kube, resolver=getattr(to.cloud, "resolver", None), metrics=sink, logger=logger, cache=to.cache
-        ),
-    )
+    source = nodepool_source(to, config, sink, logger)
 
     def run_pass(*, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         """One invocation's watching (or, in economy mode, its single pass) until the deadline."""
