@@ -12,27 +12,11 @@ K8S_VERSION = "1.31"
 def seed_network(clients: Any, cluster: str, zones: Sequence[str], table: str) -> list[str]:
     """A /18 subnet per zone in one VPC, a security group, EKS AMIs for ``K8S_VERSION`` and the state
     table ``table``; returns the subnet ids, in the order of ``zones``."""
-    from fleetwright.local.aws_fakes import seed_eks_amis
+    from fleetwright.local.aws_fakes import seed_discovery_network, seed_eks_amis
     from fleetwright.state.table import create_state_table
 
     ec2 = clients.ec2
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    tags = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
-    subnets = [
-        ec2.create_subnet(
-            VpcId=vpc,
-            CidrBlock=f"10.0.{i * 64}.0/18",
-            AvailabilityZone=zone,
-            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
-        )["Subnet"]["SubnetId"]
-        for i, zone in enumerate(zones)
-    ]
-    ec2.create_security_group(
-        GroupName="nodes",
-        Description="nodes",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-    )
+    subnets = seed_discovery_network(ec2, cluster, zones, prefix=18)
     seed_eks_amis(ec2, K8S_VERSION)
     create_state_table(clients.client("dynamodb"), table)
     return subnets

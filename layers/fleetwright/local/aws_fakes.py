@@ -1,12 +1,13 @@
 """Stand-ins for what moto does not emulate, shared by the local sandbox and the tests: a spot market,
-the public EKS AMI parameters in SSM and capacity reservations. Each hooks into boto3's event system or
+the public EKS AMI parameters in SSM and capacity reservations; and the discovery-tagged network every
+sandbox, test and benchmark account starts from. Each hooks into boto3's event system or
 moto's backend, so the code under test makes its real calls."""
 
 from __future__ import annotations
 
 import datetime
 import fnmatch
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,31 @@ class SpotMarket:
             "SpotPrice": f"{price:.6f}",
             "Timestamp": when,
         }
+
+
+def seed_discovery_network(ec2: Any, cluster: str, zones: Sequence[str], *, prefix: int = 20) -> list[str]:
+    """One VPC (10.0.0.0/16) with a subnet of size ``/prefix`` per zone and a security group
+    ``<cluster>-nodes``, all tagged ``karpenter.sh/discovery: <cluster>`` as Karpenter's getting-started
+    guide tags them; returns the subnet ids in the order of ``zones``."""
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    tags = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
+    step = 2 ** (24 - prefix)  # third-octet stride of one subnet
+    subnets = [
+        ec2.create_subnet(
+            VpcId=vpc,
+            CidrBlock=f"10.0.{i * step}.0/{prefix}",
+            AvailabilityZone=zone,
+            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
+        )["Subnet"]["SubnetId"]
+        for i, zone in enumerate(zones)
+    ]
+    ec2.create_security_group(
+        GroupName=f"{cluster}-nodes",
+        Description="nodes",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+    )
+    return [str(s) for s in subnets]
 
 
 def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None:

@@ -38,6 +38,7 @@ from fleetwright.local.aws_fakes import (
     CapacityReservations,
     PlacementGroups,
     SpotMarket,
+    seed_discovery_network,
     seed_eks_amis,
     seed_windows_amis,
 )
@@ -282,23 +283,7 @@ def _seed_aws(clients: AwsClients, cluster: str, node_roles: set[str]) -> None:
     """A VPC with discovery-tagged subnets in three zones and a security group, the node role, the EKS
     cluster, AL2023 and Windows EKS AMIs published under their public SSM names, and the state table."""
     ec2 = clients.ec2
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    tags = [{"Key": "karpenter.sh/discovery", "Value": cluster}]
-    subnets = [
-        ec2.create_subnet(
-            VpcId=vpc,
-            CidrBlock=f"10.0.{16 * i}.0/20",
-            AvailabilityZone=f"us-east-1{zone}",
-            TagSpecifications=[{"ResourceType": "subnet", "Tags": tags}],
-        )["Subnet"]["SubnetId"]
-        for i, zone in enumerate("abc")
-    ]
-    ec2.create_security_group(
-        GroupName=f"{cluster}-nodes",
-        Description="nodes",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-    )
+    subnets = seed_discovery_network(ec2, cluster, [f"us-east-1{zone}" for zone in "abc"])
     iam = clients.iam
     trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}'  # noqa: E501
     for role in sorted(node_roles | {f"{cluster}-cluster"}):
