@@ -46,7 +46,11 @@ class Stall:
 @dataclass
 class ThrottleEveryAttempt:
     """Every HTTP attempt of ``operation`` is answered RequestLimitExceeded (503) without moto executing
-    it, and takes ``seconds`` on ``advance`` (the test's clock)."""
+    it, and takes ``seconds`` on ``advance`` (the test's clock).
+
+    The time passes when the answer arrives (``response-received``), as a real attempt's time passes while
+    it is sent, after every ``before-send`` handler has run: the launch deadline's checks then see the
+    clock as it was before the attempt, whatever botocore's retry jitter."""
 
     operation: str
     advance: Callable[[float], None]
@@ -55,13 +59,17 @@ class ThrottleEveryAttempt:
 
     def install(self, client: Any) -> ThrottleEveryAttempt:
         client.meta.events.register_first(f"before-send.ec2.{self.operation}", self._send)
+        client.meta.events.register_first(f"response-received.ec2.{self.operation}", self._received)
         return self
 
     def uninstall(self, client: Any) -> None:
         client.meta.events.unregister(f"before-send.ec2.{self.operation}", self._send)
+        client.meta.events.unregister(f"response-received.ec2.{self.operation}", self._received)
 
     def _send(self, request: Any, **_: Any) -> AWSResponse:
         self.attempts.append(str(request.url))
-        self.advance(self.seconds)
         request.url = UNSERVED_URL
         return AWSResponse(UNSERVED_URL, 503, {}, MockRawResponse(THROTTLED_BODY))
+
+    def _received(self, **_: Any) -> None:
+        self.advance(self.seconds)
