@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
-from fleetwright.cloud.instances import Instance, LaunchTemplateInfo
+from fleetwright.cloud.instances import Instance, LaunchTemplateInfo, TerminateResult
+from fleetwright.cloud.provider import InstanceReader, InventoryCloud
 
 DEFAULT_MAX_AGE_SECONDS = 300.0
 
@@ -31,7 +31,7 @@ class DescribedInstances:
 
     def __init__(
         self,
-        cloud: Any,
+        cloud: InstanceReader,
         *,
         max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
         clock: Callable[[], float] = time.time,
@@ -40,26 +40,22 @@ class DescribedInstances:
         self.max_age_seconds = max_age_seconds
         self.clock = clock
         self.described = 0
-        self._entries: dict[str, tuple[Any, float]] = {}
+        self._entries: dict[str, tuple[Instance, float]] = {}
 
     def _trusted(self, instance_id: str, now: float) -> bool:
         entry = self._entries.get(instance_id)
         if entry is None:
             return False
         instance, at = entry
-        return (
-            str(getattr(instance, "state", "")) == "running"
-            and bool(getattr(instance, "nodeclaim", ""))
-            and now - at < self.max_age_seconds
-        )
+        return instance.state == "running" and bool(instance.nodeclaim) and now - at < self.max_age_seconds
 
-    def describe(self, instance_ids: Iterable[str]) -> dict[str, Any]:
+    def describe(self, instance_ids: Iterable[str]) -> dict[str, Instance]:
         """This cluster's instances among ``instance_ids``, described again only when needed."""
         wanted = list(dict.fromkeys(instance_ids))
         now = self.clock()
         stale = [i for i in wanted if not self._trusted(i, now)]
         if stale:
-            found: Mapping[str, Any] = self.cloud.describe(stale)
+            found = self.cloud.describe(stale)
             self.described += len(stale)
             for instance_id in stale:
                 if instance_id in found:
@@ -73,10 +69,10 @@ class DescribedInstances:
         for instance_id in instance_ids:
             self._entries.pop(instance_id, None)
 
-    def observe(self, live: Iterable[Any]) -> None:
+    def observe(self, live: Iterable[Instance]) -> None:
         """A fresh listing of every live instance: refresh those it holds, forget the others."""
         now = self.clock()
-        listed = {str(getattr(i, "id", "")): i for i in live}
+        listed = {i.id: i for i in live}
         for instance_id in list(self._entries):
             if instance_id not in listed:
                 del self._entries[instance_id]
@@ -89,22 +85,21 @@ class ObservedCloud:
     """The cloud provider as the garbage collector uses it, showing its listings and terminations to a
     :class:`DescribedInstances`."""
 
-    def __init__(self, cloud: Any, described: DescribedInstances) -> None:
+    def __init__(self, cloud: InventoryCloud, described: DescribedInstances) -> None:
         self.cloud = cloud
         self.described_instances = described
 
     def list(self) -> Sequence[Instance]:
         """Every live instance of this cluster (and refresh the cached descriptions)."""
-        found: Sequence[Instance] = self.cloud.list()
+        found = self.cloud.list()
         self.described_instances.observe(found)
         return found
 
     def describe_any(self, instance_ids: Iterable[str]) -> Mapping[str, Instance]:
         """Instances among ``instance_ids`` whoever owns them."""
-        found: Mapping[str, Instance] = self.cloud.describe_any(instance_ids)
-        return found
+        return self.cloud.describe_any(instance_ids)
 
-    def terminate(self, instance_ids: Iterable[str]) -> Any:
+    def terminate(self, instance_ids: Iterable[str]) -> TerminateResult:
         """Terminate (and forget the descriptions of) this cluster's instances."""
         ids = list(instance_ids)
         self.described_instances.forget(ids)
@@ -112,13 +107,12 @@ class ObservedCloud:
 
     def launch_templates(self) -> Sequence[LaunchTemplateInfo]:
         """This cluster's launch templates."""
-        found: Sequence[LaunchTemplateInfo] = self.cloud.launch_templates()
-        return found
+        return self.cloud.launch_templates()
 
     def launch_template_image(self, template_id: str) -> str:
         """The AMI of the template's latest version."""
-        return str(self.cloud.launch_template_image(template_id))
+        return self.cloud.launch_template_image(template_id)
 
     def delete_launch_template(self, name: str) -> bool:
         """Delete one of this cluster's launch templates."""
-        return bool(self.cloud.delete_launch_template(name))
+        return self.cloud.delete_launch_template(name)
