@@ -36,7 +36,7 @@ def test_a_pass_that_stalls_past_its_lease_writes_no_claim_and_calls_no_create_f
 
     def overtaken() -> None:
         world.wall.advance(31)  # the pass stalls past its lease...
-        assert successor.lease.try_acquire()  # ...and the next invocation takes it over
+        assert successor.lifecycle.lease.try_acquire()  # ...and the next invocation takes it over
 
     stall = Stall("before-call.dynamodb.Query", overtaken).install(world.aws.clients.client("dynamodb"))
     stall.arm()
@@ -48,7 +48,7 @@ def test_a_pass_that_stalls_past_its_lease_writes_no_claim_and_calls_no_create_f
     assert world.state.nodeclaims.list() == []
     assert world.create_fleet_calls() == 0
     # The successor's pass launches the pod's node, once.
-    successor.lease.release()
+    successor.lifecycle.lease.release()
     assert len(successor.run_once().launched) == 1
     assert len(world.instances()) == 1
 

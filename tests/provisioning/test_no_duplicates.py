@@ -35,7 +35,7 @@ def test_new_pods_that_fit_on_a_booting_node_wait_for_it(world: World) -> None:
 def test_an_invocation_without_the_lease_does_nothing(world: World) -> None:
     world.pending(2)
     holder = world.provisioner(holder="earlier-invocation")
-    assert holder.lease.try_acquire()
+    assert holder.lifecycle.lease.try_acquire()
     report = world.provisioner(holder="later-invocation").run_once()
     assert not report.lease_acquired
     assert report.passes == []

@@ -148,7 +148,7 @@ def test_objects_appear_once_the_crd_is_installed(
     metrics = RecordingMetrics()
     world.pending(1)
     provisioner = world.provisioner(metrics=metrics)
-    provisioner.nodeclaim_objects.check_seconds = 0  # look for the CRD on every pass
+    provisioner.lifecycle.nodeclaim_objects.check_seconds = 0  # look for the CRD on every pass
     [claim] = provisioner.run_once().launched
     assert metrics.total(SYNC_ERRORS) == 0  # without the CRD: nothing written, nothing wrong
 

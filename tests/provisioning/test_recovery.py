@@ -42,7 +42,7 @@ def test_a_crash_after_create_fleet_does_not_launch_twice(
     config = make_config(nodepool(instance_types=["c5.large", "m5.large"]))
     world.pending(pods, cpu=cpu)
     crashed = world.provisioner(config, holder="crashed")
-    crashed.cloud = _provider(world, CrashAfterLaunch)
+    crashed.lifecycle.cloud = _provider(world, CrashAfterLaunch)
     report = crashed.run_once()
     orphans = world.state.nodeclaims.list()
     assert report.launched == [] and set(report.passes[0].failed) == {o.id for o in orphans}
@@ -71,7 +71,7 @@ def test_a_crash_after_create_fleet_does_not_launch_twice(
 def test_a_launch_that_never_reached_ec2_is_retried_after_its_deadline_and_grace(world: World) -> None:
     world.pending(2)
     failing = world.provisioner(holder="failing")
-    failing.cloud = _provider(world, FailBeforeLaunch)
+    failing.lifecycle.cloud = _provider(world, FailBeforeLaunch)
     first = failing.run_once()
     [orphan] = world.state.nodeclaims.list()
     assert "ConnectionError" in first.passes[0].failed[orphan.id]
@@ -95,7 +95,7 @@ def test_a_launch_that_never_reached_ec2_is_retried_after_its_deadline_and_grace
 def test_a_claim_from_an_older_version_is_settled_after_the_orphan_grace(world: World) -> None:
     world.pending(2)
     failing = world.provisioner(holder="old-version")
-    failing.cloud = _provider(world, FailBeforeLaunch)
+    failing.lifecycle.cloud = _provider(world, FailBeforeLaunch)
     failing.run_once()
     [orphan] = world.state.nodeclaims.list()
     # Written without a launch deadline, as versions before launch deadlines did.

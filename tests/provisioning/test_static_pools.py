@@ -103,7 +103,7 @@ def test_a_labelled_node_without_a_claim_counts(world: World) -> None:
 def test_a_crash_after_create_fleet_does_not_launch_a_static_node_twice(world: World) -> None:
     config = make_config(static(replicas=2))
     crashed = world.provisioner(config, holder="crashed")
-    crashed.cloud = _provider(world, CrashAfterLaunch)
+    crashed.lifecycle.cloud = _provider(world, CrashAfterLaunch)
     report = crashed.run_once()
     orphans = world.state.nodeclaims.list()
     assert report.launched == [] and len(orphans) == 2

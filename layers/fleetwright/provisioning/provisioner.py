@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.lifecycle import ClaimLifecycle
-from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.records import in_flight_node
 from fleetwright.claims.reports import PassReport, ReconcileReport, RunReport
 from fleetwright.cloud.provider import LaunchCloud
@@ -43,7 +42,7 @@ from fleetwright.provisioning.batcher import Batcher
 from fleetwright.provisioning.watcher import CachePodWatcher, PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
-from fleetwright.state.lease import Lease, LeaseLostError, LeaseUnavailableError
+from fleetwright.state.lease import LeaseLostError, LeaseUnavailableError
 from fleetwright.state.nodeclaims import NodeClaimRecord
 from fleetwright.state.store import StateStore
 
@@ -126,25 +125,6 @@ class Provisioner:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self.lifecycle.clock = clock
-
-    @property
-    def cloud(self) -> LaunchCloud:
-        """The cloud provider launches and reconciliation use (shared with :attr:`lifecycle`)."""
-        return self.lifecycle.cloud
-
-    @cloud.setter
-    def cloud(self, cloud: LaunchCloud) -> None:
-        self.lifecycle.cloud = cloud
-
-    @property
-    def lease(self) -> Lease:
-        """The launch lease this provisioner takes for each pass."""
-        return self.lifecycle.lease
-
-    @property
-    def nodeclaim_objects(self) -> NodeClaimObjects:
-        """The NodeClaim objects mirroring the claim records."""
-        return self.lifecycle.nodeclaim_objects
 
     # -- runs ------------------------------------------------------------------------------------------
 
