@@ -12,6 +12,7 @@ where it comes from, so changing one (memory, schedule, how long the provisioner
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, replace
 
 # --- prices (us-east-1, USD; read 2026-11-24) ------------------------------------------------------------
@@ -140,21 +141,26 @@ LEASE_WRITES_PER_PASS = 2
 LEASE_READS_PER_PASS = 1
 # Every pass that reads the claims (the provisioner's, every 5 s when watching, and the disruption pass)
 # first reads the claim revision: a strongly consistent GetItem of an item under 4 KB, 1 read unit. Only
-# when another process's write moved it does that process Query every record again (1 KB each, strongly
-# consistent: 1 read unit per 4 KB; its own writes it applies to the records it keeps), and once after each
-# cold start.
+# when another process's write moved it does that process Query every record again (strongly consistent:
+# 1 read unit per 4 KB read; its own writes it applies to the records it keeps), and once after each cold
+# start.
 REVISION_READS_PER_PASS = 1
-CLAIM_RECORD_KB = 1.0
 COLD_STARTS_PER_DAY = 12  # per scheduled function: an execution environment lives a few hours (estimate)
+# A claim record lists its candidate instance types (``instanceTypes``), most of its size: 16.4 KB for a
+# claim of bench/latency.py's NodePool (categories c, m, r, generation > 4: 959 candidates); a NodePool
+# narrowed to a few families writes 1-2 KB.
+CLAIM_RECORD_KB = 16.4
+SMALL_ITEM_KB = 1.0  # the claim revision, the lease
 # Every claim write is a TransactWriteItems with the revision's increment (and, for a launcher's writes,
-# the lease's ConditionCheck); a transactional write costs 2 write units per item up to 1 KB, every item
-# of the transaction counted (https://aws.amazon.com/dynamodb/pricing/on-demand/).
+# the lease's ConditionCheck); a transactional write costs 2 write units per KB of each item, every item of
+# the transaction counted (https://aws.amazon.com/dynamodb/pricing/on-demand/); an update counts the
+# record's full size.
 TRANSACTIONAL_WRITE_UNITS = 2
-# A launch (the provisioner): recorded and launched under the lease's fence (3 items each), registered by
-# reconciliation (2 items). A removal (the termination workflow): 3 writes of 2 items.
-LAUNCH_WRITE_ITEMS = (3, 3, 2)
-REMOVAL_WRITE_ITEMS = (2, 2, 2)
-LAUNCH_CLAIM_READS = 2
+# A launch (the provisioner): recorded and launched under the lease's fence, registered by reconciliation
+# (unfenced). A removal (the termination workflow): 3 unfenced writes. True: fenced.
+LAUNCH_CLAIM_WRITES = (True, True, False)
+REMOVAL_CLAIM_WRITES = (False, False, False)
+LAUNCH_CLAIM_READS = 2  # consistent GetItems of the record
 
 
 def read_seconds(cluster: Cluster) -> float:
@@ -208,25 +214,31 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
     }
 
 
+def claim_write_units(fenced: bool) -> float:
+    """Write units of one claim write: the record, the revision and, when fenced, the lease's check."""
+    items = [CLAIM_RECORD_KB, SMALL_ITEM_KB] + ([SMALL_ITEM_KB] if fenced else [])
+    return sum(math.ceil(kb) for kb in items) * TRANSACTIONAL_WRITE_UNITS
+
+
 def dynamodb_units(
     cluster: Cluster, passes: float, invocations: float, removals: float
 ) -> tuple[float, float]:
     """Write and read request units of a month (the constants above; launches as many as removals)."""
-    items = sum(LAUNCH_WRITE_ITEMS) + sum(REMOVAL_WRITE_ITEMS)
-    writes = passes * LEASE_WRITES_PER_PASS + removals * items * TRANSACTIONAL_WRITE_UNITS
-    query_units = max(1.0, cluster.nodes * CLAIM_RECORD_KB / 4)
+    claim_writes = sum(claim_write_units(f) for f in LAUNCH_CLAIM_WRITES + REMOVAL_CLAIM_WRITES)
+    writes = passes * LEASE_WRITES_PER_PASS + removals * claim_writes
+    query_units = max(1, math.ceil(cluster.nodes * CLAIM_RECORD_KB / 4))
     cold = COLD_STARTS_PER_DAY * DAYS_PER_MONTH
     # Queries again: at most once per pass, after a cold start or another process's claim write (the
     # provisioner sees the termination workflow's, the disruption function everybody's).
-    provisioner_queries = min(passes, cold + removals * len(REMOVAL_WRITE_ITEMS))
+    provisioner_queries = min(passes, cold + removals * len(REMOVAL_CLAIM_WRITES))
     disruption_queries = min(
-        invocations, cold + removals * (len(LAUNCH_WRITE_ITEMS) + len(REMOVAL_WRITE_ITEMS))
+        invocations, cold + removals * (len(LAUNCH_CLAIM_WRITES) + len(REMOVAL_CLAIM_WRITES))
     )
     reads = (
         passes * LEASE_READS_PER_PASS
         + (passes + invocations) * REVISION_READS_PER_PASS
         + (provisioner_queries + disruption_queries) * query_units
-        + removals * LAUNCH_CLAIM_READS
+        + removals * LAUNCH_CLAIM_READS * math.ceil(CLAIM_RECORD_KB / 4)
     )
     return writes, reads
 
