@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import boto3
+from typing import Any
 
+import boto3
+import pytest
+
+from fleetwright.aws import instancetypes
 from fleetwright.aws.capacityreservations import CapacityReservation
 from fleetwright.aws.instancetypes import describe_zone_offerings, list_instance_types, prime_cache
 from fleetwright.aws.nodeclass import family_filter
 from fleetwright.aws.pricing import ondemand_prices
 from fleetwright.aws.ttlcache import clear_all_caches
 from fleetwright.aws.unavailable import InMemoryUnavailableOfferings
+from fleetwright.catalog.from_ec2 import instance_type_from_ec2
 from fleetwright.catalog.loader import ondemand_prices as static_prices
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
@@ -232,3 +237,25 @@ def test_a_reservation_adds_a_reserved_offering_until_it_is_gone(aws: Aws) -> No
     again = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
     assert again.offerings == plain.offerings
     assert all(o.capacity_type != "reserved" for o in again.offerings)
+
+
+def test_a_warm_call_converts_only_the_types_it_must_change(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass of a warm process does not convert the region's ~1,000 types again: only those with an
+    unavailable offering or a reservation, whose offerings differ from the kept ones."""
+    converted: list[str] = []
+
+    def counting(info: Any, *args: Any) -> InstanceType:
+        converted.append(str(info["InstanceType"]))
+        return instance_type_from_ec2(info, *args)
+
+    monkeypatch.setattr(instancetypes, "instance_type_from_ec2", counting)
+    first = list_instance_types(aws.clients, unavailable=aws.unavailable)
+    assert len(converted) >= len(first) > 500
+
+    converted.clear()
+    aws.unavailable.mark("m5.large", "us-east-1a", "spot", "InsufficientInstanceCapacity")
+    second = list_instance_types(aws.clients, unavailable=aws.unavailable)
+    assert converted == ["m5.large"]
+    assert [t.name for t in second] == [t.name for t in first]

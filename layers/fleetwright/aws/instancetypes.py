@@ -145,11 +145,13 @@ def convert_instance_types(
     unavailable: UnavailableOfferings,
     reservations: Iterable[CapacityReservation] = (),
     zone_ids: Mapping[str, str] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> list[InstanceType]:
     """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped.
 
-    ``reservations`` add a reserved offering to their instance type."""
-    limits = vpc_limits()
+    ``reservations`` add a reserved offering to their instance type; ``limits`` is the bundled VPC limits
+    table (read from the layer when not given)."""
+    limits = limits if limits is not None else vpc_limits()
     reserved = list(reservations)
     result = []
     for entry in entries:
@@ -229,6 +231,7 @@ class ConvertedListing:
         self.zone_offerings = zone_offerings
         self.prices = prices
         self.zone_ids = zone_ids
+        self.limits = vpc_limits()
         everything_available = InMemoryUnavailableOfferings()
         self.entries: list[tuple[dict[str, Any], InstanceType | None]] = []
         for entry in entries:
@@ -242,7 +245,7 @@ class ConvertedListing:
     ) -> list[InstanceType]:
         """One entry converted as :func:`convert_instance_types` converts it (empty when it is dropped)."""
         return convert_instance_types(
-            [entry], self.zone_offerings, self.prices, unavailable, reserved, self.zone_ids
+            [entry], self.zone_offerings, self.prices, unavailable, reserved, self.zone_ids, self.limits
         )
 
     def with_kubelet(self, base: InstanceType, kubelet: KubeletOverrides | None) -> InstanceType:
