@@ -214,7 +214,8 @@ class ConvertedListing:
     """The region's EC2 listings converted once: every type with each priced offering available and no
     reserved offering, kept while the listings and prices it was made from are the cached ones (a warm
     process converts ~1,000 types once per listing, not once per pass). Types adjusted for a node class's
-    kubelet settings are kept per setting. Never modified once built; the types it hands out are shared.
+    kubelet settings are kept per setting. The types it hands out are shared between calls: never modify
+    them.
     """
 
     MAX_KUBELET_SETTINGS = 16
