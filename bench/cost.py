@@ -12,6 +12,7 @@ where it comes from, so changing one (memory, schedule, how long the provisioner
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, replace
 
 # --- prices (us-east-1, USD; read 2026-11-24) ------------------------------------------------------------
@@ -114,15 +115,15 @@ class Deployment:
 
     name: str
     economy: bool = False
-    provisioner_memory_mb: int = 1024  # 512 by default in economy mode
+    provisioner_memory_mb: int = 512
     disruption_memory_mb: int = 1024
     event_memory_mb: int = 512  # interruption handler and termination steps
     provisioner_timeout: int = 60
-    monitoring: str = "full"  # "essential" by default in economy mode
+    monitoring: str = "alarms"  # "essential" by default in economy mode
 
 
 WATCHING = Deployment("watching (default)")
-ECONOMY = Deployment("economy", economy=True, provisioner_memory_mb=512, monitoring="essential")
+ECONOMY = Deployment("economy", economy=True, monitoring="essential")
 
 # Transitions of infra/termination_workflow.py for one node removed: Resumed?, Cordon, ReplacementWanted?,
 # Drain, Drained?, Terminate, InstanceGone?, WaitForShutdown, CheckInstance, InstanceGone?, DeleteNode,
@@ -134,6 +135,32 @@ SHUTDOWN_POLLS = 8  # EC2 takes ~40 s to terminate; pollSeconds 5
 TRANSITIONS_PER_REMOVAL = BASE_TRANSITIONS + 3 * (DRAIN_PASSES - 1) + 3 * (SHUTDOWN_POLLS - 1)
 STEP_INVOCATIONS_PER_REMOVAL = 1 + DRAIN_PASSES + 1 + SHUTDOWN_POLLS + 2  # Cordon, Drain, Terminate, ...
 STEP_SECONDS = 0.3  # one step (a few Kubernetes and EC2 calls), warm
+
+# DynamoDB (docs/state.md). A pass takes and gives back the lease: two conditional writes and a read.
+LEASE_WRITES_PER_PASS = 2
+LEASE_READS_PER_PASS = 1
+# Every pass that reads the claims (the provisioner's, every 5 s when watching, and the disruption pass)
+# first reads the claim revision: a strongly consistent GetItem of an item under 4 KB, 1 read unit. Only
+# when another process's write moved it does that process Query every record again (strongly consistent:
+# 1 read unit per 4 KB read; its own writes it applies to the records it keeps), and once after each cold
+# start.
+REVISION_READS_PER_PASS = 1
+COLD_STARTS_PER_DAY = 12  # per scheduled function: an execution environment lives a few hours (estimate)
+# A claim record lists its candidate instance types (``instanceTypes``), most of its size: 16.4 KB for a
+# claim of bench/latency.py's NodePool (categories c, m, r, generation > 4: 959 candidates); a NodePool
+# narrowed to a few families writes 1-2 KB.
+CLAIM_RECORD_KB = 16.4
+SMALL_ITEM_KB = 1.0  # the claim revision, the lease
+# Every claim write is a TransactWriteItems with the revision's increment (and, for a launcher's writes,
+# the lease's ConditionCheck); a transactional write costs 2 write units per KB of each item, every item of
+# the transaction counted (https://aws.amazon.com/dynamodb/pricing/on-demand/); an update counts the
+# record's full size.
+TRANSACTIONAL_WRITE_UNITS = 2
+# A launch (the provisioner): recorded and launched under the lease's fence, registered by reconciliation
+# (unfenced). A removal (the termination workflow): 3 unfenced writes. True: fenced.
+LAUNCH_CLAIM_WRITES = (True, True, False)
+REMOVAL_CLAIM_WRITES = (False, False, False)
+LAUNCH_CLAIM_READS = 2  # consistent GetItems of the record
 
 
 def read_seconds(cluster: Cluster) -> float:
@@ -162,11 +189,8 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
         + (step_seconds + interruption_invocations * 0.5) * deployment.event_memory_mb * gb
     )
     requests = 2 * invocations + removals * STEP_INVOCATIONS_PER_REMOVAL + interruption_invocations
-    # DynamoDB: a pass takes and gives back the lease (2 writes, 1 read); a launch writes its claim 3 times
-    # and reads it twice; the disruption pass reads the claims (1 KB each: 1 read unit per 4 KB).
     passes = invocations * (1 if deployment.economy else (SCHEDULE_SECONDS - DEADLINE_MARGIN_SECONDS) / 5)
-    writes = passes * 2 + removals * 3 * 2  # launches as many as removals; removal updates its claim too
-    reads = passes + removals * 2 + invocations * (cluster.nodes / 4)
+    writes, reads = dynamodb_units(cluster, passes, invocations, removals)
     # Logs: ~1.5 kB per invocation (START/END/REPORT, the summary, EMF), ~2 kB per launch or removal.
     log_gb = (
         2 * invocations * 1.5e3 + removals * 2 * 2e3 + removals * STEP_INVOCATIONS_PER_REMOVAL * 1e3
@@ -188,6 +212,35 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
         "alarms": level.alarm_metrics * ALARM_METRIC_MONTH,
         "dashboard": level.dashboards * DASHBOARD_MONTH,
     }
+
+
+def claim_write_units(fenced: bool) -> float:
+    """Write units of one claim write: the record, the revision and, when fenced, the lease's check."""
+    items = [CLAIM_RECORD_KB, SMALL_ITEM_KB] + ([SMALL_ITEM_KB] if fenced else [])
+    return sum(math.ceil(kb) for kb in items) * TRANSACTIONAL_WRITE_UNITS
+
+
+def dynamodb_units(
+    cluster: Cluster, passes: float, invocations: float, removals: float
+) -> tuple[float, float]:
+    """Write and read request units of a month (the constants above; launches as many as removals)."""
+    claim_writes = sum(claim_write_units(f) for f in LAUNCH_CLAIM_WRITES + REMOVAL_CLAIM_WRITES)
+    writes = passes * LEASE_WRITES_PER_PASS + removals * claim_writes
+    query_units = max(1, math.ceil(cluster.nodes * CLAIM_RECORD_KB / 4))
+    cold = COLD_STARTS_PER_DAY * DAYS_PER_MONTH
+    # Queries again: at most once per pass, after a cold start or another process's claim write (the
+    # provisioner sees the termination workflow's, the disruption function everybody's).
+    provisioner_queries = min(passes, cold + removals * len(REMOVAL_CLAIM_WRITES))
+    disruption_queries = min(
+        invocations, cold + removals * (len(LAUNCH_CLAIM_WRITES) + len(REMOVAL_CLAIM_WRITES))
+    )
+    reads = (
+        passes * LEASE_READS_PER_PASS
+        + (passes + invocations) * REVISION_READS_PER_PASS
+        + (provisioner_queries + disruption_queries) * query_units
+        + removals * LAUNCH_CLAIM_READS * math.ceil(CLAIM_RECORD_KB / 4)
+    )
+    return writes, reads
 
 
 def table(deployments: tuple[Deployment, ...], markdown: bool) -> str:
@@ -228,14 +281,15 @@ def main() -> None:
     print()
     print("Other settings (idle cluster):")
     levers = (
-        replace(WATCHING, name="watching, monitoring=alarms", monitoring="alarms"),
-        replace(WATCHING, name="watching, provisioner 512 MB", provisioner_memory_mb=512),
         replace(
             WATCHING,
-            name="watching, provisioner 512 MB, monitoring=essential",
-            provisioner_memory_mb=512,
-            monitoring="essential",
+            name="watching, provisioner 1,024 MB, monitoring=full (the defaults before)",
+            provisioner_memory_mb=1024,
+            monitoring="full",
         ),
+        replace(WATCHING, name="watching, monitoring=full", monitoring="full"),
+        replace(WATCHING, name="watching, monitoring=essential", monitoring="essential"),
+        replace(WATCHING, name="watching, provisioner 1,024 MB", provisioner_memory_mb=1024),
         replace(
             ECONOMY,
             name="economy, provisioner 1,024 MB, monitoring=full (the defaults before)",

@@ -75,11 +75,10 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 # reserved execution is enough. The lease in the state table still keeps two runs from launching at once.
 PROVISIONER_SCHEDULE = events.Schedule.rate(Duration.minutes(1))
 PROVISIONER_TIMEOUT = Duration.seconds(60)
-PROVISIONER_MEMORY = 1024  # MB; more memory is more CPU for scheduling large batches
-# In economy mode the provisioner makes one pass a minute and pods wait for it anyway: half the memory
-# (docs/cost.md). Watching, 512 MB would halve the bill too, but its CPU (0.29 vCPU) puts the pass past the
-# 1.5 s pending → CreateFleet target (docs/cost.md, "Latency at 512 MB").
-ECONOMY_PROVISIONER_MEMORY = 512
+# MB, watching or not: a watching provisioner is billed for most of every minute, and at 512 MB (0.29 vCPU)
+# its pass from the batch window to CreateFleet is modelled within the 1.5 s pending → CreateFleet target
+# (docs/cost.md, "Latency at 512 MB"). Clusters past 100 nodes raise it (docs/performance.md, "Sizing").
+PROVISIONER_MEMORY = 512
 PROVISIONER_RESERVED_CONCURRENCY = 1
 # A scheduled invocation that could not start within a minute is superseded by the next one.
 PROVISIONER_MAX_EVENT_AGE = Duration.seconds(60)
@@ -136,10 +135,10 @@ class FleetwrightAutoscaler(Construct):
     ``provisioner_reserved_concurrency`` (None: unreserved), ``replace_on_rebalance``, ``disruption``
     (False: no disruption function), ``disruption_options`` (its settings; default: the function's) and
     ``function_sizes`` (memory and timeout by function: ``provisioner``, ``disruption``, ``interruption``,
-    ``termination``; default 1024 MB / 60 s for the first two (the provisioner 512 MB in economy mode),
-    512 MB / 60 s for the others), ``economy_mode`` (the provisioner makes one pass per invocation instead
-    of watching), ``monitoring`` (:class:`~infra.settings.Monitoring`; default ``FULL``, ``ESSENTIAL``
-    in economy mode: what dashboard, alarms and metrics to deploy) and ``vpc``
+    ``termination``; default 1024 MB / 60 s for the disruption function, 512 MB / 60 s for the others),
+    ``economy_mode`` (the provisioner makes one pass per invocation instead of watching), ``monitoring``
+    (:class:`~infra.settings.Monitoring`; default ``ALARMS``, ``ESSENTIAL`` in economy mode: what
+    dashboard, alarms and metrics to deploy) and ``vpc``
     (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
     a private endpoint only; ``network`` then holds the security groups and endpoints).
 
@@ -384,8 +383,7 @@ class FleetwrightAutoscaler(Construct):
         self.dashboard.add_section("Provisioning")
         self.dashboard.add_provisioning_widgets()
         alarms = self.dashboard.add_provisioning_alarms()
-        default_memory = ECONOMY_PROVISIONER_MEMORY if self.economy_mode else PROVISIONER_MEMORY
-        memory, timeout = self._size("provisioner", default_memory, PROVISIONER_TIMEOUT)
+        memory, timeout = self._size("provisioner", PROVISIONER_MEMORY, PROVISIONER_TIMEOUT)
         function = self.add_function(
             "Provisioner",
             handler="handler.handler",

@@ -60,8 +60,8 @@ class Monitoring(StrEnum):
     """What CloudWatch monitoring the stack deploys; each custom metric, alarm metric and dashboard is billed
     every month (docs/cost.md).
 
-    ``FULL`` (the default when watching): the dashboard, every metric the functions write, every alarm.
-    ``ALARMS``: every alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in
+    ``FULL``: the dashboard, every metric the functions write, every alarm. ``ALARMS`` (the default when
+    watching): every alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in
     economy mode): the alarms that say nodes or pods are at risk (dead letters, function errors, failing
     provisioning and disruption passes, instances that never register, failed terminations) and only the
     metrics they read; no near-limit alarms, no dashboard."""
@@ -72,8 +72,8 @@ class Monitoring(StrEnum):
 
     @classmethod
     def default(cls, economy_mode: bool) -> Monitoring:
-        """``ESSENTIAL`` in economy mode (chosen for its bill), else ``FULL``."""
-        return cls.ESSENTIAL if economy_mode else cls.FULL
+        """``ESSENTIAL`` in economy mode, else ``ALARMS`` (both chosen for their bill; docs/cost.md)."""
+        return cls.ESSENTIAL if economy_mode else cls.ALARMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ class AppSettings:
     ``disruptionDryRun`` (unset: the function's defaults), ``functionSizes`` (memory and timeout per
     function, see :func:`function_sizes_from_context`), ``economyMode`` (the provisioner makes one pass per
     scheduled invocation instead of watching; docs/cost.md), ``monitoring`` (``full``, ``alarms`` or
-    ``essential``, see :class:`Monitoring`; default ``full``, ``essential`` in economy mode) and the VPC
+    ``essential``, see :class:`Monitoring`; default ``alarms``, ``essential`` in economy mode) and the VPC
     settings of :func:`vpc_from_context`."""
 
     cluster_name: str
@@ -138,7 +138,7 @@ class AppSettings:
     disruption_options: DisruptionOptions = field(default_factory=DisruptionOptions)
     function_sizes: dict[str, FunctionSize] = field(default_factory=dict)
     economy_mode: bool = False
-    monitoring: Monitoring = Monitoring.FULL
+    monitoring: Monitoring = Monitoring.ALARMS
     vpc: VpcOptions | None = None
 
 

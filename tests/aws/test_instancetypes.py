@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import boto3
+from typing import Any
 
-from fleetwright.aws.instancetypes import describe_zone_offerings, list_instance_types
+import boto3
+import pytest
+
+from fleetwright.aws import instancetypes
+from fleetwright.aws.capacityreservations import CapacityReservation
+from fleetwright.aws.instancetypes import describe_zone_offerings, list_instance_types, prime_cache
 from fleetwright.aws.nodeclass import family_filter
 from fleetwright.aws.pricing import ondemand_prices
 from fleetwright.aws.ttlcache import clear_all_caches
+from fleetwright.aws.unavailable import InMemoryUnavailableOfferings
+from fleetwright.catalog.from_ec2 import instance_type_from_ec2
 from fleetwright.catalog.loader import ondemand_prices as static_prices
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
@@ -144,3 +151,111 @@ def test_windows_family_boots_every_amd64_type_and_no_arm64_type(aws: Aws) -> No
     )
     assert set(windows) == {n for n, t in every.items() if t.labels[wk.ARCH] == "amd64"}
     assert "g4dn.xlarge" in windows  # GPU types too: one Windows AMI for all
+
+
+# -- the converted listing kept between calls ------------------------------------------------------------
+
+
+def _offering_status(instance_type: InstanceType) -> dict[tuple[str, str], bool]:
+    return {(o.zone, o.capacity_type): o.available for o in instance_type.offerings}
+
+
+def test_an_offering_refused_after_a_first_call_is_unavailable_in_the_next_and_back_when_it_expires(
+    aws: Aws,
+) -> None:
+    clock = [1000.0]
+    unavailable = InMemoryUnavailableOfferings(clock=lambda: clock[0])
+    before = _by_name(list_instance_types(aws.clients, unavailable=unavailable))["m5.large"]
+    unavailable.mark("m5.large", "us-east-1a", "on-demand", "InsufficientInstanceCapacity", ttl=60)
+
+    during = _by_name(list_instance_types(aws.clients, unavailable=unavailable))["m5.large"]
+    assert _offering_status(during)[("us-east-1a", "on-demand")] is False
+    assert _offering_status(during)[("us-east-1b", "on-demand")] is True
+    assert all(_offering_status(before).values())  # what the first call handed out is left as it was
+
+    clock[0] += 61
+    after = _by_name(list_instance_types(aws.clients, unavailable=unavailable))["m5.large"]
+    assert all(_offering_status(after).values())
+    assert after.allocatable == before.allocatable and after.labels == before.labels
+
+
+def test_a_new_listing_of_instance_types_is_converted_again(aws: Aws, listing: RegionListing) -> None:
+    assert (
+        "pods" in _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"].capacity
+    )
+    changed = [
+        {**e, "MemoryInfo": {"SizeInMiB": 16384}} if e["InstanceType"] == "m5.large" else e
+        for e in listing.types
+    ]
+    prime_cache(REGION, changed)  # as DescribeInstanceTypes answers once the five minutes are up
+
+    m5 = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    assert m5.labels[wk.INSTANCE_MEMORY] == "16384"
+
+
+def test_new_spot_prices_are_seen_once_fetched_again(aws: Aws, listing: RegionListing) -> None:
+    first = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    aws.spot_overrides[("m5.large", "us-east-1a")] = 0.0077
+    kept = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    assert kept.offerings == first.offerings  # prices are kept five minutes, as before
+
+    clear_all_caches()  # the five minutes are up
+    prime_cache(REGION, listing.types, listing.zone_offerings)
+    fresh = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    prices = {(o.zone, o.capacity_type): o.price for o in fresh.offerings}
+    assert prices[("us-east-1a", "spot")] == 0.0077
+
+
+def test_each_node_class_kubelet_setting_gets_its_own_pods_and_allocatable(aws: Aws) -> None:
+    def m5(max_pods: int | None) -> InstanceType:
+        nc = node_class(kubelet={"maxPods": max_pods}) if max_pods else node_class()
+        found = list_instance_types(aws.clients, kubelet=nc.kubelet_overrides(), unavailable=aws.unavailable)
+        return _by_name(found)["m5.large"]
+
+    seventeen = m5(17)
+    assert m5(20).allocatable["pods"] == 20
+    assert m5(17).allocatable["pods"] == seventeen.allocatable["pods"] == 17
+    assert m5(None).allocatable["pods"] == 29
+
+
+def test_a_reservation_adds_a_reserved_offering_until_it_is_gone(aws: Aws) -> None:
+    reservation = CapacityReservation(
+        id="cr-0123",
+        instance_type="m5.large",
+        zone="us-east-1a",
+        owner_id="123456789012",
+        instance_match_criteria="targeted",
+        reservation_type="default",
+        interruptible=False,
+        available=2,
+    )
+    plain = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    reserved = _by_name(
+        list_instance_types(aws.clients, unavailable=aws.unavailable, reservations=[reservation])
+    )["m5.large"]
+    assert [o.reservation_id for o in reserved.offerings if o.capacity_type == "reserved"] == ["cr-0123"]
+    again = _by_name(list_instance_types(aws.clients, unavailable=aws.unavailable))["m5.large"]
+    assert again.offerings == plain.offerings
+    assert all(o.capacity_type != "reserved" for o in again.offerings)
+
+
+def test_a_warm_call_converts_only_the_types_it_must_change(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass of a warm process does not convert the region's ~1,000 types again: only those with an
+    unavailable offering or a reservation, whose offerings differ from the kept ones."""
+    converted: list[str] = []
+
+    def counting(info: Any, *args: Any) -> InstanceType:
+        converted.append(str(info["InstanceType"]))
+        return instance_type_from_ec2(info, *args)
+
+    monkeypatch.setattr(instancetypes, "instance_type_from_ec2", counting)
+    first = list_instance_types(aws.clients, unavailable=aws.unavailable)
+    assert len(converted) >= len(first) > 500
+
+    converted.clear()
+    aws.unavailable.mark("m5.large", "us-east-1a", "spot", "InsufficientInstanceCapacity")
+    second = list_instance_types(aws.clients, unavailable=aws.unavailable)
+    assert converted == ["m5.large"]
+    assert [t.name for t in second] == [t.name for t in first]

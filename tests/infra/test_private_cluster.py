@@ -132,7 +132,7 @@ def test_function_sizes_and_cdk_nag(private: Any) -> None:
         for f in _resources(template, "AWS::Lambda::Function").values()
     }
     assert sizes == {
-        "Fleetwright provisioner": (512, 60),  # economy mode's default
+        "Fleetwright provisioner": (512, 60),  # the default
         "Fleetwright disruption": (3008, 120),
         "Fleetwright interruption handler": (512, 60),
         "Fleetwright termination workflow steps": (512, 60),
@@ -159,7 +159,7 @@ def test_the_default_app_has_no_vpc_and_the_default_sizes(synthesis: Synthesis) 
     assert stack.resources("AWS::EC2::VPCEndpoint") == {} and stack.resources("AWS::EC2::SecurityGroup") == {}
     _, provisioner = function_by_description(stack, "Fleetwright provisioner")
     assert "VpcConfig" not in provisioner["Properties"]
-    assert (provisioner["Properties"]["MemorySize"], provisioner["Properties"]["Timeout"]) == (1024, 60)
+    assert (provisioner["Properties"]["MemorySize"], provisioner["Properties"]["Timeout"]) == (512, 60)
 
 
 def test_near_limit_alarms_watch_both_shares_at_80_percent(synthesis: Synthesis) -> None:

@@ -141,3 +141,21 @@ def test_pack_places_every_pod_once_on_nodes_that_hold_them(
         placed = [p + n for p, n in zip(placed, counts, strict=True)]
     assert placed == demand
     assert pack(classes, demand, options) == nodes, "deterministic"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 4), st.sampled_from([0.5, 1.0, 1.5, 2.0])), max_size=30
+    )
+)
+def test_undominated_keeps_what_comparing_every_option_keeps(rows: list[tuple[int, int, float]]) -> None:
+    """Options sharing their room (many instance types do) are compared once; the result is the same as
+    comparing each option with every option kept before it."""
+    options = [Option((cpu * 1000, mem * 1024, 10), price, i) for i, (cpu, mem, price) in enumerate(rows)]
+    ordered = sorted(options, key=lambda o: (o.price, tuple(-c for c in o.capacity)))
+    expected: list[Option] = []
+    for option in ordered:
+        if not any(vec.fits(option.capacity, k.capacity) for k in expected):
+            expected.append(option)
+    assert undominated(options) == expected

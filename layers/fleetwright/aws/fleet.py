@@ -220,8 +220,14 @@ def plan_overrides(
     if capacity_type == SPOT and ON_DEMAND in (request.capacity_types or (ON_DEMAND,)):
         ceiling = _cheapest(request, context, ON_DEMAND, unavailable)
     by_type: dict[str, list[Override]] = {}
+    refused = {(e.instance_type, e.zone, e.capacity_type) for e in unavailable.entries()}
+    # Which template boots a type depends only on its architecture, variant and EFA interfaces.
+    chosen: dict[tuple[str, str, int], TemplateChoice | None] = {}
     for instance_type in request.instance_types:
-        template = next((t for t in context.templates if t.accepts(instance_type)), None)
+        kind = (arch_of(instance_type), variant_of(instance_type), efa_interfaces(instance_type))
+        if kind not in chosen:
+            chosen[kind] = next((t for t in context.templates if t.accepts(instance_type)), None)
+        template = chosen[kind]
         if template is None:
             continue
         for offering in instance_type.offerings:
@@ -232,7 +238,7 @@ def plan_overrides(
             subnet = context.subnets.get(offering.zone)
             if subnet is None:
                 continue
-            if unavailable.is_unavailable(instance_type.name, offering.zone, capacity_type):
+            if (instance_type.name, offering.zone, capacity_type) in refused:
                 continue
             if ceiling is not None and offering.price > ceiling:
                 continue

@@ -8,14 +8,15 @@ separately in :mod:`fleetwright.aws.pricing`. The unavailable-offerings cache is
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleetwright.aws.capacityreservations import EXPIRING, CapacityReservation
 from fleetwright.aws.clients import AwsClients
-from fleetwright.aws.pricing import PriceBook, price_book
+from fleetwright.aws.pricing import PriceBook, shared_price_book
 from fleetwright.aws.ttlcache import TtlCache
-from fleetwright.aws.unavailable import default_cache
+from fleetwright.aws.unavailable import InMemoryUnavailableOfferings, default_cache
 from fleetwright.catalog.from_ec2 import UnsupportedInstanceType, instance_type_from_ec2
 from fleetwright.catalog.loader import vpc_limits, with_kubelet
 from fleetwright.cloud.offerings import UnavailableOfferings
@@ -145,11 +146,13 @@ def convert_instance_types(
     unavailable: UnavailableOfferings,
     reservations: Iterable[CapacityReservation] = (),
     zone_ids: Mapping[str, str] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> list[InstanceType]:
     """Instance types with offerings from raw EC2 entries; types nobody offers or sells are dropped.
 
-    ``reservations`` add a reserved offering to their instance type."""
-    limits = vpc_limits()
+    ``reservations`` add a reserved offering to their instance type; ``limits`` is the bundled VPC limits
+    table (read from the layer when not given)."""
+    limits = limits if limits is not None else vpc_limits()
     reserved = list(reservations)
     result = []
     for entry in entries:
@@ -189,19 +192,100 @@ def list_instance_types(
     ``kubelet`` adjusts pods and allocatable for the node class's kubelet settings; offerings in the
     unavailable-offerings cache come back with ``available=False``; ``reservations`` (the node class's
     capacity reservations) add reserved offerings.
+
+    The conversion of the listings is kept while they are (:class:`ConvertedListing`); only the types
+    with an unavailable offering or a reservation are converted again on each call.
     """
-    types = convert_instance_types(
-        describe_instance_types(clients),
-        describe_zone_offerings(clients),
-        price_book(clients),
-        unavailable if unavailable is not None else default_cache(),
-        reservations,
-        describe_zone_ids(clients),
-    )
-    if accept is not None:
-        types = [t for t in types if accept(t)]
-    types = with_kubelet(types, kubelet)
+    unavailable = unavailable if unavailable is not None else default_cache()
+    reserved = list(reservations)
+    listing = converted_listing(clients)
+    special = {e.instance_type for e in unavailable.entries()} | {r.instance_type for r in reserved}
+    types: list[InstanceType] = []
+    for entry, base in listing.entries:
+        name = base.name if base is not None else str(entry["InstanceType"])
+        if name in special:
+            fresh = listing.convert(entry, unavailable, reserved)
+            types.extend(with_kubelet([t for t in fresh if accept is None or accept(t)], kubelet))
+        elif base is not None and (accept is None or accept(base)):
+            types.append(listing.with_kubelet(base, kubelet))
     return sorted(types, key=lambda t: t.name)
+
+
+class ConvertedListing:
+    """The region's EC2 listings converted once: every type with each priced offering available and no
+    reserved offering, kept while the listings and prices it was made from are the cached ones (a warm
+    process converts ~1,000 types once per listing, not once per pass). Types adjusted for a node class's
+    kubelet settings are kept per setting. The types it hands out are shared between calls: never modify
+    them.
+    """
+
+    MAX_KUBELET_SETTINGS = 16
+
+    def __init__(
+        self,
+        sources: tuple[object, ...],
+        entries: list[dict[str, Any]],
+        zone_offerings: Mapping[str, Iterable[str]],
+        prices: PriceBook,
+        zone_ids: Mapping[str, str],
+    ) -> None:
+        self.sources = sources
+        self.zone_offerings = zone_offerings
+        self.prices = prices
+        self.zone_ids = zone_ids
+        self.limits = vpc_limits()
+        everything_available = InMemoryUnavailableOfferings()
+        self.entries: list[tuple[dict[str, Any], InstanceType | None]] = []
+        for entry in entries:
+            found = self.convert(entry, everything_available, [])
+            self.entries.append((entry, found[0] if found else None))
+        self._adjusted: list[tuple[KubeletOverrides, dict[str, InstanceType]]] = []
+        self._lock = threading.Lock()
+
+    def convert(
+        self, entry: dict[str, Any], unavailable: UnavailableOfferings, reserved: list[CapacityReservation]
+    ) -> list[InstanceType]:
+        """One entry converted as :func:`convert_instance_types` converts it (empty when it is dropped)."""
+        return convert_instance_types(
+            [entry], self.zone_offerings, self.prices, unavailable, reserved, self.zone_ids, self.limits
+        )
+
+    def with_kubelet(self, base: InstanceType, kubelet: KubeletOverrides | None) -> InstanceType:
+        """``base`` adjusted for ``kubelet`` (:func:`with_kubelet`), computed once per setting and type."""
+        if kubelet is None or base.explicit_allocatable:
+            return base
+        with self._lock:
+            adjusted = next((done for setting, done in self._adjusted if setting == kubelet), None)
+            if adjusted is None:
+                if len(self._adjusted) >= self.MAX_KUBELET_SETTINGS:
+                    self._adjusted.clear()
+                adjusted = {}
+                self._adjusted.append((kubelet, adjusted))
+            found = adjusted.get(base.name)
+        if found is None:
+            found = with_kubelet([base], kubelet)[0]
+            with self._lock:
+                adjusted[base.name] = found
+        return found
+
+
+_CONVERTED: dict[str, ConvertedListing] = {}
+
+
+def converted_listing(clients: AwsClients) -> ConvertedListing:
+    """The region's converted listing; converted again when a listing or a price list was fetched
+    again (their five-minute caches expired, or were invalidated)."""
+    entries = describe_instance_types(clients)
+    zone_offerings = describe_zone_offerings(clients)
+    prices = shared_price_book(clients)
+    zone_ids = describe_zone_ids(clients)
+    sources = (entries, zone_offerings, prices, zone_ids)
+    kept = _CONVERTED.get(clients.region)
+    if kept is not None and all(a is b for a, b in zip(kept.sources, sources, strict=True)):
+        return kept
+    listing = ConvertedListing(sources, entries, zone_offerings, prices, zone_ids)
+    _CONVERTED[clients.region] = listing
+    return listing
 
 
 def prime_cache(

@@ -50,9 +50,22 @@ def ami_filter(amis: Sequence[Ami]) -> Callable[[InstanceType], bool]:
     def accept(instance_type: InstanceType) -> bool:
         arch = arch_of(instance_type)
         variant = variant_of(instance_type)
-        return any(a.arch == arch and (a.variant is None or a.variant == variant) for a in amis)
+        return any(boots(a, arch, variant) for a in amis)
 
     return accept
+
+
+def boots(ami: Ami, arch: str, variant: str) -> bool:
+    """True when ``ami`` boots instance types of this architecture and variant."""
+    return ami.arch == arch and (ami.variant is None or ami.variant == variant)
+
+
+def by_kind(instance_types: Sequence[InstanceType]) -> dict[tuple[str, str], list[InstanceType]]:
+    """The instance types by (architecture, variant): what decides which AMIs boot them."""
+    kinds: dict[tuple[str, str], list[InstanceType]] = {}
+    for instance_type in instance_types:
+        kinds.setdefault((arch_of(instance_type), variant_of(instance_type)), []).append(instance_type)
+    return kinds
 
 
 def family_filter(node_class: EC2NodeClass) -> Callable[[InstanceType], bool]:
@@ -169,8 +182,11 @@ class NodeClassResolver:
             int(decided.get(wk.PLACEMENT_GROUP_PARTITION) or 0) or None,
         )
         choices = []
+        kinds = by_kind(request.instance_types)
         for ami in resolved.amis:
-            bootable = [t for t in request.instance_types if ami_filter([ami])(t)]
+            bootable = [
+                t for (arch, variant), same in kinds.items() if boots(ami, arch, variant) for t in same
+            ]
             if not bootable:
                 continue  # no candidate type boots with it: do not create a template for nothing
             for efa_count in efa_counts(request, bootable):

@@ -90,6 +90,12 @@ def ondemand_prices_from_api(clients: AwsClients, region: str) -> dict[str, floa
 
 def ondemand_prices(clients: AwsClients) -> tuple[dict[str, float], str]:
     """On-demand prices of the clients' region and their source (``pricing-api`` or ``static``), cached."""
+    prices, source = _ondemand_entry(clients)
+    return dict(prices), source
+
+
+def _ondemand_entry(clients: AwsClients) -> tuple[dict[str, float], str]:
+    """The cache's own on-demand entry (the same object until it is fetched again; not to be modified)."""
     region = clients.region
 
     def compute() -> tuple[dict[str, float], str]:
@@ -104,8 +110,7 @@ def ondemand_prices(clients: AwsClients) -> tuple[dict[str, float], str]:
             return load_static_prices(region), "static"
         return prices, "pricing-api"
 
-    prices, source = _ONDEMAND.get_or_compute(region, compute)
-    return dict(prices), source
+    return _ONDEMAND.get_or_compute(region, compute)
 
 
 def spot_prices(clients: AwsClients, instance_types: Iterable[str] = ()) -> dict[tuple[str, str], float]:
@@ -114,28 +119,36 @@ def spot_prices(clients: AwsClients, instance_types: Iterable[str] = ()) -> dict
     ``instance_types`` narrows the query; the cache only holds full-region listings.
     """
     names = sorted(set(instance_types))
-
-    def compute() -> dict[tuple[str, str], float]:
-        latest: dict[tuple[str, str], tuple[datetime.datetime | str, float]] = {}
-        params: dict[str, Any] = {
-            "ProductDescriptions": list(SPOT_PRODUCT_DESCRIPTIONS),
-            # StartTime=now asks EC2 for the price in force now, not the whole 90-day history.
-            "StartTime": datetime.datetime.now(datetime.UTC),
-        }
-        if names:
-            params["InstanceTypes"] = names
-        for page in clients.ec2.get_paginator("describe_spot_price_history").paginate(**params):
-            for entry in page.get("SpotPriceHistory", []):
-                key = (str(entry["InstanceType"]), str(entry["AvailabilityZone"]))
-                stamp = entry.get("Timestamp") or ""
-                previous = latest.get(key)
-                if previous is None or _later(stamp, previous[0]):
-                    latest[key] = (stamp, float(entry["SpotPrice"]))
-        return {key: value for key, (_, value) in latest.items()}
-
     if names:
-        return compute()
-    return dict(_SPOT.get_or_compute(clients.region, compute))
+        return _fetch_spot_prices(clients, names)
+    return dict(_spot_entry(clients))
+
+
+def _spot_entry(clients: AwsClients) -> dict[tuple[str, str], float]:
+    """The cache's own full-region spot entry (the same object until it is fetched again; not to be
+    modified)."""
+    return _SPOT.get_or_compute(clients.region, lambda: _fetch_spot_prices(clients, []))
+
+
+def _fetch_spot_prices(clients: AwsClients, names: list[str]) -> dict[tuple[str, str], float]:
+    """The latest spot price per (instance type, zone) from ``DescribeSpotPriceHistory`` (of ``names``,
+    or of every type when empty)."""
+    latest: dict[tuple[str, str], tuple[datetime.datetime | str, float]] = {}
+    params: dict[str, Any] = {
+        "ProductDescriptions": list(SPOT_PRODUCT_DESCRIPTIONS),
+        # StartTime=now asks EC2 for the price in force now, not the whole 90-day history.
+        "StartTime": datetime.datetime.now(datetime.UTC),
+    }
+    if names:
+        params["InstanceTypes"] = names
+    for page in clients.ec2.get_paginator("describe_spot_price_history").paginate(**params):
+        for entry in page.get("SpotPriceHistory", []):
+            key = (str(entry["InstanceType"]), str(entry["AvailabilityZone"]))
+            stamp = entry.get("Timestamp") or ""
+            previous = latest.get(key)
+            if previous is None or _later(stamp, previous[0]):
+                latest[key] = (stamp, float(entry["SpotPrice"]))
+    return {key: value for key, (_, value) in latest.items()}
 
 
 def _later(left: datetime.datetime | str, right: datetime.datetime | str) -> bool:
@@ -148,3 +161,20 @@ def price_book(clients: AwsClients) -> PriceBook:
     """On-demand and spot prices of the clients' region."""
     ondemand, source = ondemand_prices(clients)
     return PriceBook(clients.region, ondemand, spot_prices(clients), source)
+
+
+_SHARED: dict[str, tuple[object, object, PriceBook]] = {}
+
+
+def shared_price_book(clients: AwsClients) -> PriceBook:
+    """The region's prices as one object that stays the same until either listing is fetched again, so
+    what is derived from it can be kept as long (the converted instance types). Read it, never modify
+    it: it holds the caches' own entries."""
+    ondemand = _ondemand_entry(clients)
+    spot = _spot_entry(clients)
+    kept = _SHARED.get(clients.region)
+    if kept is not None and kept[0] is ondemand and kept[1] is spot:
+        return kept[2]
+    book = PriceBook(clients.region, ondemand[0], spot, ondemand[1])
+    _SHARED[clients.region] = (ondemand, spot, book)
+    return book

@@ -151,7 +151,13 @@ def undominated(options: Sequence[Option]) -> list[Option]:
     """
     ordered = sorted(options, key=lambda o: (o.price, tuple(-c for c in o.capacity)))
     kept: list[Option] = []
+    # An option with the room of one seen before is beaten by it or by what beat it (many types share
+    # their room): only new rooms are compared with the kept ones.
+    seen: set[vec.Vector] = set()
     for option in ordered:
+        if option.capacity in seen:
+            continue
+        seen.add(option.capacity)
         if not any(vec.fits(option.capacity, k.capacity) for k in kept):
             kept.append(option)
     return kept
