@@ -146,10 +146,9 @@ LEASE_READS_PER_PASS = 1
 # start.
 REVISION_READS_PER_PASS = 1
 COLD_STARTS_PER_DAY = 12  # per scheduled function: an execution environment lives a few hours (estimate)
-# A claim record lists its candidate instance types (``instanceTypes``), most of its size: 16.4 KB for a
-# claim of bench/latency.py's NodePool (categories c, m, r, generation > 4: 959 candidates); a NodePool
-# narrowed to a few families writes 1-2 KB.
-CLAIM_RECORD_KB = 16.4
+# A claim record lists its candidate instance types (``instanceTypes``), most of its size, at most the 60
+# cheapest (what one launch offers EC2): 1.5-2 KB measured for a claim of 60 candidates and one pod.
+CLAIM_RECORD_KB = 2.0
 SMALL_ITEM_KB = 1.0  # the claim revision, the lease
 # Every claim write is a TransactWriteItems with the revision's increment (and, for a launcher's writes,
 # the lease's ConditionCheck); a transactional write costs 2 write units per KB of each item, every item of

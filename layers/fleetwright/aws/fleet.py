@@ -46,7 +46,7 @@ from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
 from fleetwright.aws.unavailable import default_cache
 from fleetwright.aws.variants import arch_of, variant_of
 from fleetwright.cloud.errors import LaunchError, launch_error
-from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.instancetype import Offering as TypeOffering
@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 # Re-exported: the dashboards (infra/controller_metrics.py) list these codes.
 __all__ = ["UNAVAILABLE_OFFERING_CODES", "FleetLauncher", "LaunchContext", "TemplateChoice"]
 
-MAX_INSTANCE_TYPES = 60
 MAX_ATTEMPTS = 20
 CLIENT_TOKEN_MAX = 64
 

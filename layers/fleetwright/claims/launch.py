@@ -24,7 +24,7 @@ from fleetwright.claims.records import (
 )
 from fleetwright.claims.reports import PassReport
 from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
-from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -116,7 +116,8 @@ class Launcher:
         for claim in claims:
             template = templates[claim.nodepool]
             bootable = accepted.get(template.node_class, set())
-            candidates = [t for t in claim.instance_types if t.name in bootable]
+            # The cheapest the node class boots, as many as a launch offers.
+            candidates = [t for t in claim.instance_types if t.name in bootable][:MAX_INSTANCE_TYPES]
             if not candidates:
                 reason = f"EC2NodeClass {template.node_class}: no AMI boots any of the claim's instance types"
                 report.failed[claim.name] = reason

@@ -8,6 +8,10 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.taints import Taint
 
+# A launch offers at most this many instance types, the cheapest (Karpenter's limit for one NodeClaim):
+# the claim records just these, so its record stays small and its in-flight size is what can launch.
+MAX_INSTANCE_TYPES = 60
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LaunchRequest:
