@@ -946,6 +946,21 @@ def _profiled(name: str) -> Iterator[None]:
                 profiler.dump_stats(str(PROFILE["dir"] / f"{name}.pstats"))
 
 
+def _invoke(function: str, module: ModuleType, kind: str, request: int) -> tuple[dict[str, Any], float]:
+    """The handler's answer to a scheduled event, and its wall seconds."""
+    _HANDLER_THREAD["id"] = threading.get_ident()
+    event = {
+        "id": f"scale-{function}-{request}",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "detail": {},
+    }
+    started = time.perf_counter()
+    with _profiled(f"{function}-{request}-{kind}"):
+        result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
+    return result, time.perf_counter() - started
+
+
 def run_pass(
     function: str,
     module: ModuleType,
@@ -962,17 +977,7 @@ def run_pass(
         tracemalloc.reset_peak()
         traced_before = tracemalloc.get_traced_memory()[0]
     pass_peak = split and _reset_peak()
-    _HANDLER_THREAD["id"] = threading.get_ident()
-    event = {
-        "id": f"scale-{function}-{request}",
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "detail": {},
-    }
-    started = time.perf_counter()
-    with _profiled(f"{function}-{request}-{kind}"):
-        result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
-    wall = time.perf_counter() - started
+    result, wall = _invoke(function, module, kind, request)
     steady_mb, peak_mb = _status_mb()
     after = standins.traffic()
     moto_seconds, moto_by_operation = standins.moto()
