@@ -1,6 +1,7 @@
 """Fleetwright on a large cluster: the provisioner's and the disruption function's Lambda handlers
 (``functions/*/handler.py``) against the Kubernetes API emulator holding N nodes with ~10 pods each and
-moto (in-process ``mock_aws``) holding their instances.
+moto holding their instances: all in this process (in-process ``mock_aws``), or with ``--split`` each
+function in a process of its own.
 
 The cluster is what Fleetwright would have left: an instance per node tagged with its NodePool and
 NodeClaim, a NodeClaim record in the state table and a NodeClaim object, a Ready Node with its instance
@@ -29,11 +30,24 @@ Per pass it prints:
   slows the pass down, so time and memory are measured in separate runs); ``--profile DIR`` writes a
   cProfile dump of each pass.
 
-Two stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
-looked up by resource id instead of by scanning every tag, and the AMI each new instance names is looked
-up once instead of filtering every image per instance.
+``--split`` measures the functions' own memory: one process seeds the emulator and moto and serves them
+(the emulator over HTTP as always, moto through its HTTP server, ``ThreadedMotoServer``, on the same
+backends), and each function runs in a fresh interpreter of its own (a new Lambda execution
+environment) that reaches them by endpoint URL (``AWS_ENDPOINT_URL``, a kubeconfig) and holds nothing
+but the handler, what it builds (its cluster cache, clients, catalog) and the bench's counters. Per pass
+it prints that process's peak RSS during the pass (VmHWM, reset when the pass starts through
+``/proc/self/clear_refs``; "peak so far" where the kernel refuses the reset) and its RSS after the pass.
+The function process also fetches its instance-type catalog itself (in-process, the seeding's copy is
+reused), and moto's time is that of its request handling in the stand-in process.
 
-    .venv/bin/python bench/scale.py [--nodes 1000 3000] [--pending 100 2000] [--runs 3]
+Three stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
+looked up by resource id instead of by scanning every tag, the AMI each new instance names is looked up
+once instead of filtering every image per instance, and a subnet's private addresses are handed out under
+a lock (``fleetwright.local.aws_fakes.thread_safe_moto``), since concurrent CreateFleet calls otherwise
+fail in moto's shared address generator. With ``--split`` moto's server answers the Pricing API, which
+moto lacks, with 404 as in-process moto does.
+
+    .venv/bin/python bench/scale.py [--nodes 1000 3000] [--pending 100 2000] [--runs 3] [--split]
 """
 
 from __future__ import annotations
