@@ -59,7 +59,6 @@ class SpotMarket:
         }
 
 
-
 _SUBNET_ADDRESSES = threading.RLock()
 
 
@@ -88,6 +87,7 @@ def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
 
     locked._fleetwright_locked = True  # type: ignore[attr-defined]
     return locked
+
 
 def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None:
     """Create a parameter under ``/aws/`` (which PutParameter refuses) in moto's SSM backend."""
