@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -892,6 +892,17 @@ class InProcessStandIns(StandIns):
         self.server.store.seed(PODS, pending_pods(count, batch))
 
 
+class _Counted(NamedTuple):
+    """The emulator's counters as a ``Traffic`` snapshot has them (without importing the emulator into a
+    function process)."""
+
+    requests: int
+    bytes_in: int
+    bytes_out: int
+    cpu_seconds: float
+    by_verb: dict[str, int]
+
+
 class RemoteStandIns(StandIns):
     """The emulator and moto in the stand-in process of ``--split``, asked over a pipe
     (:func:`_serve_requests` answers)."""
@@ -908,10 +919,7 @@ class RemoteStandIns(StandIns):
         self._ask("reset")
 
     def traffic(self) -> Any:
-        from fleetwright.local.apiserver.traffic import Traffic
-
-        requests, bytes_in, bytes_out, cpu, by_verb = self._ask("traffic")
-        return Traffic(requests, bytes_in, bytes_out, cpu, by_verb)
+        return _Counted(*self._ask("traffic"))
 
     def moto(self) -> tuple[float, dict[str, float]]:
         seconds, by_operation = self._ask("moto")
