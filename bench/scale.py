@@ -1,6 +1,7 @@
 """Fleetwright on a large cluster: the provisioner's and the disruption function's Lambda handlers
 (``functions/*/handler.py``) against the Kubernetes API emulator holding N nodes with ~10 pods each and
-moto (in-process ``mock_aws``) holding their instances.
+moto holding their instances: all in this process (in-process ``mock_aws``), or with ``--split`` each
+function in a process of its own.
 
 The cluster is what Fleetwright would have left: an instance per node tagged with its NodePool and
 NodeClaim, a NodeClaim record in the state table and a NodeClaim object, a Ready Node with its instance
@@ -29,11 +30,24 @@ Per pass it prints:
   slows the pass down, so time and memory are measured in separate runs); ``--profile DIR`` writes a
   cProfile dump of each pass.
 
-Two stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
-looked up by resource id instead of by scanning every tag, and the AMI each new instance names is looked
-up once instead of filtering every image per instance.
+``--split`` measures the functions' own memory: one process seeds the emulator and moto and serves them
+(the emulator over HTTP as always, moto through its HTTP server, ``ThreadedMotoServer``, on the same
+backends), and each function runs in a fresh interpreter of its own (a new Lambda execution
+environment) that reaches them by endpoint URL (``AWS_ENDPOINT_URL``, a kubeconfig) and holds nothing
+but the handler, what it builds (its cluster cache, clients, catalog) and the bench's counters. Per pass
+it prints that process's peak RSS during the pass (VmHWM, reset when the pass starts through
+``/proc/self/clear_refs``; "peak so far" where the kernel refuses the reset) and its RSS after the pass.
+The function process also fetches its instance-type catalog itself (in-process, the seeding's copy is
+reused), and moto's time is that of its request handling in the stand-in process.
 
-    .venv/bin/python bench/scale.py [--nodes 1000 3000] [--pending 100 2000] [--runs 3]
+Three stand-in fixes keep moto usable at this size and do not change what it answers: instance tags are
+looked up by resource id instead of by scanning every tag, the AMI each new instance names is looked up
+once instead of filtering every image per instance, and a subnet's private addresses are handed out under
+a lock (``fleetwright.local.aws_fakes.thread_safe_moto``), since concurrent CreateFleet calls otherwise
+fail in moto's shared address generator. With ``--split`` moto's server answers the Pricing API, which
+moto lacks, with 404 as in-process moto does.
+
+    .venv/bin/python bench/scale.py [--nodes 1000 3000] [--pending 100 2000] [--runs 3] [--split]
 """
 
 from __future__ import annotations
@@ -56,12 +70,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scheduling import machine  # noqa: E402  (bench/scheduling.py)
 from seeding import K8S_VERSION, seed_network  # noqa: E402  (bench/seeding.py)
 
 REGION = "us-east-1"
@@ -234,10 +247,11 @@ def _timed(phase: str) -> Iterator[None]:
                     TIMINGS.other_threads.append((started, time.perf_counter()))
 
 
-def instrument() -> None:
-    """Time Kubernetes requests (``KubeClient.request``), AWS calls (botocore) and moto's share."""
+def instrument(in_process_moto: bool = True) -> None:
+    """Time Kubernetes requests (``KubeClient.request``), AWS calls (botocore) and, with
+    ``in_process_moto``, moto's share (a function process of ``--split`` has no moto: the stand-in process
+    times it, :func:`time_moto_server`)."""
     import botocore.client
-    from moto.core.botocore_stubber import BotocoreStubber
 
     from fleetwright.kube.client import KubeClient
 
@@ -258,6 +272,9 @@ def instrument() -> None:
             return make_api_call(self, operation, params)
 
     botocore.client.BaseClient._make_api_call = timed_call
+    if not in_process_moto:
+        return
+    from moto.core.botocore_stubber import BotocoreStubber
 
     stub = BotocoreStubber.__call__
 
@@ -274,8 +291,56 @@ def instrument() -> None:
     BotocoreStubber.__call__ = timed_stub  # type: ignore[method-assign]
 
 
+def time_moto_server() -> None:
+    """Time moto's answers in the stand-in process of ``--split`` (summed over its request threads)."""
+    from moto.core.responses import BaseResponse
+
+    call_action = BaseResponse.call_action
+
+    def timed_action(self: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return call_action(self)
+        finally:
+            spent = time.perf_counter() - started
+            try:
+                operation = str(self._get_action())
+            except Exception:  # a name for the figure only
+                operation = "?"
+            with TIMINGS.lock:
+                TIMINGS.moto_seconds += spent
+                TIMINGS.moto_by_operation[operation] += spent
+
+    BaseResponse.call_action = timed_action  # type: ignore[method-assign]
+
+
+def answer_unknown_services() -> None:
+    """moto's server answers a service it lacks (the Pricing API) with 404, as in-process moto does, instead
+    of 500s that botocore retries for seconds."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+    from werkzeug.wrappers import Response
+
+    backend_for_host = DomainDispatcherApplication.get_backend_for_host
+
+    def known_backend(self: Any, host: str | None) -> Any:
+        if host and host.startswith(("pricing.", "api.pricing.")):
+            return None  # without moto's "Unable to find appropriate backend" line per request
+        return backend_for_host(self, host)
+
+    def answer(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        try:
+            app = self.get_application(environ)
+        except AttributeError:  # no backend: moto names it None
+            app = Response("no such service", status=404)
+        return app(environ, start_response)
+
+    DomainDispatcherApplication.get_backend_for_host = known_backend  # type: ignore[method-assign]
+    DomainDispatcherApplication.__call__ = answer  # type: ignore[method-assign]
+
+
 def speed_up_moto() -> None:
-    """Index moto's tag lookup by resource id and remember each AMI lookup by image id (same answers)."""
+    """Index moto's tag lookup by resource id and remember each AMI lookup by image id (same answers);
+    serialize its subnet address pool, which concurrent CreateFleet calls otherwise break."""
     from moto.ec2.models import EC2Backend
     from moto.ec2.models.core import TaggedEC2Resource
     from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
@@ -305,6 +370,9 @@ def speed_up_moto() -> None:
         return describe_images(self, *args, **kwargs)
 
     EC2Backend.describe_images = cached_images  # type: ignore[method-assign]
+    from fleetwright.local.aws_fakes import thread_safe_moto
+
+    thread_safe_moto()
 
 
 # -- seeding ------------------------------------------------------------------------------------------
@@ -783,6 +851,102 @@ class PassFigure:
     summary: str
     moto_top: str = ""
     kube_verbs: str = ""
+    # --split: the function process's resident memory after the pass, and whether ``rss_mb`` is the
+    # pass's own peak (the peak was reset when it started) or the process's peak so far.
+    steady_mb: float | None = None
+    pass_peak: bool = False
+
+
+class StandIns:
+    """What a pass asks of the emulator and moto: their counters, and new pending pods."""
+
+    def reset(self) -> None:
+        """Start counting moto's time anew."""
+        TIMINGS.reset()
+
+    def traffic(self) -> Any:
+        """The emulator's request counters (a ``Traffic``)."""
+        raise NotImplementedError
+
+    def moto(self) -> tuple[float, dict[str, float]]:
+        """moto's seconds since :meth:`reset` (summed over threads), and by operation."""
+        return TIMINGS.moto_seconds, dict(TIMINGS.moto_by_operation)
+
+    def add_pending(self, count: int, batch: str) -> None:
+        """``count`` new Unschedulable pods."""
+        raise NotImplementedError
+
+
+class InProcessStandIns(StandIns):
+    """The emulator and moto in this process."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def traffic(self) -> Any:
+        return self.server.traffic.snapshot()
+
+    def add_pending(self, count: int, batch: str) -> None:
+        from fleetwright.local.apiserver.resources import PODS
+
+        self.server.store.seed(PODS, pending_pods(count, batch))
+
+
+class _Counted(NamedTuple):
+    """The emulator's counters as a ``Traffic`` snapshot has them (without importing the emulator into a
+    function process)."""
+
+    requests: int
+    bytes_in: int
+    bytes_out: int
+    cpu_seconds: float
+    by_verb: dict[str, int]
+
+
+class RemoteStandIns(StandIns):
+    """The emulator and moto in the stand-in process of ``--split``, asked over a pipe
+    (:func:`_serve_requests` answers)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def _ask(self, *request: Any) -> Any:
+        self.conn.send(request)
+        return self.conn.recv()
+
+    def reset(self) -> None:
+        TIMINGS.reset()
+        self._ask("reset")
+
+    def traffic(self) -> Any:
+        return _Counted(*self._ask("traffic"))
+
+    def moto(self) -> tuple[float, dict[str, float]]:
+        seconds, by_operation = self._ask("moto")
+        return float(seconds), dict(by_operation)
+
+    def add_pending(self, count: int, batch: str) -> None:
+        self._ask("pending", count, batch)
+
+
+def _status_mb() -> tuple[float, float]:
+    """This process's resident memory now and its peak (VmRSS, VmHWM; MB)."""
+    fields: dict[str, float] = {}
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                fields[line[:5]] = int(line.split()[1]) / 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+def _reset_peak() -> bool:
+    """Start the peak (VmHWM) anew from the current resident memory; False where Linux refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager
@@ -804,15 +968,8 @@ def _profiled(name: str) -> Iterator[None]:
                 profiler.dump_stats(str(PROFILE["dir"] / f"{name}.pstats"))
 
 
-def run_pass(
-    function: str, module: ModuleType, server: Any, kind: str, request: int, trace: bool
-) -> PassFigure:
-    TIMINGS.reset()
-    before = server.traffic.snapshot()
-    traced_before = 0
-    if trace:
-        tracemalloc.reset_peak()
-        traced_before = tracemalloc.get_traced_memory()[0]
+def _invoke(function: str, module: ModuleType, kind: str, request: int) -> tuple[dict[str, Any], float]:
+    """The handler's answer to a scheduled event, and its wall seconds."""
     _HANDLER_THREAD["id"] = threading.get_ident()
     event = {
         "id": f"scale-{function}-{request}",
@@ -823,28 +980,49 @@ def run_pass(
     started = time.perf_counter()
     with _profiled(f"{function}-{request}-{kind}"):
         result = module.handler(event, FakeContext(f"fleetwright-{function}", 900.0, request))
-    wall = time.perf_counter() - started
-    after = server.traffic.snapshot()
+    return result, time.perf_counter() - started
+
+
+def run_pass(
+    function: str,
+    module: ModuleType,
+    standins: StandIns,
+    kind: str,
+    request: int,
+    trace: bool,
+    split: bool = False,
+) -> PassFigure:
+    standins.reset()
+    before = standins.traffic()
+    traced_before = 0
+    if trace:
+        tracemalloc.reset_peak()
+        traced_before = tracemalloc.get_traced_memory()[0]
+    pass_peak = split and _reset_peak()
+    result, wall = _invoke(function, module, kind, request)
+    steady_mb, peak_mb = _status_mb()
+    after = standins.traffic()
+    moto_seconds, moto_by_operation = standins.moto()
     phases = dict(TIMINGS.phases)
     # Launches run on worker threads while the handler's thread waits for them.
     phases["launch"] = phases.get("launch", 0.0) + TIMINGS.launch_seconds()
     phases["plan"] = max(0.0, wall - sum(phases.values()))
     # The pass's own peak: Python memory allocated during the pass above what was held when it started
-    # (the emulator's and moto's cluster, the kept caches), so not the whole process as RSS is; moto's
-    # transient allocations for the requests it answers are still in it.
+    # (in-process: the emulator's and moto's cluster, the kept caches), so not the whole process as RSS
+    # is; in-process, moto's transient allocations for the requests it answers are still in it.
     traced = (tracemalloc.get_traced_memory()[1] - traced_before) / 2**20 if trace else None
     return PassFigure(
         function=function,
         kind=kind,
         wall=wall,
         phases=phases,
-        moto=TIMINGS.moto_seconds,
+        moto=moto_seconds,
         emulator_cpu=after.cpu_seconds - before.cpu_seconds,
         kube_requests=after.requests - before.requests,
         kube_bytes_out=after.bytes_out - before.bytes_out,
         kube_bytes_in=after.bytes_in - before.bytes_in,
         aws_calls=TIMINGS.aws_calls,
-        rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        rss_mb=peak_mb if split else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         traced_mb=traced,
         summary=_summary(function, result),
         kube_verbs=" ".join(
@@ -854,8 +1032,10 @@ def run_pass(
         ),
         moto_top=", ".join(
             f"{op} {seconds:.1f}"
-            for op, seconds in sorted(TIMINGS.moto_by_operation.items(), key=lambda kv: -kv[1])[:3]
+            for op, seconds in sorted(moto_by_operation.items(), key=lambda kv: -kv[1])[:3]
         ),
+        steady_mb=steady_mb if split else None,
+        pass_peak=pass_peak,
     )
 
 
@@ -871,15 +1051,22 @@ def _summary(function: str, result: dict[str, Any]) -> str:
     )
 
 
+def _memory_text(f: PassFigure) -> str:
+    traced = f" pass peak {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
+    if f.steady_mb is None:
+        return f"rss {f.rss_mb:6.0f} MB{traced}"
+    peak = "pass peak" if f.pass_peak else "peak so far"
+    return f"function rss: {peak} {f.rss_mb:5.0f} MB, after {f.steady_mb:5.0f} MB{traced}"
+
+
 def print_figure(f: PassFigure) -> None:
     p = f.phases
-    traced = f" pass peak {f.traced_mb:.0f} MB" if f.traced_mb is not None else ""
     print(
         f"  {f.function:<11} {f.kind:<4} {f.wall:7.2f} s | read {p.get('read', 0):6.2f}"
         f" write {p.get('write', 0):6.2f} launch {p.get('launch', 0):6.2f} plan {p['plan']:6.2f}"
         f" | moto {f.moto:6.2f} emu cpu {f.emulator_cpu:5.2f} | kube {f.kube_requests:5d} req"
         f" {f.kube_bytes_out / 1e6:8.3f} MB down {f.kube_bytes_in / 1e6:5.2f} MB up | aws {f.aws_calls:5d}"
-        f" | rss {f.rss_mb:6.0f} MB{traced} | {f.summary} | kube: {f.kube_verbs} | moto top: {f.moto_top}",
+        f" | {_memory_text(f)} | {f.summary} | kube: {f.kube_verbs} | moto top: {f.moto_top}",
         flush=True,
     )
 
@@ -902,15 +1089,21 @@ def _handler_environment(documents: Path, kubeconfig: Path, machine_arn: str) ->
     }
 
 
-def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigure]:
-    """One cluster of ``nodes`` nodes and ``pending`` pending pods; ``runs`` passes of each function."""
+FUNCTIONS = ("provisioner", "disruption")
+
+
+@contextmanager
+def seeded(nodes: int, pending: int, runs: int) -> Iterator[tuple[Any, Cluster, dict[str, str]]]:
+    """moto and the emulator seeded with the cluster; yields the API server, the cluster and the handlers'
+    environment."""
+    import shutil
+
     from moto import mock_aws
 
     from fleetwright.aws import clients as aws_clients
     from fleetwright.aws.clients import AwsClients
     from fleetwright.local.apiserver import ApiServer
 
-    figures: list[PassFigure] = []
     with (
         mock_aws(),
         ApiServer(
@@ -921,35 +1114,175 @@ def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigur
         seeding = AwsClients(REGION)
         info, machine_arn = seed_aws(seeding)
         cluster = seed_cluster(server, seeding, info, nodes, pending)
-        if trace and not tracemalloc.is_tracing():
-            tracemalloc.start()  # after seeding, which it would slow down most
         work = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetwright-scale-{os.getpid()}"
         work.mkdir(exist_ok=True)
         documents = work / "nodepools.yaml"
         documents.write_text(nodepool_documents(nodes, pending * runs))
         kubeconfig = server.write_kubeconfig(work / "kubeconfig")
-        os.environ.update(_handler_environment(documents, kubeconfig, machine_arn))
-        print(
-            f"{nodes} nodes, {cluster.pods} running pods, {pending} pending:"
-            f" seeded in {cluster.seconds:.1f} s",
-            flush=True,
-        )
-        request = 0
-        for function in ("provisioner", "disruption"):
-            module = load_handler(function)
-            for run in range(runs):
-                request += 1
-                if function == "provisioner" and run > 0:
-                    # New pods became unschedulable since the last invocation: a warm pass launches too.
-                    from fleetwright.local.apiserver.resources import PODS
+        try:
+            yield server, cluster, _handler_environment(documents, kubeconfig, machine_arn)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
-                    server.store.seed(PODS, pending_pods(pending, f"warm{run}"))
-                figure = run_pass(function, module, server, "cold" if run == 0 else "warm", request, trace)
+
+def _seeded_line(cluster: Cluster) -> str:
+    return (
+        f"{cluster.nodes} nodes, {cluster.pods} running pods, {cluster.pending} pending:"
+        f" seeded in {cluster.seconds:.1f} s"
+    )
+
+
+def function_passes(
+    function: str, standins: StandIns, runs: int, pending: int, first_request: int, trace: bool, split: bool
+) -> Iterator[PassFigure]:
+    """A cold invocation of ``function``'s handler, then ``runs - 1`` warm ones; before each warm
+    provisioner invocation ``pending`` new pods become Unschedulable, so every pass launches."""
+    module = load_handler(function)
+    for run in range(runs):
+        if function == "provisioner" and run > 0:
+            standins.add_pending(pending, f"warm{run}")
+        kind = "cold" if run == 0 else "warm"
+        yield run_pass(function, module, standins, kind, first_request + run, trace, split)
+
+
+def scenario(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigure]:
+    """One cluster of ``nodes`` nodes and ``pending`` pending pods; ``runs`` passes of each function, all in
+    this process."""
+    figures: list[PassFigure] = []
+    with seeded(nodes, pending, runs) as (server, cluster, environment):
+        if trace and not tracemalloc.is_tracing():
+            tracemalloc.start()  # after seeding, which it would slow down most
+        os.environ.update(environment)
+        print(_seeded_line(cluster), flush=True)
+        for index, function in enumerate(FUNCTIONS):
+            for figure in function_passes(
+                function, InProcessStandIns(server), runs, pending, index * runs + 1, trace, False
+            ):
                 print_figure(figure)
                 figures.append(figure)
-        import shutil
+    return figures
 
-        shutil.rmtree(work, ignore_errors=True)
+
+# -- --split: the functions in a process of their own -------------------------------------------------
+
+
+def _quiet_logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server's request log
+
+
+def standin_process(conn: Any, nodes: int, pending: int, runs: int) -> None:
+    """The stand-in process of ``--split``: moto and the emulator seeded as in-process, moto then also
+    served over HTTP (the same backends); answers the function processes until told to stop."""
+    from moto.server import ThreadedMotoServer
+
+    os.environ.update(_CREDENTIALS)
+    _quiet_logging()
+    speed_up_moto()
+    time_moto_server()
+    answer_unknown_services()
+    with seeded(nodes, pending, runs) as (server, cluster, environment):
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        host, port = moto.get_host_and_port()
+        conn.send((cluster, {**environment, **_CREDENTIALS, "AWS_ENDPOINT_URL": f"http://{host}:{port}"}))
+        try:
+            _serve_requests(conn, InProcessStandIns(server))
+        finally:
+            moto.stop()
+
+
+def _serve_requests(conn: Any, standins: InProcessStandIns) -> None:
+    """Answer :class:`RemoteStandIns` until ``stop``."""
+    while True:
+        request = conn.recv()
+        if request[0] == "stop":
+            return
+        if request[0] == "reset":
+            TIMINGS.reset()
+            conn.send(None)
+        elif request[0] == "traffic":
+            t = standins.traffic()
+            conn.send((t.requests, t.bytes_in, t.bytes_out, t.cpu_seconds, t.by_verb))
+        elif request[0] == "moto":
+            conn.send(standins.moto())
+        elif request[0] == "pending":
+            standins.add_pending(request[1], request[2])
+            conn.send(None)
+
+
+@dataclass
+class FunctionJob:
+    """What a function process of ``--split`` runs."""
+
+    function: str
+    runs: int
+    pending: int
+    first_request: int
+    trace: bool
+    profile: Path | None
+    environment: dict[str, str]
+
+
+def function_process(job: FunctionJob, standins_conn: Any, results: Any) -> None:
+    """A function process of ``--split``: holds only the handler and what it builds (a fresh interpreter, as
+    a new Lambda execution environment), the stand-ins reached over HTTP; sends back each pass's figure."""
+    os.environ.update(job.environment)
+    _quiet_logging()
+    if job.profile:
+        PROFILE["dir"] = job.profile
+    instrument(in_process_moto=False)
+    if job.trace:
+        tracemalloc.start()
+    standins = RemoteStandIns(standins_conn)
+    for figure in function_passes(
+        job.function, standins, job.runs, job.pending, job.first_request, job.trace, True
+    ):
+        print_figure(figure)
+        results.send(figure)
+    results.send(None)
+
+
+def scenario_split(nodes: int, pending: int, runs: int, trace: bool) -> list[PassFigure]:
+    """As :func:`scenario`, but moto and the emulator in one process and each function in a fresh process
+    of its own, so the function process's memory is the function's."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    standins = context.Process(target=standin_process, args=(theirs, nodes, pending, runs), daemon=True)
+    standins.start()
+    figures: list[PassFigure] = []
+    try:
+        cluster, environment = ours.recv()
+        print(_seeded_line(cluster), flush=True)
+        for index, function in enumerate(FUNCTIONS):
+            profile = PROFILE.get("dir")
+            job = FunctionJob(function, runs, pending, index * runs + 1, trace, profile, environment)
+            figures += _run_function_process(context, job, ours)
+        ours.send(("stop",))
+        standins.join()
+    finally:
+        if standins.is_alive():
+            standins.terminate()
+    return figures
+
+
+def _run_function_process(context: Any, job: FunctionJob, standins_conn: Any) -> list[PassFigure]:
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=function_process, args=(job, standins_conn, send))
+    process.start()
+    send.close()
+    figures: list[PassFigure] = []
+    try:
+        while (figure := receive.recv()) is not None:
+            figures.append(figure)
+    except EOFError:
+        process.join()
+        raise SystemExit(f"the {job.function} process failed (exit code {process.exitcode})") from None
+    process.join()
     return figures
 
 
@@ -960,6 +1293,12 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=3, help="passes of each function: one cold, the rest warm"
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="each function in a process of its own, moto and the emulator in another: the function"
+        " process's peak and steady RSS per pass",
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slow)")
     parser.add_argument("--profile", type=Path, help="write a cProfile dump of each pass to this directory")
     args = parser.parse_args()
@@ -967,16 +1306,19 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE["dir"] = args.profile
     os.environ.update(_CREDENTIALS)
-    import logging
+    _quiet_logging()
+    from scheduling import machine  # bench/scheduling.py (here: a function process needs none of it)
 
-    logging.basicConfig(level=logging.ERROR)
     print(f"machine: {machine()}")
     print(f"runs: {args.runs} per function (the first cold), the provisioner in economy mode")
-    instrument()
-    speed_up_moto()
+    if args.split:
+        print("split: each function in its own process, moto (HTTP) and the emulator in another")
+    else:
+        instrument()
+        speed_up_moto()
     for nodes in args.nodes:
         for pending in args.pending:
-            scenario(nodes, pending, args.runs, args.tracemalloc)
+            (scenario_split if args.split else scenario)(nodes, pending, args.runs, args.tracemalloc)
 
 
 if __name__ == "__main__":

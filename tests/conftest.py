@@ -3,7 +3,8 @@
 Every EC2 client created while a test under one of :data:`STRICT_SUITES` runs gets a fresh
 :class:`~tests.aws.strict.StrictEc2` (clients built by the code under test too: the hook wraps botocore's
 ``Session.create_client``). A test opts out of one rule with
-``@pytest.mark.lenient_ec2("RuleName", reason="why")``; a reason is required.
+``@pytest.mark.lenient_ec2("RuleName", reason="why")``; a reason is required. moto's subnet address pool is
+made safe for the provisioner's concurrent launches in every suite (``thread_safe_moto``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import botocore.session
 import pytest
 
+from fleetwright.local.aws_fakes import thread_safe_moto
 from tests.aws.strict import RULES, StrictEc2
 
 TESTS = Path(__file__).parent
@@ -22,6 +24,7 @@ STRICT_SUITES = frozenset({"aws", "provisioning", "interruption", "disruption", 
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    thread_safe_moto()  # parallel launches meet in moto's subnet address pool
     config.addinivalue_line(
         "markers",
         "lenient_ec2(*rules, reason): turn the named strict EC2 rules off for this test (reason required)",

@@ -1,12 +1,15 @@
 """Stand-ins for what moto does not emulate, shared by the local sandbox and the tests: a spot market,
 the public EKS AMI parameters in SSM and capacity reservations; and the discovery-tagged network every
-sandbox, test and benchmark account starts from. Each hooks into boto3's event system or
-moto's backend, so the code under test makes its real calls."""
+sandbox, test and benchmark account starts from. Each hooks into boto3's event system or moto's backend, so
+the code under test makes its real calls. ``thread_safe_moto`` makes moto's subnet address pool safe for
+concurrent launches."""
 
 from __future__ import annotations
 
 import datetime
 import fnmatch
+import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +83,36 @@ def seed_discovery_network(ec2: Any, cluster: str, zones: Sequence[str], *, pref
         TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
     )
     return [str(s) for s in subnets]
+
+
+_SUBNET_ADDRESSES = threading.RLock()
+
+
+def thread_safe_moto() -> None:
+    """Serialize moto's handing out of subnet addresses (idempotent).
+
+    moto draws a subnet's private addresses from one generator shared by every request, so two launches in
+    the same subnet at once (the provisioner's CreateFleet calls run in a thread pool) can fail with
+    ``ValueError: generator already executing``, an error EC2 never gives. Taking, requesting and freeing
+    an address then hold one lock, so concurrent launches behave as they do against EC2.
+    """
+    from moto.ec2.models.subnets import Subnet
+
+    for name in ("get_available_subnet_ip", "request_ip", "del_subnet_ip"):
+        method = getattr(Subnet, name)
+        if getattr(method, "_fleetwright_locked", False):
+            continue
+        setattr(Subnet, name, _locked(method))
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _SUBNET_ADDRESSES:
+            return method(*args, **kwargs)
+
+    locked._fleetwright_locked = True  # type: ignore[attr-defined]
+    return locked
 
 
 def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None:

@@ -41,6 +41,7 @@ from fleetwright.local.aws_fakes import (
     seed_discovery_network,
     seed_eks_amis,
     seed_windows_amis,
+    thread_safe_moto,
 )
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.manifests import load_manifests
@@ -262,6 +263,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 def _aws(stack: ExitStack, options: SandboxOptions) -> str:
     """Start moto (in-process, or an HTTP server) and return its URL ('' in-process)."""
+    thread_safe_moto()  # the provisioner launches in parallel threads
     stack.enter_context(_environment({**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": options.region}))
     if options.moto_port:
         from moto.server import ThreadedMotoServer
