@@ -77,10 +77,9 @@ SQS_POLLERS = 5
 SQS_LONG_POLL_SECONDS = 20
 
 # --- measured or estimated per pass (docs/performance.md) -----------------------------------------------
-# Economy-mode provisioner pass (lease, list pods and nodes, reconcile) and disruption pass (read the
-# cluster, plan, sweep, garbage collection), warm, seconds. The plan times are docs/performance.md's
-# consolidation figures (100: 0.07-0.14 s, 1,000: 0.34-1.03 s, 5,000: 0.87-2.08 s); reading the cluster is
-# estimated at 0.2 s + 0.5 ms per node and 0.05 ms per pod. 10,000 nodes: PENDING bench/scale.py.
+# An invocation's fixed part (start, lease, summary, metrics), seconds, either function; on top of it each
+# Cluster adds its warm pass's own time as bench/scale.py measures it (the cluster cache kept from the
+# invocation before, stand-ins' time excluded).
 PROVISIONER_IDLE_PASS = 0.3
 DISRUPTION_IDLE_PASS = 0.3
 
@@ -93,7 +92,10 @@ class Cluster:
     nodes: int
     pods_per_node: int = 10
     node_churn_per_day: float = 0.10  # share of the nodes replaced a day (launched and removed)
-    disruption_plan_seconds: float = 0.0  # docs/performance.md, Consolidation
+    # Warm passes' own time, seconds (docs/performance.md, Large clusters): the economy-mode provisioner's
+    # with nothing pending, and the disruption pass (read, plan, sweep, garbage collection).
+    provisioner_pass_seconds: float = 0.0
+    disruption_pass_seconds: float = 0.0
     # The memory docs/performance.md's sizing table gives the scheduled functions for this size (MB): a
     # deployment's smaller default is raised to it (functionSizes).
     sized_memory_mb: int = 0
@@ -101,11 +103,20 @@ class Cluster:
 
 CLUSTERS = (
     Cluster("idle (0 nodes)", 0),
-    Cluster("100 nodes", 100, disruption_plan_seconds=0.1),
-    Cluster("1,000 nodes", 1000, disruption_plan_seconds=0.6, sized_memory_mb=1024),
-    # Extrapolated from 5,000 nodes (2.1 s): PENDING the 10,000-node figure of bench/scale.py. Memory: the
-    # 5,000-node row of the sizing table (10,000 nodes are not yet sized).
-    Cluster("10,000 nodes*", 10000, disruption_plan_seconds=4.5, sized_memory_mb=2048),
+    # bench/scale.py --pending 0, 2026-11-24: 100 nodes 0.01 s / 0.25 s, 1,000 nodes 0.05 s / 0.45 s.
+    Cluster("100 nodes", 100, provisioner_pass_seconds=0.01, disruption_pass_seconds=0.25),
+    Cluster(
+        "1,000 nodes", 1000, provisioner_pass_seconds=0.05, disruption_pass_seconds=0.45, sized_memory_mb=1024
+    ),
+    # --nodes 10000 --pending 100: the provisioner's read + plan with 100 pods to place (1.3-1.6 s; less
+    # with none), the disruption pass 2.4-2.5 s. Memory: the sizing table's 10,000-node row.
+    Cluster(
+        "10,000 nodes",
+        10000,
+        provisioner_pass_seconds=1.6,
+        disruption_pass_seconds=2.5,
+        sized_memory_mb=2048,
+    ),
 )
 
 
@@ -162,21 +173,16 @@ REMOVAL_CLAIM_WRITES = (False, False, False)
 LAUNCH_CLAIM_READS = 2  # consistent GetItems of the record
 
 
-def read_seconds(cluster: Cluster) -> float:
-    """Reading the cluster once (nodes, pods, NodeClaims) — an estimate, see above."""
-    return 0.2 + 0.0005 * cluster.nodes + 0.00005 * cluster.nodes * cluster.pods_per_node
-
-
 def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
     """The month's cost by line."""
     invocations = MINUTES_PER_MONTH * 60 / SCHEDULE_SECONDS
     gb = 1 / 1024
     # Provisioner: watching, it runs until its deadline every invocation, however idle the cluster.
     if deployment.economy:
-        provisioner_seconds = PROVISIONER_IDLE_PASS + read_seconds(cluster)
+        provisioner_seconds = PROVISIONER_IDLE_PASS + cluster.provisioner_pass_seconds
     else:
         provisioner_seconds = deployment.provisioner_timeout - DEADLINE_MARGIN_SECONDS
-    disruption_seconds = DISRUPTION_IDLE_PASS + read_seconds(cluster) + cluster.disruption_plan_seconds
+    disruption_seconds = DISRUPTION_IDLE_PASS + cluster.disruption_pass_seconds
     removals = cluster.nodes * cluster.node_churn_per_day * DAYS_PER_MONTH
     step_seconds = removals * STEP_INVOCATIONS_PER_REMOVAL * STEP_SECONDS
     interruption_invocations = removals * 0.2  # a fifth of removals start with an interruption event
