@@ -202,8 +202,8 @@ def build_controller(
     :class:`ClaimLifecycle` within the static pools' ``limits.nodes`` (:class:`StaticLimitGuard`). With
     ``cache`` (the handler's module-scope :class:`ClusterCache`) the pieces read the cluster from it and
     instance descriptions are kept across passes (``DescribedInstances``, refreshed by the collector's
-    listing). A starter that cannot list its running executions (a test
-    double) goes without the sweep and the deletion retirer; a dry run retires nothing."""
+    listing). A starter that cannot list its running executions (a test double) goes without the sweep
+    and the deletion retirer; a dry run retires nothing."""
     from fleetwright.disruption.described import DescribedInstances, ObservedCloud
 
     options = options or DisruptionOptions()
