@@ -102,13 +102,18 @@ Make = Callable[..., tuple[Provisioner, NodePoolSource, RecordingMetrics]]
 @pytest.fixture
 def make(world: World) -> Make:
     """A provisioner whose configured documents hold only the NodePool ``from-file`` (c5.large), with a
-    source reading the cluster and writing status."""
+    source reading the cluster and writing status (``claims``: counting launched claims, as deployed)."""
 
-    def build(status: bool = True) -> tuple[Provisioner, NodePoolSource, RecordingMetrics]:
+    def build(
+        status: bool = True, claims: bool = False
+    ) -> tuple[Provisioner, NodePoolSource, RecordingMetrics]:
         metrics = RecordingMetrics()
         config = make_config(nodepool("from-file", instance_types=["c5.large"]))
+        records = world.state.nodeclaims.list if claims else None
         writer = (
-            NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=world.wall) if status else None
+            NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=world.wall, claims=records)
+            if status
+            else None
         )
         source = NodePoolSource(world.kube, config, metrics=metrics, status=writer)
         return world.provisioner(config, metrics=metrics, nodepool_source=source), source, metrics
@@ -268,6 +273,39 @@ def test_status_shows_resources_and_resolved_nodeclass(world: World, kubectl: Ku
         world.client.get(NODE_POOLS, "general")["metadata"]["resourceVersion"],
         world.client.get(EC2_NODE_CLASSES, "default")["metadata"]["resourceVersion"],
     ) == versions
+
+
+def test_a_launched_claim_counts_in_resources_before_its_node_registers_and_once_after(
+    world: World, kubectl: Kubectl, make: Make
+) -> None:
+    provisioner, source, _ = make(claims=True)
+    kubectl.apply(NODECLASS, nodepool_doc("general", "m5.large"))
+    world.pending(1)
+    [claim] = provisioner.run_once().launched
+
+    # Launched, no Node yet: counted at the instance type's capacity, as Karpenter counts its NodeClaim.
+    source.refresh()
+    resources = world.client.get(NODE_POOLS, "general")["status"]["resources"]
+    assert resources["nodes"] == "1" and resources["cpu"] == "2" and resources["memory"] == "8Gi"
+    assert kubectl("get", "nodepools").splitlines()[1].split()[:3] == ["general", "default", "1"]
+
+    record = world.state.nodeclaims.get(claim.id)
+    assert record is not None
+    world.register_node(record.provider_id, "ip-10-0-0-9.ec2.internal", ready=True)
+    world.client.patch(
+        NODES, "ip-10-0-0-9.ec2.internal", {"metadata": {"labels": {"karpenter.sh/nodepool": "general"}}}
+    )
+    world.client.patch(
+        NODES,
+        "ip-10-0-0-9.ec2.internal",
+        {"status": {"capacity": {"cpu": "2", "memory": "7910Mi", "pods": "29"}}},
+        subresource="status",
+    )
+    # Registered, its claim not yet told so: the Node counts, the claim not a second time.
+    assert world.state.nodeclaims.get(claim.id).status == "Launched"  # type: ignore[union-attr]
+    source.refresh()
+    resources = world.client.get(NODE_POOLS, "general")["status"]["resources"]
+    assert resources == {"cpu": "2", "memory": "7910Mi", "pods": "29", "nodes": "1"}
 
 
 def test_an_unreadable_cluster_keeps_the_last_nodepools(

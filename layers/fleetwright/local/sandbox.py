@@ -462,7 +462,9 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             kube,
             config,
             metrics=metrics,
-            status=NodePoolStatus(kube, resolver=cloud.resolver, metrics=metrics),
+            status=NodePoolStatus(
+                kube, resolver=cloud.resolver, metrics=metrics, claims=state.nodeclaims.list
+            ),
         )
         provisioner = Provisioner(kube, cloud, state, config, metrics=metrics, nodepool_source=source)
         box = Sandbox(

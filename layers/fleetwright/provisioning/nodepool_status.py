@@ -1,6 +1,8 @@
 """The ``status`` of NodePools and EC2NodeClasses read from the cluster, as ``kubectl get`` shows it.
 
-NodePool: ``resources`` (the summed capacity of its nodes, plus ``nodes``, their number) and the
+NodePool: ``resources`` (the summed capacity of its nodes, plus ``nodes``, their number; as Karpenter counts
+them, a claim whose instance is launched counts from then, at that instance's capacity, before its Node
+registers) and the
 conditions ``ValidationSucceeded``, ``NodeClassReady`` and ``Ready``. EC2NodeClass: the ``subnets``,
 ``securityGroups``, ``amis``, ``capacityReservations`` and ``instanceProfile`` its terms resolve to and
 the conditions ``ValidationSucceeded``, ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from fleetwright.claims.registration import instance_id_of
 from fleetwright.kube.client import MERGE_PATCH, JsonObject
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, Resource
@@ -25,6 +28,7 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.resources import add, parse_resources
 from fleetwright.observability.metrics import MetricsSink, NullMetrics
 from fleetwright.provisioning.nodepool_source import SOURCE_CLUSTER, VALIDATION_FAILED, KarpenterObjects
+from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 
 if TYPE_CHECKING:
     from fleetwright.aws.nodeclass import NodeClassResolver
@@ -65,12 +69,21 @@ def quantity(name: str, amount: int) -> str:
     return str(amount)
 
 
-def nodepool_resources(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def nodepool_resources(
+    nodes: Sequence[Mapping[str, Any]], launched: Sequence[NodeClaimRecord] = ()
+) -> dict[str, dict[str, str]]:
     """NodePool name → its nodes' capacity summed, and ``nodes``: how many (nodes labelled
-    ``karpenter.sh/nodepool``)."""
+    ``karpenter.sh/nodepool``, and the ``launched`` claims whose instance has no Node yet)."""
     totals: dict[str, dict[str, int]] = {}
     counts: dict[str, int] = {}
+
+    def count(pool: str, capacity: Mapping[str, int]) -> None:
+        totals[pool] = add(totals.get(pool, {}), capacity)
+        counts[pool] = counts.get(pool, 0) + 1
+
+    registered: set[str] = set()
     for node in nodes:
+        registered.add(instance_id_of(str((node.get("spec") or {}).get("providerID") or "")))
         pool = ((node.get("metadata") or {}).get("labels") or {}).get(wk.NODEPOOL)
         if not pool:
             continue
@@ -78,12 +91,28 @@ def nodepool_resources(nodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str
             capacity = parse_resources((node.get("status") or {}).get("capacity"))
         except ValueError:
             capacity = {}
-        totals[pool] = add(totals.get(pool, {}), capacity)
-        counts[pool] = counts.get(pool, 0) + 1
+        count(pool, capacity)
+    for record in launched:
+        if record.status == ClaimStatus.LAUNCHED and record.instance_id not in registered:
+            count(record.nodepool, record.capacity)
     return {
         pool: {**{k: quantity(k, v) for k, v in sorted(total.items())}, "nodes": str(counts[pool])}
         for pool, total in totals.items()
     }
+
+
+def merge_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) turning ``current`` into ``wanted``: keys ``wanted`` lacks are
+    nulled at every depth (a merge patch merges nested objects, so a resource no node has any more would
+    otherwise stay in ``status.resources``); lists and scalars are replaced."""
+    patch: dict[str, Any] = {key: None for key in current if key not in wanted}
+    for key, value in wanted.items():
+        before = current.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            patch[key] = merge_patch(before, value)
+        else:
+            patch[key] = value
+    return patch
 
 
 def conditions(
@@ -131,7 +160,8 @@ class NodePoolStatus:
     ``resolver`` (the AWS provider's ``NodeClassResolver``) resolves EC2NodeClass terms; without one
     (tests, a cloud without AWS) the EC2NodeClass status holds validation and readiness only. ``clock``
     gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
-    that publishes synced it) once it has been synced, instead of listed.
+    that publishes synced it) once it has been synced, instead of listed. ``claims`` lists the claim
+    records, so launched claims count before their Node registers (without it, only Nodes count).
     """
 
     def __init__(
@@ -143,9 +173,11 @@ class NodePoolStatus:
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
         cache: ClusterCache | None = None,
+        claims: Callable[[], Sequence[NodeClaimRecord]] | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
+        self.claims = claims
         self.resolver = resolver
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
@@ -157,11 +189,12 @@ class NodePoolStatus:
             return 0
         try:
             nodes = self._nodes()
+            launched = self.claims() if self.claims is not None else []
         except Exception as error:
             self._failed("NodePool", "*", error)
             return 0
         now = timestamp(self.clock())
-        resources = nodepool_resources(nodes)
+        resources = nodepool_resources(nodes, launched)
         classes = {nc.name: nc for nc in read.nodeclasses}
         class_ready: dict[str, Condition] = {}
         written = 0
@@ -294,7 +327,7 @@ class NodePoolStatus:
         current = obj.get("status") or {}
         if current == status:
             return 0
-        patch = {**status, **{key: None for key in current if key not in status}}
+        patch = merge_patch(current, status)
         try:
             self.kube.client.patch(
                 resource, _name(obj), {"status": patch}, patch_type=MERGE_PATCH, subresource="status"

@@ -65,9 +65,15 @@ def tracing_spans(service: str | None) -> obs.Spans:
 def nodepool_source(
     to: Connections, config: ProvisionerConfig, sink: obs.MetricsSink, logger: Logger
 ) -> NodePoolSource:
-    """NodePools read from the cluster each pass when it holds any, their status written back."""
+    """NodePools read from the cluster each pass when it holds any, their status written back (launched
+    claims counted in their resources before their Nodes register)."""
     status = NodePoolStatus(
-        to.kube, resolver=getattr(to.cloud, "resolver", None), metrics=sink, logger=logger, cache=to.cache
+        to.kube,
+        resolver=getattr(to.cloud, "resolver", None),
+        metrics=sink,
+        logger=logger,
+        cache=to.cache,
+        claims=to.state.nodeclaims.list,
     )
     return NodePoolSource(to.kube, config, metrics=sink, logger=logger, status=status)
 
