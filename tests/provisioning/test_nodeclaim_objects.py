@@ -171,3 +171,20 @@ def test_an_event_about_a_claim_names_its_object_uid(world: World) -> None:
     [event] = world.client.list(EVENTS, field_selector=f"involvedObject.name={claim.id}").items
     assert event["involvedObject"]["uid"] == uid
     assert event["involvedObject"]["apiVersion"] == "karpenter.sh/v1"
+
+
+@pytest.mark.usefixtures("crds")
+def test_a_resource_the_claim_no_longer_has_leaves_its_status(world: World) -> None:
+    world.pending(1)
+    provisioner = world.provisioner()
+    [claim] = provisioner.run_once().launched
+    provisioner.reconcile()
+    expected = nodeclaim(world, claim.id)["status"]["capacity"]
+    # As written while the claim was launching, from the largest of its candidates (one with a GPU).
+    world.client.patch(
+        NODE_CLAIMS, claim.id, {"status": {"capacity": {"nvidia.com/gpu": "1"}}}, subresource="status"
+    )
+
+    provisioner.reconcile()
+
+    assert nodeclaim(world, claim.id)["status"]["capacity"] == expected

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetwright.provisioning.nodepool_status import conditions, merge_patch, nodepool_resources, quantity
+from fleetwright.provisioning.nodepool_status import conditions, nodepool_resources, quantity
 
 
 def test_quantities_are_exact() -> None:
@@ -26,23 +26,6 @@ def test_resources_sum_the_nodes_of_each_pool() -> None:
     assert totals == {
         "a": {"cpu": "2500m", "memory": "8704Mi", "nodes": "2"},
         "b": {"cpu": "4", "memory": "16Gi", "nodes": "1"},
-    }
-
-
-def test_a_status_patch_removes_what_is_gone_at_every_depth() -> None:
-    current = {
-        "resources": {"cpu": "4", "nvidia.com/gpu": "1", "nodes": "2"},
-        "conditions": [{"type": "Ready"}],
-        "old": "x",
-    }
-    wanted = {"resources": {"cpu": "2", "nodes": "1"}, "conditions": [{"type": "Ready", "status": "True"}]}
-
-    patch = merge_patch(current, wanted)
-
-    assert patch == {
-        "resources": {"cpu": "2", "nvidia.com/gpu": None, "nodes": "1"},
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "old": None,
     }
 
 

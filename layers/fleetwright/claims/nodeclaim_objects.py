@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.events import Metrics
+from fleetwright.kube.patches import merge_patch
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODE_POOLS
 from fleetwright.model import labels as wk
 from fleetwright.model.quantity import format_resource
@@ -403,7 +404,8 @@ class NodeClaimObjects:
         } or not _same_conditions(old_conditions, wanted["conditions"])
         if changed:
             wanted["conditions"] = _keep_transitions(old_conditions, wanted["conditions"])
-            self._patch_status(record.id, wanted, meta.get("resourceVersion"))
+            # Exactly ``wanted``: a capacity key the claim no longer has is removed, not kept by the merge.
+            self._patch_status(record.id, merge_patch(status, wanted), meta.get("resourceVersion"))
 
     def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> None:
         """Merge-patch the status (conditions replaced as a whole: conditional on ``resource_version`` so a

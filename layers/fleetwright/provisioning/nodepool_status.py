@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fleetwright.claims.registration import instance_id_of
 from fleetwright.kube.client import MERGE_PATCH, JsonObject
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.patches import merge_patch
 from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_POOLS, Resource
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
@@ -99,20 +100,6 @@ def nodepool_resources(
         pool: {**{k: quantity(k, v) for k, v in sorted(total.items())}, "nodes": str(counts[pool])}
         for pool, total in totals.items()
     }
-
-
-def merge_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON merge patch (RFC 7386) turning ``current`` into ``wanted``: keys ``wanted`` lacks are
-    nulled at every depth (a merge patch merges nested objects, so a resource no node has any more would
-    otherwise stay in ``status.resources``); lists and scalars are replaced."""
-    patch: dict[str, Any] = {key: None for key in current if key not in wanted}
-    for key, value in wanted.items():
-        before = current.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            patch[key] = merge_patch(before, value)
-        else:
-            patch[key] = value
-    return patch
 
 
 def conditions(
