@@ -179,8 +179,7 @@ class KubeClient:
         read_timeout: float | None = None,
         stream: bool = False,
     ) -> Any:
-        """Send with retries; the body of a 2xx answer (the open response when ``stream``), else raise.
-        Each attempt's timeouts and each backoff end by the caller's deadline, if it set one."""
+        """Send with retries, by the caller's deadline; a 2xx answer's body (``stream``: the response)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
