@@ -46,7 +46,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started_with = runtime.remaining_ms(context)
     function = runtime.start()
     try:
-        summary = function.run_once()
+        with runtime.kubernetes_deadline(context):
+            summary = function.run_once()
     finally:
         runtime.report_limits(started_with, runtime.remaining_ms(context))
     logger.info("disruption pass finished", extra={"summary": summary})

@@ -97,7 +97,8 @@ def batch_instances(event: dict[str, Any]) -> list[str]:
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """The Lambda entry point: ``{"batchItemFailures": [...]}`` names the messages to deliver again."""
-    runtime.start().expect(batch_instances(event))
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    with runtime.kubernetes_deadline(context):
+        runtime.start().expect(batch_instances(event))
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )

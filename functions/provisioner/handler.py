@@ -48,6 +48,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     rt = runtime.start()
     rt.idempotency.register_lambda_context(context)
     try:
-        return rt.run(event=event, context=context)
+        with runtime.kubernetes_deadline(context):
+            return rt.run(event=event, context=context)
     finally:
         runtime.report_limits(limit_budget(rt.settings.config, started_with), runtime.remaining_ms(context))

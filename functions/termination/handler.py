@@ -56,7 +56,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     try:
         # Building the steps inside: an AWS or Kubernetes outage at the first invocation is retried too.
-        result: dict[str, Any] = runtime.start().run(step, state, context_object)
+        with runtime.kubernetes_deadline(context):
+            result: dict[str, Any] = runtime.start().run(step, state, context_object)
     except Exception as error:
         if is_transient(error):
             logger.warning("transient error; the workflow retries", extra={"error": str(error)})

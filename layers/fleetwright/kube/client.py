@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwright.kube.config import ClusterConfig, TokenSource, configuration, load_kubeconfig
+from fleetwright.kube.deadline import attempt_timeouts, check_backoff
 from fleetwright.kube.errors import KubeApiError, KubeConnectionError, WatchExpiredError
 from fleetwright.kube.resources import Resource
 
@@ -155,13 +156,16 @@ class KubeClient:
 
     # -- plumbing --------------------------------------------------------------------------------------
 
-    def backoff(self, attempt: int, retry_after: str | None = None) -> None:
-        """Sleep before retry number ``attempt`` (1-based), at least ``Retry-After`` seconds when given."""
+    def backoff(self, attempt: int, retry_after: str | None = None, *, what: str = "request") -> None:
+        """Sleep before retry number ``attempt`` (1-based), at least ``Retry-After`` seconds when given;
+        raises :class:`~fleetwright.kube.deadline.KubeDeadlineExceededError` instead when the retry could
+        not end before the caller's deadline (``kube/deadline.py``)."""
         delay = self._jitter() * min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
         if retry_after:
             # Retry-After may also be an HTTP date; then the computed delay will do.
             with contextlib.suppress(ValueError):
                 delay = max(delay, min(float(retry_after), self.backoff_max))
+        check_backoff(delay, what, attempt)
         self._sleep(delay)
 
     def _perform(
@@ -175,16 +179,17 @@ class KubeClient:
         read_timeout: float | None = None,
         stream: bool = False,
     ) -> Any:
-        """Send with retries; the body of a 2xx answer (the open response when ``stream``), else raise."""
+        """Send with retries, by the caller's deadline; a 2xx answer's body (``stream``: the response)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
         params = [(key, value) for key, value in (query or {}).items() if value is not None]
-        timeout = (self.connect_timeout, read_timeout or self.read_timeout)
+        what = f"{method} {path}"
         attempt = 0
         refreshed = False
         while True:
             attempt += 1
+            timeout = attempt_timeouts(self.connect_timeout, read_timeout or self.read_timeout, what)
             try:
                 response = self._api.call_api(
                     path,
@@ -215,14 +220,14 @@ class KubeClient:
                     attempt -= 1
                     continue
                 if status in retry_statuses and attempt < self.max_attempts:
-                    self.backoff(attempt, (err.headers or {}).get("Retry-After"))
+                    self.backoff(attempt, (err.headers or {}).get("Retry-After"), what=what)
                     continue
                 raw = err.body if isinstance(err.body, bytes) else str(err.body or "").encode()
                 raise KubeApiError.from_response(status, raw, method, path) from err
             except urllib3.exceptions.HTTPError as err:
                 if attempt >= self.max_attempts:
-                    raise KubeConnectionError(f"{method} {path}: {err} (after {attempt} attempts)") from err
-                self.backoff(attempt, None)
+                    raise KubeConnectionError(f"{what}: {err} (after {attempt} attempts)") from err
+                self.backoff(attempt, None, what=what)
 
     def request(
         self,

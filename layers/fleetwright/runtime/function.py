@@ -9,8 +9,10 @@ boto3, the adapters and the configuration) loads when the first invocation build
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 NAMESPACE = "Fleetwright"
+# Kept free at the end of an invocation for what follows a Kubernetes call abandoned at the deadline:
+# recording the outcome (a claim, a workflow state, the metrics) and returning.
+KUBE_RESERVE_SECONDS = 5.0
 
 Built = TypeVar("Built")
 
@@ -49,6 +54,7 @@ class FunctionRuntime(Generic[Built]):
         self.metrics = Metrics(namespace=os.environ.get(ENV_METRICS_NAMESPACE) or NAMESPACE, service=service)
         self._build = build
         self._stop = stop
+        self.clock: Callable[[], float] = time.monotonic  # what Kubernetes deadlines are timed on (tests)
         # What the first invocation built (a dict so tests can tell "not built" from any value).
         self._built: dict[str, Built] = {}
 
@@ -83,6 +89,21 @@ class FunctionRuntime(Generic[Built]):
         from fleetwright.observability.limits import remaining_ms
 
         return remaining_ms(context)
+
+    @contextlib.contextmanager
+    def kubernetes_deadline(self, context: LambdaContext | None) -> Iterator[None]:
+        """Bound the invocation's Kubernetes calls (``kube/deadline.py``) by its remaining time less
+        ``KUBE_RESERVE_SECONDS`` (at most half of it), so a hung API server ends the invocation with a
+        recorded result instead of at its timeout. Without a usable context, calls are not bounded."""
+        left_ms = self.remaining_ms(context)
+        if left_ms is None:
+            yield
+            return
+        from fleetwright.kube.deadline import KubeDeadline, deadline_scope
+
+        left = max(0.0, left_ms / 1000.0)
+        with deadline_scope(KubeDeadline.after(left - min(KUBE_RESERVE_SECONDS, left / 2), self.clock)):
+            yield
 
     def report_limits(self, budget_ms: float | None, left_ms: float | None) -> dict[str, float]:
         """``DurationOfTimeout`` (of ``budget_ms``) and ``MemoryOfLimit``

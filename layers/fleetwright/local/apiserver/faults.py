@@ -64,9 +64,11 @@ class Faults:
 
     ``outage(seconds)`` resets every connection until ``clock()`` has moved ``seconds`` on (``clock``
     defaults to ``time.monotonic``; pass a test's fake clock to make the outage last virtual time), and
-    ``down()`` / ``up()`` do the same without an end. ``inject(status, verb=..., resource=...,
-    times=N)`` answers the next N matching requests with that status instead of executing them.
-    ``reset_connections`` counts the requests refused by an outage.
+    ``down()`` / ``up()`` do the same without an end. ``hang()`` accepts every request and answers none
+    until ``unhang()`` (what a client sees behind a stuck load balancer: its read timeout, not a reset).
+    ``inject(status, verb=..., resource=..., times=N)`` answers the next N matching requests with that
+    status instead of executing them. ``reset_connections`` counts the requests refused by an outage,
+    ``hung_requests`` those held by a hang.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -74,7 +76,28 @@ class Faults:
         self._lock = threading.Lock()
         self._down_until: float | None = None
         self._injections: list[Injection] = []
+        self._answering = threading.Event()
+        self._answering.set()
         self.reset_connections = 0
+        self.hung_requests = 0
+
+    # -- hang ------------------------------------------------------------------------------------------
+
+    def hang(self) -> None:
+        """Hold every request from now on without answering, until :meth:`unhang`."""
+        self._answering.clear()
+
+    def unhang(self) -> None:
+        """Answer again: the held requests go on (their clients may have given up on them)."""
+        self._answering.set()
+
+    def hold_if_hung(self, longest: float = 120.0) -> None:
+        """Block the request's thread while the server hangs (at most ``longest`` real seconds)."""
+        if self._answering.is_set():
+            return
+        with self._lock:
+            self.hung_requests += 1
+        self._answering.wait(longest)
 
     # -- outage ----------------------------------------------------------------------------------------
 
