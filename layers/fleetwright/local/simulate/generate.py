@@ -1,7 +1,8 @@
 """A synthetic day of web and batch pods, deterministic from a seed (``fleetwright trace generate``).
 
 Web Deployments scale with a diurnal load curve (low at night, peak mid-afternoon) the way a Horizontal
-Pod Autoscaler follows it: up at once, down only to the highest recommendation of the last five minutes;
+Pod Autoscaler with its default behaviour follows it: up by at most double or 4 pods a minute, down only to
+the highest recommendation of the last five minutes;
 each is rolled out once in working hours. Batch Jobs arrive in bursts (on the hour and half hour, more
 of them at night, and at random times), each with parallel pods running minutes to hours; GPU Jobs are
 optional. docs/simulate.md ("Traces") says where the shape comes from and what each parameter does.
@@ -154,8 +155,8 @@ def _scaled_web(options: DayOptions, count: int, scale: float) -> list[TracePod]
 
 
 def _run_deployment(options: DayOptions, deployment: _Deployment, scale: float) -> None:
-    """Replicas follow the curve minute by minute: up at once, down to the highest recommendation of the
-    last five minutes, the newest pods going first; one rollout replaces every pod."""
+    """Replicas follow the curve minute by minute as an HPA sets them (:func:`_replicas`), the newest pods
+    going first on the way down; one rollout replaces every pod."""
     peak = deployment.weight * scale
     recent: list[int] = []
     rolled = False
@@ -163,7 +164,7 @@ def _run_deployment(options: DayOptions, deployment: _Deployment, scale: float) 
         now = step * STEP
         load = diurnal_load(now, options.peak_to_trough, options.peak_hour)
         recent = [*recent, max(1, math.ceil(peak * load * noise))][-SCALE_DOWN_WINDOW:]
-        wanted = recent[-1] if recent[-1] >= len(deployment.live) else max(recent)
+        wanted = _replicas(len(deployment.live), recent, first=step == 0)
         if now >= DAY:
             break
         while len(deployment.live) < wanted:
@@ -175,6 +176,18 @@ def _run_deployment(options: DayOptions, deployment: _Deployment, scale: float) 
             rolled = True
     for name, start in deployment.live:
         deployment.pods.append(_web_pod(deployment, name, start, None))
+
+
+def _replicas(current: int, recent: list[int], first: bool) -> int:
+    """The HPA's default behaviour: up to the latest recommendation, at most doubling or adding 4 pods a
+    minute; down to the highest recommendation of the stabilization window. The day starts at the
+    first recommendation."""
+    latest = recent[-1]
+    if first:
+        return latest
+    if latest >= current:
+        return min(latest, max(2 * current, current + 4))
+    return max(recent)
 
 
 def _rollout(deployment: _Deployment, now: float) -> None:
