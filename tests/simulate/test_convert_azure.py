@@ -106,3 +106,10 @@ def test_a_directory_without_the_split_is_named(tmp_path: Path) -> None:
     (tmp_path / "traces" / "v1.fix.c180000.txt").unlink()
     with pytest.raises(TraceError, match="no lifetime file for this split"):
         AzureInput.locate(tmp_path, "fix")
+
+
+def test_a_lifetime_file_shorter_than_its_partner_is_named(tmp_path: Path) -> None:
+    source = _split(tmp_path, lives="\n".join(LIVES.splitlines()[:1]) + "\n")
+
+    with pytest.raises(TraceError, match=r"v1\.fix\.c180000\.txt: ends before v1\.fix\.txt does"):
+        convert_azure(source, AzureOptions(day=0, sample=1.0))

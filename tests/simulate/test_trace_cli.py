@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,10 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     assert len(read_trace(out).pods) == 100
+
+
+def test_the_package_declares_the_commands_entry_point() -> None:
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    declared = pyproject["project"]["entry-points"]["fleetwright.commands"]
+
+    assert declared["simulate-trace"] == "fleetwright.local.simulate.tracecli:add_cli"

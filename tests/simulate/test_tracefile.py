@@ -135,3 +135,9 @@ def test_a_line_number_counts_blank_lines(tmp_path: Path) -> None:
     message = _error(tmp_path, HEADER + "a,0,,1,1Gi,,,,\n\n\nb,0,,x,1Gi,,,,\n")
 
     assert message.startswith("trace.csv:5: column 4 (cpu)")
+
+
+def test_a_line_the_csv_parser_rejects_is_located(tmp_path: Path) -> None:
+    message = _error(tmp_path, HEADER + "a,0,,1,1Gi,,,,\n" + "b" * 200_000 + ",0,,1,1Gi,,,,\n")
+
+    assert message.startswith("trace.csv:3: not CSV: field larger than field limit")

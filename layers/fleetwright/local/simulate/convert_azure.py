@@ -15,6 +15,7 @@ import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 from fleetwright.local.simulate.trace import Trace, TracePod
@@ -137,9 +138,17 @@ def _pods(
     bins: list[tuple[int, int]],
     options: AzureOptions,
 ) -> Iterator[TracePod]:
-    lines = zip(_lines(source.flavors), _lines(source.lifetimes), strict=False)
+    lines = zip_longest(_lines(source.flavors), _lines(source.lifetimes))
     window: _Window | None = None
-    for (number, sizes), (_, lives) in lines:
+    for size_line, life_line in lines:
+        if size_line is None or life_line is None:
+            shorter, longer = (
+                (source.flavors, source.lifetimes)
+                if size_line is None
+                else (source.lifetimes, source.flavors)
+            )
+            raise TraceError(str(shorter), f"ends before {longer.name} does: the files are not partners")
+        (number, sizes), (_, lives) = size_line, life_line
         stamp, size_tokens, life_tokens = _aligned(source, number, sizes, lives)
         if window is None:
             split_start = stamp - BIN

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.model.ec2nodeclass import check_label_key, check_label_value
@@ -104,8 +104,7 @@ def _read_rows(shown: str, stream: IO[str]) -> Iterator[TracePod]:
     layout = _layout(shown, header)
     names: set[str] = set()
     owners: dict[str, tuple[str, tuple[tuple[str, str], ...], int]] = {}
-    for row in reader:
-        line = reader.line_num
+    for line, row in _rows(shown, reader):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) != layout.width:
@@ -116,6 +115,19 @@ def _read_rows(shown: str, stream: IO[str]) -> Iterator[TracePod]:
         names.add(pod.name)
         _check_owner(shown, line, pod, owners, layout)
         yield pod
+
+
+def _rows(shown: str, reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """The reader's rows with their line numbers; a line the CSV parser rejects (a NUL byte, a field
+    over its size limit) is located too."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise TraceError(shown, f"not CSV: {err}", reader.line_num) from None
+        yield reader.line_num, row
 
 
 def _layout(shown: str, header: list[str]) -> _Layout:
