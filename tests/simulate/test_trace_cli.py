@@ -7,10 +7,13 @@ import argparse
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
+import fleetwright.cli
+from fleetwright.cli import COMMANDS_GROUP
 from fleetwright.local.simulate.tracecli import add_cli, main
 from fleetwright.local.simulate.tracefile import read_trace
 from tests.simulate.test_convert_azure import _split
@@ -127,3 +130,16 @@ def test_the_package_declares_the_commands_entry_point() -> None:
     declared = pyproject["project"]["entry-points"]["fleetwright.commands"]
 
     assert declared["simulate-trace"] == "fleetwright.local.simulate.tracecli:add_cli"
+
+
+def test_the_fleetwright_command_line_loads_them_from_the_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared = EntryPoint("simulate-trace", "fleetwright.local.simulate.tracecli:add_cli", COMMANDS_GROUP)
+    monkeypatch.setattr(
+        fleetwright.cli, "entry_points", lambda group: [declared] if group == COMMANDS_GROUP else []
+    )
+    out = tmp_path / "day.csv"
+
+    assert fleetwright.cli.main(["trace", "generate", "--pods", "100", "-o", str(out)]) == 0
+    assert len(read_trace(out).pods) == 100
