@@ -129,7 +129,17 @@ class PipLayerBundling:
             subprocess.run(pip_command(target, self.requirements), check=True)
         # Console scripts of the dependencies are useless in a layer.
         shutil.rmtree(target / "bin", ignore_errors=True)
+        drop_runtime_provided(target)
         return True
+
+
+def drop_runtime_provided(target: Path) -> None:
+    """Remove what a requirement pulled in that the Lambda runtime provides (the X-Ray SDK depends on
+    botocore): the runtime's own copy is the one the functions load, so a second one only costs space."""
+    for name in sorted(EXCLUDED_REQUIREMENTS):
+        shutil.rmtree(target / name, ignore_errors=True)
+        for info in target.glob(f"{name}-*.dist-info"):
+            shutil.rmtree(info, ignore_errors=True)
 
 
 def layer_code(source: Path = PACKAGE_DIR, requirements: Sequence[str] | None = None) -> lambda_.Code:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import boto3
+import botocore
+import jmespath
+import s3transfer
 
 from tests.infra.conftest import Synthesis, only
 
@@ -64,3 +72,37 @@ def test_layer_fits_lambda_limits(synthesis: Synthesis) -> None:
     size = sum(p.stat().st_size for p in _layer_dir(synthesis).rglob("*") if p.is_file())
     # All layers and the function together must stay under 250 MB unzipped; leave room for the functions.
     assert size < 50 * 1024 * 1024, size
+
+
+def test_tracing_builds_its_tracer_from_the_layer(synthesis: Synthesis, tmp_path: Path) -> None:
+    """``FLEETWRIGHT_TRACING=true`` builds Powertools' Tracer, which needs the X-Ray SDK: it must come from
+    the layer, as deployed. A fresh interpreter without site-packages sees the layer's pure-Python packages
+    (the compiled ones are built for the Lambda platform; wrapt falls back to Python) and the runtime's
+    botocore, and traces a span."""
+    runtime = tmp_path / "runtime"  # what the Lambda runtime provides besides the layer
+    runtime.mkdir()
+    for module in (boto3, botocore, jmespath, s3transfer):
+        (runtime / module.__name__).symlink_to(Path(str(module.__file__)).parent)
+    # What runtime/provisioner.py's tracing_spans builds (that module itself needs the compiled pydantic).
+    code = (
+        "import sys\n"
+        "from aws_lambda_powertools import Tracer\n"
+        "from fleetwright.observability.metrics import TracerSpans\n"
+        "spans = TracerSpans(Tracer(service='fleetwright-provisioner'))\n"
+        "with spans.span('pass'):\n"
+        "    pass\n"
+        "assert 'aws_xray_sdk' in sys.modules\n"
+        "print(sys.modules['aws_xray_sdk'].__file__)\n"
+    )
+    python = _layer_dir(synthesis) / "python"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": f"{python}{os.pathsep}{runtime}",
+        "AWS_LAMBDA_FUNCTION_NAME": "fleetwright-provisioner",
+        "AWS_REGION": "us-east-1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(python))
