@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.claims.starting import scheduling_node
 from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
@@ -334,6 +335,8 @@ class InputReader:
         now: float,
     ) -> NodeState:
         meta = obj.get("metadata") or {}
+        # A node still starting keeps its pods and takes others despite its not-ready and startup taints.
+        node = scheduling_node(node, record)
         labels = node.labels
         ours = instance is not None
         if not ours and wk.NODEPOOL in labels:
