@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from fleetwright.claims.registration import INITIALIZED_LABEL
 from fleetwright.claims.starting import is_starting, scheduling_node
+from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.kubelet import KubeletSimulator
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.node import Node
 from fleetwright.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from fleetwright.state.nodeclaims import NodeClaimRecord
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.conftest import CLUSTER, World, make_config, nodepool
 
 STARTUP = {"key": "node.cilium.io/agent-not-ready", "effect": "NoSchedule"}
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -145,3 +148,46 @@ def test_initialized_nodes_and_nodes_without_a_claim_are_taken_as_they_are() -> 
     labelled = _node({INITIALIZED_LABEL: "true"})
     assert not is_starting(labelled, _record(ClaimStatus.REGISTERED))
     assert scheduling_node(labelled, _record(ClaimStatus.REGISTERED)) is labelled
+
+
+class Monotonic:
+    """The kubelet simulator's clock (and EC2's boot), moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reported_reproduction_a_registered_node_with_its_startup_taint_gets_no_second_launch(
+    world: World, apiserver: ApiServer
+) -> None:
+    """A first pass launched a c5.xlarge for app-0 and app-1; once the node registered with its startup
+    taint, the next pass launched a second c5.xlarge for the same two pods. Against the emulator, its
+    kubelet booting the instance from its user data and its node lifecycle controller tainting it."""
+    start = NodeStart(boot_seconds=10, register_seconds=20, ready_seconds=15, startup_taint_seconds=600)
+    clock = Monotonic()
+    kubelet = KubeletSimulator(apiserver, world.aws.clients.ec2, CLUSTER, start=start, clock=clock)
+    kubelet.start(poll=False)
+    try:
+        world.pending(2, cpu="1")  # app-0, app-1
+        provisioner = _provisioner(world)
+        [claim] = provisioner.run_once().launched
+        assert claim.instance_type == "c5.xlarge"
+        launches = []
+        for _ in range(40):  # 400 s of passes: boot, registration, Ready, then the startup taint held 5 min
+            clock.now += PASS_SECONDS
+            kubelet.poll_once()
+            launches += _passes(world, provisioner, PASS_SECONDS)
+        [node] = [n for n in world.kube.list_nodes() if n["spec"].get("providerID") == claim.provider_id]
+        assert {t["key"] for t in node["spec"]["taints"]} == {STARTUP["key"]}  # Ready, agent not yet up
+        assert launches == [] and world.create_fleet_calls() == 1
+
+        clock.now += start.startup_taint_seconds
+        kubelet.poll_once()  # the agent removes its taint
+        assert _passes(world, provisioner, PASS_SECONDS) == []
+        assert world.state.nodeclaims.get(claim.id).status == ClaimStatus.INITIALIZED
+        assert world.create_fleet_calls() == 1
+    finally:
+        kubelet.stop()
