@@ -5,13 +5,16 @@ once its registration timeout has passed, and its pods get exactly one replaceme
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fleetwright.claims.registration import INITIALIZED_LABEL
 from fleetwright.claims.starting import is_starting, scheduling_node
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.kubelet import KubeletSimulator
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.node import Node
-from fleetwright.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
+from fleetwright.model.pod import Pod
+from fleetwright.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint, Toleration
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from fleetwright.state.nodeclaims import NodeClaimRecord
@@ -191,3 +194,31 @@ def test_reported_reproduction_a_registered_node_with_its_startup_taint_gets_no_
         assert world.create_fleet_calls() == 1
     finally:
         kubelet.stop()
+
+
+def _daemon(name: str, **extra: object) -> Pod:
+    return Pod(
+        namespace="kube-system",
+        name=name,
+        requests={"cpu": 100, "memory": 50_000_000},
+        owner=("DaemonSet", name),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_a_starting_node_keeps_room_for_the_daemonsets_that_will_run_there() -> None:
+    node = _node()
+    bound = replace(_daemon("kube-proxy"), name="kube-proxy-x2b9k")
+    node.pods.append(bound)
+    dedicated = Toleration("dedicated", "Equal", "db", NO_SCHEDULE)
+    agent = Toleration("node.cilium.io/agent-not-ready", "Exists")  # its NoExecute taint is no startup taint
+    daemonsets = [
+        _daemon("kube-proxy"),  # its pod is there already
+        _daemon("log-agent", tolerations=(dedicated, agent)),  # will run once the node is up
+        _daemon("picky", tolerations=(agent,)),  # does not tolerate dedicated=db: never runs there
+    ]
+
+    seen = scheduling_node(node, _record(ClaimStatus.REGISTERED), daemonsets)
+
+    assert [p.name for p in seen.pods] == ["kube-proxy-x2b9k", "log-agent"]
+    assert [p.name for p in node.pods] == ["kube-proxy-x2b9k"]  # the snapshot's node is left as it is

@@ -319,7 +319,7 @@ class Provisioner:
         by_name = {t.name: t for t in catalog}
         # Nodes launched for pods and still starting keep them, whatever not-ready or startup taints they
         # carry meanwhile (claims/starting.py): those pods are on their way, not unschedulable.
-        cluster_nodes = scheduling_nodes(cluster_nodes, records)
+        cluster_nodes = scheduling_nodes(cluster_nodes, records, snapshot.daemonsets)
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
         self._reserve_promised_pods(nodes, records, snapshot, cluster_nodes, pods)
         templates = self.lifecycle.templates(nodes)
