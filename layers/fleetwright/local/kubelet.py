@@ -47,7 +47,6 @@ from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.selectors import FieldSelector
 from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
-from fleetwright.local.aws_fakes import InstanceBoot
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.userdata import AL2, BOTTLEROCKET, WINDOWS, NodeBootstrap, parse_user_data
 from fleetwright.model import labels as wk
@@ -55,6 +54,7 @@ from fleetwright.model.instancetype import InstanceType
 
 if TYPE_CHECKING:
     from fleetwright.local.apiserver.server import ApiServer
+    from fleetwright.local.aws_fakes import InstanceBoot
 
 JsonObject = dict[str, Any]
 
@@ -143,7 +143,11 @@ class KubeletSimulator(PodLifecycleController):
         self.clock = clock
         self.startup_taint_keys = frozenset(startup_taint_keys)
         self.region = str(getattr(getattr(ec2_client, "meta", None), "region_name", None) or "us-east-1")
-        self._boot = InstanceBoot(start.boot_seconds, clock) if boot_instances else None
+        self._boot: InstanceBoot | None = None
+        if boot_instances:
+            from fleetwright.local.aws_fakes import InstanceBoot  # moto: imported only when simulated
+
+            self._boot = InstanceBoot(start.boot_seconds, clock)
         self._running_since: dict[str, float] = {}  # instance id → clock() when first seen running
         self._registered_at: dict[str, float] = {}  # node uid → clock() at registration
         self._ready_at: dict[str, float] = {}  # node uid → clock() when it reported Ready
