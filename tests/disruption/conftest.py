@@ -147,9 +147,13 @@ class Rig:
         subnet: str | None = None,
         security_groups: list[str] | None = None,
         conditions: list[dict[str, Any]] | None = None,
+        status: ClaimStatus = ClaimStatus.INITIALIZED,
+        taints: list[dict[str, str]] | None = None,
+        startup_taints: list[str] | None = None,
     ) -> str:
         """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
-        current hashes, and a Ready Node with the instance type's labels and allocatable."""
+        current hashes, and a Ready Node with the instance type's labels and allocatable (``status``,
+        ``taints`` and ``startup_taints``: a node still starting instead)."""
         self.counter += 1
         claim = f"{pool}-n{self.counter:07d}"
         name = f"ip-10-0-0-{self.counter}.ec2.internal"
@@ -179,7 +183,8 @@ class Rig:
             NodeClaimRecord(
                 id=claim,
                 nodepool=pool,
-                status=str(ClaimStatus.INITIALIZED),
+                status=str(status),
+                startup_taints=list(startup_taints or []),
                 created_at=now,
                 node_class="default",
                 instance_id=instance_id,
@@ -191,7 +196,7 @@ class Rig:
                 ),
                 launched_at=now,
                 registered_at=now,
-                initialized_at=now,
+                initialized_at=now if status == ClaimStatus.INITIALIZED else None,
                 node_name=name,
                 nodepool_hash=nodepool_hash(np),
                 nodeclass_hash=nodeclass_hash(self.config.nodeclasses[0]),
@@ -212,7 +217,7 @@ class Rig:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
-            "spec": {"providerID": f"aws:///{zone}/{instance_id}"},
+            "spec": {"providerID": f"aws:///{zone}/{instance_id}", **({"taints": taints} if taints else {})},
             "status": {
                 "conditions": conditions or [{"type": "Ready", "status": "True" if ready else "False"}],
                 "allocatable": quantities,

@@ -30,6 +30,25 @@ def test_demo_applies_nodepools_with_kubectl_follows_an_edit_then_removes_the_no
     # pods may reach the provisioner in more than one batch on a busy machine: any m5.large launch will do
     assert re.search(r"launched i-\w+ m5\.large in us-east-1\w, on-demand \$0\.0960/h for \d pods", before)
     assert "5 inflate pods Running" in before
+    # Every phase of a node's start shows, in order, time compressed and said so.
+    assert "new nodes start 10x faster than on EKS, every phase kept" in before
+    node = re.search(r"node (ip-\S+) registered NotReady \(aws:///\S+; ([^)]*)\)", before)
+    assert node, before
+    assert "node.kubernetes.io/not-ready" in node.group(2) and "node.cilium.io/agent-not-ready" in node.group(
+        2
+    )
+    name = re.escape(node.group(1))
+    phases = [
+        rf"node {name} registered NotReady",
+        rf"node {name} Ready",
+        rf"node {name}: startup taints removed by their agents \(node.cilium.io/agent-not-ready\)",
+    ]
+    found = [re.search(p, before) for p in phases]
+    assert all(found), before
+    assert [m.start() for m in found if m] == sorted(m.start() for m in found if m), before
+    # Fleetwright labels it initialized at its next reconciliation (every 5 s), maybe after the pods run.
+    assert out.index(f"node {node.group(1)} initialized") > out.index(f"node {node.group(1)} Ready")
+    assert re.search(r"instance i-\w+ running", before)
     assert not re.search(r"launched i-\w+ \S+ in \S+, spot", before), before
     # After the patch to spot, the next scale-up launches spot capacity only.
     assert "nodepool.karpenter.sh/default patched" in after
@@ -112,6 +131,8 @@ def test_local_up_provisions_for_a_nodepool_applied_with_kubectl(tmp_path: Path)
             "0",
             "--kubeconfig",
             str(tmp_path),
+            "--node-start-scale",
+            "0.1",  # every phase of a node's start kept, ten times shorter
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,

@@ -14,6 +14,7 @@ from fleetwright.kube.cluster import is_unschedulable
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, NODES, PODS
 from fleetwright.local.kubelet import KubeletOptions
+from fleetwright.local.nodestart import NodeStart
 from tests.aws.conftest import (  # noqa: F401  (fixtures used by name)
     CLUSTER,
     REGION,
@@ -51,7 +52,7 @@ def agent() -> dict[str, Any]:
 
 def test_scale_up_launch_register_bind_run_terminate(aws: Aws, amis: SeededAmis) -> None:  # noqa: F811
     provider = AwsProvider(aws.cluster, REGION, clients=aws.clients, unavailable=aws.unavailable)
-    kubelet = KubeletOptions(aws.clients.ec2, CLUSTER, ready_delay=0.2, poll_interval=0.05)
+    kubelet = KubeletOptions(aws.clients.ec2, CLUSTER, start=NodeStart.fast(0.05), poll_interval=0.05)
     with ApiServer(port=0, scheduler=True, daemonset_controller=True, kubelet=kubelet) as server:
         server.store.create(DAEMON_SETS, agent(), "kube-system")
         web = deployment("web", 0)

@@ -12,6 +12,7 @@ from fleetwright.local.apiserver.controllers import PodLifecycleController
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.store import Store
 from fleetwright.local.kube_scheduler import KubeScheduler
+from fleetwright.local.nodelifecycle import NodeLifecycleController
 from tests.local.helpers import node, pod, wait_for
 
 
@@ -88,6 +89,7 @@ def test_bound_pods_use_up_room(store: Store, scheduler: KubeScheduler) -> None:
 
 
 def test_taints_selectors_cordon_and_readiness(store: Store, scheduler: KubeScheduler) -> None:
+    NodeLifecycleController(store).start()  # taints the NotReady node, as kube-controller-manager does
     gpu = sized_node("gpu", disktype="ssd")
     gpu["spec"]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     store.create(NODES, gpu)
@@ -119,6 +121,32 @@ def test_taints_selectors_cordon_and_readiness(store: Store, scheduler: KubeSche
         "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
         "1 node(s) were unschedulable."
     )
+    assert store.get(NODES, None, "booting")["spec"]["taints"] == [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    ]
+
+
+def test_a_not_ready_node_takes_the_pods_that_tolerate_its_taint(
+    store: Store, scheduler: KubeScheduler
+) -> None:
+    NodeLifecycleController(store).start()
+    store.create(NODES, sized_node("booting", ready=False))
+    tolerates = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]
+    store.create(PODS, sized_pod("agent", tolerations=tolerates))
+    store.create(PODS, sized_pod("app"))
+
+    scheduler.run_once()
+    assert node_of(store, "agent") == "booting" and node_of(store, "app") is None
+
+    store.mutate(NODES, None, "booting", _ready, "status")
+    assert "taints" not in store.get(NODES, None, "booting")["spec"]
+    scheduler.run_once()
+    assert node_of(store, "app") == "booting"
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return node
 
 
 def test_no_nodes(store: Store, scheduler: KubeScheduler) -> None:

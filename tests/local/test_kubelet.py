@@ -1,5 +1,6 @@
-"""The kubelet simulator against moto: Nodes for the cluster's instances, Ready after a delay, pods run,
-Nodes removed when instances terminate."""
+"""The kubelet simulator against moto: Nodes for the cluster's instances, each start in its phases (EC2
+pending, registration NotReady, Ready, startup taints removed by their agents), pods run, Nodes removed when
+instances terminate."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG
 from fleetwright.aws.userdata import BootstrapOptions, user_data_for
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.store import Store
 from fleetwright.local.kubelet import KubeletOptions, KubeletSimulator
+from fleetwright.local.nodelifecycle import NodeLifecycleController
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.ec2nodeclass import KubeletConfiguration
 from fleetwright.model.taints import Taint
 from tests.local.helpers import pod, wait_for
@@ -97,8 +101,20 @@ def user_data(family: str = "AL2023", **labels: str) -> str:
     )
 
 
+START = NodeStart(boot_seconds=3.0, register_seconds=4.0, ready_seconds=2.0, startup_taint_seconds=5.0)
+
+
 def simulator(store: Store, ec2: Ec2, clock: FakeClock, **kw: Any) -> KubeletSimulator:
-    sim = KubeletSimulator(store, ec2.client, "demo", ready_delay=2.0, clock=clock, **kw)
+    return KubeletSimulator(store, ec2.client, "demo", start=START, clock=clock, **kw)
+
+
+def registered(store: Store, ec2: Ec2, clock: FakeClock | None = None) -> KubeletSimulator:
+    """A simulator that has seen the running instances and, ``register_seconds`` later, registered them."""
+    clock = clock or FakeClock()
+    sim = simulator(store, ec2, clock)
+    sim.poll_once()
+    clock.now += START.register_seconds
+    sim.poll_once()
     return sim
 
 
@@ -112,7 +128,7 @@ def test_registers_a_node_like_eks(ec2: Ec2, family: str) -> None:
     instance = launch(ec2, user_data(family, **{"karpenter.sh/capacity-type": "spot"}))
     launch(ec2, user_data(), cluster="someone-else")
 
-    simulator(store, ec2, clock).poll_once()
+    registered(store, ec2, clock)
 
     nodes = store.list(NODES)[0]
     assert len(nodes) == 1
@@ -141,22 +157,35 @@ def test_registers_a_node_like_eks(ec2: Ec2, family: str) -> None:
     assert ready(node) == "False"
 
 
-def test_ready_after_delay_then_runs_pods_then_goes_with_the_instance(ec2: Ec2) -> None:
+def state(ec2: Ec2, instance: dict[str, Any]) -> str:
+    found = ec2.client.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"]
+    return str(found[0]["Instances"][0]["State"]["Name"])
+
+
+def test_each_phase_of_a_start_in_turn_then_pods_run_then_the_node_goes_with_its_instance(ec2: Ec2) -> None:
     store, clock = Store(), FakeClock()
-    instance = launch(ec2, user_data())
     sim = simulator(store, ec2, clock)
     sim.start(poll=False)
     try:
+        instance = launch(ec2, user_data())
+        sim.poll_once()
+        assert state(ec2, instance) == "pending" and store.list(NODES)[0] == []  # EC2 boots it
+
+        clock.now += START.boot_seconds
+        sim.poll_once()
+        assert state(ec2, instance) == "running" and store.list(NODES)[0] == []  # the OS boots
+
+        clock.now += START.register_seconds
         sim.poll_once()
         name = store.list(NODES)[0][0]["metadata"]["name"]
         store.create(PODS, pod("web", node_name=name))
 
-        clock.now += 1.5
+        clock.now += START.ready_seconds - 0.5
         sim.poll_once()
         assert ready(store.get(NODES, None, name)) == "False"
         assert store.get(PODS, "default", "web")["status"]["phase"] == "Pending"
 
-        clock.now += 1.0
+        clock.now += 0.5
         sim.poll_once()
         assert ready(store.get(NODES, None, name)) == "True"
         web = store.get(PODS, "default", "web")
@@ -184,7 +213,7 @@ def test_only_the_labels_a_real_kubelet_and_cloud_controller_set(ec2: Ec2) -> No
         instance_type="m6g.xlarge",
     )
 
-    simulator(store, ec2, FakeClock()).poll_once()
+    registered(store, ec2)
 
     (node,) = store.list(NODES)[0]
     name = node["metadata"]["name"]
@@ -215,13 +244,13 @@ def test_user_data_from_the_launch_template_when_the_instance_has_none(ec2: Ec2)
     )
     store = Store()
 
-    simulator(store, ec2, FakeClock()).poll_once()
+    registered(store, ec2)
 
     assert store.list(NODES)[0][0]["metadata"]["labels"]["role"] == "from-template"
 
 
 def test_runs_in_the_background_inside_the_apiserver(ec2: Ec2) -> None:
-    options = KubeletOptions(ec2.client, "demo", ready_delay=0.1, poll_interval=0.02)
+    options = KubeletOptions(ec2.client, "demo", start=NodeStart.fast(0.05), poll_interval=0.02)
     with ApiServer(port=0, kubelet=options) as server:
         instance = launch(ec2, user_data())
         node = wait_for(lambda: server.store.list(NODES)[0])[0]
@@ -232,3 +261,95 @@ def test_runs_in_the_background_inside_the_apiserver(ec2: Ec2) -> None:
 
         ec2.client.terminate_instances(InstanceIds=[instance["InstanceId"]])
         wait_for(lambda: not server.store.list(NODES)[0])
+
+
+def _taints(store: Store, name: str) -> list[dict[str, Any]]:
+    return list(store.get(NODES, None, name)["spec"].get("taints") or [])
+
+
+def _started(store: Store, ec2: Ec2, clock: FakeClock, data: str) -> tuple[KubeletSimulator, str]:
+    """A simulator (with the node lifecycle controller) whose instance has registered its Node."""
+    NodeLifecycleController(store).start()
+    sim = simulator(store, ec2, clock)
+    launch(ec2, data)
+    sim.poll_once()
+    clock.now += START.register_seconds
+    sim.poll_once()
+    return sim, store.list(NODES)[0][0]["metadata"]["name"]
+
+
+def test_not_ready_taint_until_ready_and_agents_remove_their_startup_taints_after(ec2: Ec2) -> None:
+    store, clock = Store(), FakeClock()
+    agent = Taint("node.cilium.io/agent-not-ready", "NoExecute", "true")
+    data = user_data_for(
+        "AL2023", BootstrapOptions(cluster=CLUSTER, taints=(Taint("dedicated", "NoSchedule", "ml"), agent))
+    )
+    sim, name = _started(store, ec2, clock, data)
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+    assert {t["key"] for t in _taints(store, name)} == {"dedicated", agent.key, not_ready["key"]}
+
+    clock.now += START.ready_seconds
+    sim.poll_once()
+    assert ready(store.get(NODES, None, name)) == "True"
+    assert {t["key"] for t in _taints(store, name)} == {"dedicated", agent.key}  # the agent is starting
+
+    clock.now += START.startup_taint_seconds - 0.5
+    sim.poll_once()
+    assert agent.key in {t["key"] for t in _taints(store, name)}
+    clock.now += 0.5
+    sim.poll_once()
+    assert _taints(store, name) == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+
+    # Put back (as registration syncing a claim's startup taints may), it is removed again.
+    store.mutate(
+        NODES,
+        None,
+        name,
+        lambda n: {
+            **n,
+            "spec": {
+                **n["spec"],
+                "taints": [*n["spec"]["taints"], {"key": agent.key, "value": "true", "effect": "NoExecute"}],
+            },
+        },
+    )
+    sim.poll_once()
+    assert [t["key"] for t in _taints(store, name)] == ["dedicated"]
+
+
+def test_the_startup_taints_of_the_clusters_nodepools_belong_to_agents(ec2: Ec2) -> None:
+    store, clock = Store(), FakeClock()
+    install_karpenter_crds(store)
+    nodepools = store.registry.lookup("karpenter.sh", "v1", "nodepools")
+    assert nodepools is not None
+    startup = {"key": "example.com/warming", "effect": "NoSchedule"}
+    store.create(
+        nodepools,
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "general"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [],
+                        "startupTaints": [startup],
+                    }
+                }
+            },
+        },
+    )
+    data = user_data_for(
+        "AL2023", BootstrapOptions(cluster=CLUSTER, taints=(Taint("example.com/warming", "NoSchedule"),))
+    )
+    sim, name = _started(store, ec2, clock, data)
+    clock.now += START.ready_seconds
+    sim.poll_once()
+    clock.now += START.startup_taint_seconds
+    sim.poll_once()
+    assert _taints(store, name) == []

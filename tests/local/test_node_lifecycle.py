@@ -18,6 +18,7 @@ from fleetwright.claims.registration import (
 )
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.local.inprocess.disruption import run_disruption
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 from fleetwright.model import labels as wk
 from tests.local.helpers import wait_for
@@ -30,7 +31,9 @@ def box(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     for key, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
     options = SandboxOptions(
-        manifests=(os.path.join(ROOT, "examples", "inflate"),), ready_delay=0.2, provisioner_window=2.0
+        manifests=(os.path.join(ROOT, "examples", "inflate"),),
+        node_start=NodeStart.fast(0.1),
+        provisioner_window=2.0,
     )
     with sandbox(options) as running:
         files = [arg for path in running.nodepool_files() for arg in ("-f", str(path))]

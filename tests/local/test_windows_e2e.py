@@ -14,6 +14,7 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.aws_fakes import seed_windows_amis
 from fleetwright.local.kubelet import KubeletOptions
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
@@ -53,7 +54,7 @@ def test_windows_and_linux_pods_run_on_nodes_of_their_os(aws: Aws, amis: SeededA
         nodepools=[windows_nodepool(), nodepool("linux")],
         nodeclasses=[windows_class(), node_class()],
     )
-    kubelet = KubeletOptions(aws.clients.ec2, CLUSTER, ready_delay=0.2, poll_interval=0.05)
+    kubelet = KubeletOptions(aws.clients.ec2, CLUSTER, start=NodeStart.fast(0.05), poll_interval=0.05)
     with ApiServer(port=0, scheduler=True, kubelet=kubelet) as server:
         server.store.create(PODS, os_pod("iis", "windows"), "default")
         server.store.create(PODS, os_pod("nginx", "linux"), "default")

@@ -65,8 +65,12 @@ class Reconciler:
                 continue  # the Node went away meanwhile: the next reconciliation looks again
             if record.status == ClaimStatus.LAUNCHED:
                 self._register(record, node, now, report)
-            if record.status == ClaimStatus.REGISTERED and is_initialized(node, record):
+            if record.status != ClaimStatus.REGISTERED:
+                continue
+            if is_initialized(node, record):
                 self._initialize(record, node, now, report)
+            else:
+                self._check_timeout(record, now, report, registered=True)
 
     def _register(
         self, record: NodeClaimRecord, node: Mapping[str, Any], now: float, report: ReconcileReport
@@ -137,25 +141,34 @@ class Reconciler:
                 "NodeClaim objects not reconciled", extra={"error": f"{type(error).__name__}: {error}"}
             )
 
-    def _check_timeout(self, record: NodeClaimRecord, now: float, report: ReconcileReport) -> None:
+    def _check_timeout(
+        self, record: NodeClaimRecord, now: float, report: ReconcileReport, *, registered: bool = False
+    ) -> None:
+        """Terminate the instance of a claim whose node has not registered (``registered``: registered but
+        not initialized) within ``registration_timeout_seconds`` of its launch. A starting node keeps the
+        pods it was launched for (``claims/starting.py``), so one that never becomes Ready must end: its
+        pods are then launched for once more."""
         life = self.life
         since = record.launched_at or record.created_at
-        if now - since < life.config.registration_timeout_seconds:
+        timeout = life.config.registration_timeout_seconds
+        if now - since < timeout:
             return
         life.cloud.terminate([record.instance_id])
+        what = "initialize" if registered else "register"
         if not life.state.nodeclaims.transition(
             record.id,
-            ClaimStatus.LAUNCHED,
+            ClaimStatus.REGISTERED if registered else ClaimStatus.LAUNCHED,
             ClaimStatus.TERMINATED,
-            reason=f"node did not register within {life.config.registration_timeout_seconds:.0f} s",
+            reason=f"node did not {what} within {timeout:.0f} s",
             expires_at=int(now + life.config.terminated_claim_ttl_seconds),
         ):
             self._lost_transition(record, ClaimStatus.TERMINATED)
             return
+        record.status = str(ClaimStatus.TERMINATED)
         report.timed_out.append(record.id)
         life.metrics.add(obs.REGISTRATION_TIMEOUTS, 1, obs.COUNT, {"NodePool": record.nodepool})
         life.log.warning(
-            "node never registered; instance terminated",
+            f"node never {what}d; instance terminated",
             extra={
                 "nodeclaim": record.id,
                 "instanceId": record.instance_id,

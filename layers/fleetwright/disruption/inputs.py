@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.claims.starting import scheduling_node
 from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
@@ -29,7 +30,7 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
-from fleetwright.model.pod import LabelSelector
+from fleetwright.model.pod import LabelSelector, Pod
 from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.state.emptiness import EmptinessStore
@@ -286,7 +287,8 @@ class InputReader:
             tagged_claim = str(getattr(instance, "nodeclaim", "") or "")
             if record is None and tagged_claim:
                 record = claims.get(tagged_claim)
-            states.append(self._node_state(node, objects.get(node.name, {}), instance, record, by_type, now))
+            obj = objects.get(node.name, {})
+            states.append(self._node_state(node, obj, instance, record, by_type, now, snapshot.daemonsets))
             if record is not None and record.initialized_at:
                 initialized_at[node.name] = float(record.initialized_at)
         return states, initialized_at
@@ -332,8 +334,11 @@ class InputReader:
         record: NodeClaimRecord | None,
         by_type: Mapping[str, InstanceType],
         now: float,
+        daemonsets: Sequence[Pod] = (),
     ) -> NodeState:
         meta = obj.get("metadata") or {}
+        # A node still starting keeps its pods and takes others despite its not-ready and startup taints.
+        node = scheduling_node(node, record, daemonsets)
         labels = node.labels
         ours = instance is not None
         if not ours and wk.NODEPOOL in labels:

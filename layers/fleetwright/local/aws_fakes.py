@@ -1,8 +1,8 @@
 """Stand-ins for what moto does not emulate, shared by the local sandbox and the tests: a spot market,
-the public EKS AMI parameters in SSM and capacity reservations; and the discovery-tagged network every
-sandbox, test and benchmark account starts from. Each hooks into boto3's event system or moto's backend, so
-the code under test makes its real calls. ``thread_safe_moto`` makes moto's subnet address pool safe for
-concurrent launches."""
+the public EKS AMI parameters in SSM, capacity reservations and an instance's ``pending`` phase; and the
+discovery-tagged network every sandbox, test and benchmark account starts from. Each hooks into boto3's
+event system or moto's backend, so the code under test makes its real calls. ``thread_safe_moto`` makes
+moto's subnet address pool safe for concurrent launches."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import datetime
 import fnmatch
 import functools
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,107 @@ def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
 
     locked._fleetwright_locked = True  # type: ignore[attr-defined]
     return locked
+
+
+class _BootingState:
+    """An instance's state that reads ``pending`` until ``running_at`` on ``clock``, then ``running``; once
+    moto sets a state (stop, terminate), that state holds. Copies (moto's "previous state") are plain."""
+
+    def __init__(self, clock: Callable[[], float], running_at: float) -> None:
+        self._clock = clock
+        self._running_at = running_at
+        self._name: str | None = None
+        self._code: int | None = None
+
+    def _booted(self) -> bool:
+        return self._clock() >= self._running_at
+
+    @property
+    def name(self) -> str:
+        if self._name is not None:
+            return self._name
+        return "running" if self._booted() else "pending"
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+
+    @property
+    def code(self) -> int:
+        if self._code is not None:
+            return self._code
+        return 16 if self._booted() else 0
+
+    @code.setter
+    def code(self, value: int) -> None:
+        self._code = value
+
+    def __copy__(self) -> Any:
+        from moto.ec2.models.instances import InstanceState
+
+        return InstanceState(self.name, self.code)
+
+
+_BOOTS: list[InstanceBoot] = []
+_BOOTS_LOCK = threading.Lock()
+
+
+@dataclass
+class InstanceBoot:
+    """EC2's ``pending`` phase, which moto skips: while installed, every instance moto creates (RunInstances,
+    CreateFleet) is ``pending`` (code 0) for ``boot_seconds`` on ``clock``, then ``running`` (16), in
+    DescribeInstances, its filters and every other answer, as EC2 shows a booting instance.
+
+    It patches moto's instance model, not a boto3 client, so it holds for every client of this process's
+    moto: ``mock_aws`` and a ``ThreadedMotoServer`` served over HTTP alike (a moto_server in another process
+    is out of its reach). Installs nest; the latest one installed decides. ``with InstanceBoot(...):``
+    installs it for the block.
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html
+    """
+
+    boot_seconds: float
+    clock: Callable[[], float] = time.monotonic
+
+    def install(self) -> InstanceBoot:
+        _patch_moto_instances()
+        with _BOOTS_LOCK:
+            _BOOTS.append(self)
+        return self
+
+    def uninstall(self) -> None:
+        with _BOOTS_LOCK:
+            if self in _BOOTS:
+                _BOOTS.remove(self)
+
+    def __enter__(self) -> InstanceBoot:
+        return self.install()
+
+    def __exit__(self, *_: object) -> None:
+        self.uninstall()
+
+    def state(self) -> _BootingState:
+        """The state of an instance created now."""
+        return _BootingState(self.clock, self.clock() + self.boot_seconds)
+
+
+def _patch_moto_instances() -> None:
+    """Give each instance moto creates the installed :class:`InstanceBoot`'s state (idempotent)."""
+    from moto.ec2.models.instances import Instance
+
+    original = Instance.__init__
+    if getattr(original, "_fleetwright_boot", False):
+        return
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        with _BOOTS_LOCK:
+            boot = _BOOTS[-1] if _BOOTS else None
+        if boot is not None:
+            self._state = boot.state()
+
+    init._fleetwright_boot = True  # type: ignore[attr-defined]
+    Instance.__init__ = init  # type: ignore[method-assign]
 
 
 def seed_ssm_parameter(name: str, value: str, region: str = "us-east-1") -> None:

@@ -13,7 +13,7 @@ from fleetwright.commands import Subparsers
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from fleetwright.local.demo import run_demo
+    from fleetwright.local.demo import DEMO_NODE_START, run_demo
     from fleetwright.local.sandbox import SandboxOptions
     from fleetwright.model.errors import DocumentError
 
@@ -23,7 +23,7 @@ def _demo(args: argparse.Namespace) -> int:
         return run_demo(
             steps=steps,
             timeout=args.timeout,
-            options=SandboxOptions(manifests=args.filename or default),
+            options=SandboxOptions(manifests=args.filename or default, node_start=DEMO_NODE_START),
             interrupt=args.interrupt,
             scale_down=not args.no_scale_down,
             fast_forward=not args.real_time,
@@ -34,6 +34,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from fleetwright.local.nodestart import NodeStart
     from fleetwright.local.sandbox import SandboxOptions, sandbox, shown_path
 
     kubeconfig_dir = Path(args.kubeconfig or tempfile.mkdtemp(prefix="fleetwright-"))
@@ -42,6 +43,7 @@ def _up(args: argparse.Namespace) -> int:
         moto_port=args.moto_port or -1,
         apiserver_port=args.port,
         kubeconfig_dir=str(kubeconfig_dir),
+        node_start=NodeStart.default.scaled(args.node_start_scale),
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -51,7 +53,8 @@ def _up(args: argparse.Namespace) -> int:
         files = " ".join(f"-f {shown_path(path)}" for path in box.nodepool_files()) or "-f nodepool.yaml"
         print(
             f"""Fleetwright sandbox running (cluster {box.options.cluster_name}), with Karpenter's CRDs and no
-NodePool yet: the provisioner and the disruption loop read NodePools from the cluster. In another shell:
+NodePool yet: the provisioner and the disruption loop read NodePools from the cluster. New nodes start
+in phases: {box.options.node_start.describe()}. In another shell:
 
   export KUBECONFIG={box.kubeconfig_path}
   export AWS_ENDPOINT_URL={box.moto_url} AWS_DEFAULT_REGION={box.options.region}
@@ -127,4 +130,15 @@ def add_cli(subparsers: Subparsers) -> None:
         default=10.0,
         help="seconds between disruption passes (default 10; the Lambda runs every minute)",
     )
+    _node_start_option(up)
     up.set_defaults(handler=_up)
+
+
+def _node_start_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node-start-scale",
+        type=float,
+        default=1.0,
+        help="new nodes' start (EC2 boot, registration, Ready, startup taints) times this (default 1: "
+        "EKS's published figures, about 50 s; docs/emulator.md)",
+    )

@@ -2,14 +2,16 @@
 
 It starts the sandbox (moto, the Kubernetes API emulator with a scheduler, an EC2-driven kubelet and
 Karpenter's CRDs, Fleetwright's provisioner), ``kubectl apply``-s the example NodePool and EC2NodeClass,
-scales the example Deployment to 5 and then 30 replicas, and prints a timeline (seconds since start:
-launches with instance type, zone, capacity type and $/h, node registration and readiness, running pods)
-and a table of nodes. Between the steps the NodePool's capacity type is switched with ``kubectl patch``
-and the next step's launches follow it. After the scale-up it prints what kubectl shows: NodeClaims, one
-pod's Events, NodePools. Then it scales down: the Deployment is deleted and the disruption controller
-removes the empty nodes through the termination workflow once they have been empty for the NodePool's
-``consolidateAfter``. Exit code 0 when every replica runs and every node is gone again, 1 (with the
-reason) otherwise.
+scales the example Deployment to 5 and then 30 replicas, and prints a timeline (seconds since start: launches
+with instance type, zone, capacity type and $/h, then every phase of each node's start — instance running,
+Node registered NotReady with its not-ready and startup taints, Ready, startup taints removed, initialized —
+and the running pods) and a table of nodes. Nodes start as on EKS with every phase, ten times faster
+(``DEMO_NODE_START``; the timeline's second line says so). Between the steps the NodePool's capacity type is
+switched with ``kubectl patch`` and the next step's launches follow it. After the scale-up it prints what
+kubectl shows: NodeClaims, one pod's Events, NodePools. Then it scales down: the Deployment is deleted and the
+disruption controller removes the empty nodes through the termination workflow once they have been empty for
+the NodePool's ``consolidateAfter``. Exit code 0 when every replica runs and every node is gone again, 1 (with
+the reason) otherwise.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS, NODE_POOLS, PODS
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.sandbox import DEPLOYMENTS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox, shown_path
 
 DEFAULT_STEPS = (5, 30)
+# The demo's node start: EKS's figures compressed ten times, so the walkthrough takes minutes, not ten.
+DEMO_NODE_START = NodeStart.default.scaled(0.1)
 
 
 @dataclass
@@ -40,9 +45,12 @@ class Timeline:
     app: str
     selector: str
     instances: set[str] = field(default_factory=set)
+    booted: set[str] = field(default_factory=set)
     registered: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     ready: set[str] = field(default_factory=set)
+    untainted: set[str] = field(default_factory=set)
+    initialized: set[str] = field(default_factory=set)
     running: int = -1
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -59,7 +67,9 @@ class Timeline:
             self.out.flush()
 
     def poll(self) -> None:
-        """Print every launch, registration, readiness and change of running pods since the last poll."""
+        """Print every launch, every phase of each node's start, each node gone and each change of running
+        pods since the last poll."""
+        startup = self._startup_taint_keys()
         for record in sorted(self.box.state.nodeclaims.list(), key=lambda r: r.created_at):
             if not record.instance_id or record.instance_id in self.instances:
                 continue
@@ -67,21 +77,19 @@ class Timeline:
             price = f"${record.expected_price:.4f}/h" if record.expected_price else ""
             self.say(
                 f"launched {record.instance_id} {record.instance_type} in {record.zone}, "
-                f"{record.capacity_type} {price} for {record.pod_count} pods (claim {record.id})"
+                f"{record.capacity_type} {price} for {record.pod_count} pods (claim {record.id}): pending"
             )
+        for instance in self.box.instances():
+            instance_id = instance["InstanceId"]
+            if instance["State"]["Name"] == "running" and instance_id not in self.booted:
+                self.booted.add(instance_id)
+                self.say(f"instance {instance_id} running")
         present = set()
         for node in self.box.kube.list_nodes():
             name = node["metadata"]["name"]
-            if name == SYSTEM_NODE:
-                continue
-            present.add(name)
-            if name not in self.registered:
-                self.registered.add(name)
-                self.say(f"node {name} registered ({node['spec'].get('providerID', '')})")
-            conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-            if conditions.get("Ready") == "True" and name not in self.ready:
-                self.ready.add(name)
-                self.say(f"node {name} Ready")
+            if name != SYSTEM_NODE:
+                present.add(name)
+                self._node_phases(name, node, startup)
         for name in sorted(self.registered - present - self.removed):
             self.removed.add(name)
             self.say(f"node {name} deleted")
@@ -89,6 +97,35 @@ class Timeline:
         if running != self.running:
             self.running = running
             self.say(f"{running} {self.app} pods Running")
+
+    def _node_phases(self, name: str, node: dict[str, Any], startup: set[str]) -> None:
+        """The lines of the phases ``node`` has reached since the last poll: registered NotReady (with its
+        not-ready taint), Ready, its startup taints removed, initialized."""
+        taints = [t.get("key", "") for t in node.get("spec", {}).get("taints") or []]
+        if name not in self.registered:
+            self.registered.add(name)
+            shown = ", ".join(taints) or "no taints"
+            self.say(f"node {name} registered NotReady ({node['spec'].get('providerID', '')}; {shown})")
+        conditions = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+        if conditions.get("Ready") == "True" and name not in self.ready:
+            self.ready.add(name)
+            self.say(f"node {name} Ready")
+        held = sorted(set(taints) & startup)
+        if name in self.ready and not held and name not in self.untainted and startup:
+            self.untainted.add(name)
+            self.say(f"node {name}: startup taints removed by their agents ({', '.join(sorted(startup))})")
+        labels = node.get("metadata", {}).get("labels") or {}
+        if labels.get("karpenter.sh/initialized") == "true" and name not in self.initialized:
+            self.initialized.add(name)
+            self.say(f"node {name} initialized (karpenter.sh/initialized)")
+
+    def _startup_taint_keys(self) -> set[str]:
+        """The startup taint keys of the NodePools in the cluster."""
+        keys: set[str] = set()
+        for pool in self.box.client.list(NODE_POOLS).items:
+            spec = pool.get("spec", {}).get("template", {}).get("spec", {})
+            keys.update(str(t.get("key")) for t in spec.get("startupTaints") or [])
+        return keys
 
     def app_pods(self) -> list[dict[str, Any]]:
         """The demo Deployment's pods, in any phase."""
@@ -211,6 +248,7 @@ def _run(
         app, selector = _demo_app(box)
         timeline = Timeline(box, started, out, app, selector)
         timeline.say(f"sandbox ready: cluster {box.options.cluster_name}, API server {box.server.url}")
+        timeline.say(_node_start_line(box.options.node_start))
         if not _apply_nodepools(box, timeline):
             return 1
         box.provisioner.warm_up()  # what a warm Lambda has: instance types, prices and AMIs cached
@@ -243,6 +281,17 @@ def _run(
         if scale_down and not _scale_down(box, timeline, timeout, fast_forward):
             return 1
     return 0
+
+
+def _node_start_line(start: NodeStart) -> str:
+    """How new nodes start in this run: EKS's figures, or those compressed (and by how much)."""
+    if start == NodeStart.default:
+        return f"new nodes start as on EKS: {start.describe()} (docs/emulator.md)"
+    factor = NodeStart.default.total / start.total
+    return (
+        f"new nodes start {factor:g}x faster than on EKS, every phase kept: {start.describe()} "
+        f"(EKS: {NodeStart.default.describe()}; docs/emulator.md)"
+    )
 
 
 def _kubectl(box: Sandbox, timeline: Timeline, *args: str, show: bool = True) -> str | None:

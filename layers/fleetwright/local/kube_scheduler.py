@@ -7,9 +7,11 @@ Binding does); every other pod gets ``PodScheduled=False`` with reason ``Unsched
 kube-scheduler's words (``0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu.``),
 which is what Fleetwright's provisioner looks for.
 
-A node whose ``Ready`` condition is not ``True`` is treated as carrying the
-``node.kubernetes.io/not-ready:NoSchedule`` taint the node lifecycle controller would add; cordoned nodes
-take no pods. Passes run on a worker thread, at most once per ``interval``, after pod or node changes.
+Nodes are taken with the taints they carry: a starting node is kept from pods by the
+``node.kubernetes.io/not-ready:NoSchedule`` taint the node lifecycle controller
+(:mod:`fleetwright.local.nodelifecycle`) puts on it and by its startup taints, as kube-scheduler's
+TaintToleration filter does; cordoned nodes take no pods. Passes run on a worker thread, at most once per
+``interval``, after pod or node changes.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from fleetwright.model.node import Node
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.quantity import PODS as PODS_RESOURCE
 from fleetwright.model.requirements import Requirements
-from fleetwright.model.taints import NO_SCHEDULE, Taint, tolerates_all
+from fleetwright.model.taints import tolerates_all
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import Results, SchedulingInput
@@ -50,7 +52,6 @@ JsonObject = dict[str, Any]
 log = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", NO_SCHEDULE)
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -218,8 +219,6 @@ class KubeScheduler(Controller):
             except DocumentError as err:
                 log.warning("node %s skipped: %s", name, err)
                 continue
-            if not node.ready and not any(t.key == NOT_READY_TAINT.key for t in node.taints):
-                node.taints = (*node.taints, NOT_READY_TAINT)
             nodes.append(node)
         return nodes
 

@@ -11,7 +11,15 @@ It stands in for the kubelets of the instances Fleetwright launches (against mot
   never the ``karpenter.k8s.aws/*`` labels of its instance type, which Fleetwright's registration adds
   — capacity and allocatable from its instance type (and the user data's kubelet settings), and
   ``spec.providerID = aws:///<zone>/<instance-id>``;
-* the Node reports ``Ready=False`` at registration and ``Ready=True`` once ``ready_delay`` has passed;
+* its start follows :class:`~fleetwright.local.nodestart.NodeStart` on ``clock``: EC2 shows the instance
+  ``pending`` for ``boot_seconds`` (:class:`~fleetwright.local.aws_fakes.InstanceBoot`, installed while
+  the simulator runs), the kubelet registers the Node ``register_seconds`` after it first sees the
+  instance ``running``, with ``Ready=False`` (the node lifecycle controller,
+  :mod:`fleetwright.local.nodelifecycle`, taints it ``node.kubernetes.io/not-ready:NoSchedule``), reports
+  ``Ready=True`` ``ready_seconds`` later, and ``startup_taint_seconds`` after that the agents that own
+  startup taints remove theirs: the keys in ``startup_taint_keys`` (Cilium's, the EBS and EFS CSI
+  drivers') and those of the cluster's NodePools' ``startupTaints`` (removed again should anything put
+  them back, as those agents do);
 * pods bound to a Ready node start Running (the emulator's PodLifecycleController leaves these nodes
   alone: they carry the ``fleetwright.io/simulated-kubelet`` annotation);
 * when the instance is shutting down, terminated, stopped or gone, its pods and its Node are deleted (as
@@ -26,7 +34,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +47,14 @@ from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.selectors import FieldSelector
 from fleetwright.local.apiserver.store import Store, WatchEvent, rfc3339
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.userdata import AL2, BOTTLEROCKET, WINDOWS, NodeBootstrap, parse_user_data
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
 
 if TYPE_CHECKING:
     from fleetwright.local.apiserver.server import ApiServer
+    from fleetwright.local.aws_fakes import InstanceBoot
 
 JsonObject = dict[str, Any]
 
@@ -61,14 +71,21 @@ _OS_IMAGES = {
 }
 
 
+# Startup taints whose agents every cluster may run: Cilium's, and the EBS and EFS CSI node drivers'.
+KNOWN_AGENT_TAINT_KEYS = frozenset(
+    {"node.cilium.io/agent-not-ready", "ebs.csi.aws.com/agent-not-ready", "efs.csi.aws.com/agent-not-ready"}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class KubeletOptions:
     """How ``ApiServer(kubelet=...)`` builds its :class:`KubeletSimulator`."""
 
     ec2_client: Any
     cluster_name: str
-    ready_delay: float = 2.0
+    start: NodeStart = NodeStart.default
     poll_interval: float = 0.5
+    startup_taint_keys: frozenset[str] = KNOWN_AGENT_TAINT_KEYS
 
 
 def node_name_for(instance: Mapping[str, Any], region: str) -> str:
@@ -97,8 +114,10 @@ class KubeletSimulator(PodLifecycleController):
     """Registers, readies, runs and removes the Nodes of a cluster's EC2 instances.
 
     ``server_or_store``: an ``ApiServer`` or its ``Store``. ``ec2_client``: a boto3 EC2 client (moto in
-    tests). ``clock`` (monotonic seconds) times ``ready_delay``. ``start()`` polls EC2 every
-    ``poll_interval`` seconds on a thread; ``poll_once()`` does one round in the calling thread.
+    tests). ``clock`` (monotonic seconds) times every phase of ``start`` (:class:`NodeStart`); with
+    ``boot_instances`` the instances moto creates meanwhile stay ``pending`` for its ``boot_seconds``.
+    ``start()`` polls EC2 every ``poll_interval`` seconds on a thread; ``poll_once()`` does one round in
+    the calling thread.
     """
 
     watches = (PODS, NODES)
@@ -109,19 +128,29 @@ class KubeletSimulator(PodLifecycleController):
         ec2_client: Any,
         cluster_name: str,
         *,
-        ready_delay: float = 2.0,
+        start: NodeStart = NodeStart.default,
         poll_interval: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        startup_taint_keys: Iterable[str] = KNOWN_AGENT_TAINT_KEYS,
+        boot_instances: bool = True,
     ) -> None:
         store = server_or_store if isinstance(server_or_store, Store) else server_or_store.store
         super().__init__(store)
         self.ec2 = ec2_client
         self.cluster_name = cluster_name
-        self.ready_delay = ready_delay
+        self.node_start = start
         self.poll_interval = poll_interval
         self.clock = clock
+        self.startup_taint_keys = frozenset(startup_taint_keys)
         self.region = str(getattr(getattr(ec2_client, "meta", None), "region_name", None) or "us-east-1")
+        self._boot: InstanceBoot | None = None
+        if boot_instances:
+            from fleetwright.local.aws_fakes import InstanceBoot  # moto: imported only when simulated
+
+            self._boot = InstanceBoot(start.boot_seconds, clock)
+        self._running_since: dict[str, float] = {}  # instance id → clock() when first seen running
         self._registered_at: dict[str, float] = {}  # node uid → clock() at registration
+        self._ready_at: dict[str, float] = {}  # node uid → clock() when it reported Ready
         self._user_data: dict[str, NodeBootstrap] = {}
         self._types: dict[str, InstanceType | None] = {}
         self._node_names: frozenset[str] = frozenset()
@@ -137,6 +166,8 @@ class KubeletSimulator(PodLifecycleController):
         if self._subscription is not None:
             return
         self._stopping.clear()
+        if self._boot is not None:
+            self._boot.install()
         super().start()
         if not poll:
             return
@@ -150,6 +181,8 @@ class KubeletSimulator(PodLifecycleController):
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self._boot is not None:
+            self._boot.uninstall()
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -195,8 +228,8 @@ class KubeletSimulator(PodLifecycleController):
     # -- EC2 ------------------------------------------------------------------------------------------
 
     def poll_once(self) -> None:
-        """Read the cluster's instances once: register new ones, ready those whose delay has passed,
-        remove those that went away."""
+        """Read the cluster's instances once: register those running long enough, ready those registered
+        long enough, let the agents remove their startup taints, remove the nodes of instances gone."""
         with self._poll_lock:
             instances = self._describe()
             nodes = {_instance_id(n): n for n in self.store.list(NODES)[0] if self._mine(n)}
@@ -204,14 +237,43 @@ class KubeletSimulator(PodLifecycleController):
                 state = instances.get(instance_id, {}).get("State", {}).get("Name")
                 if state not in LIVE_STATES:
                     self._remove(node)
-            taken = {n["metadata"]["name"] for n in self.store.list(NODES)[0]}
-            for instance_id, instance in instances.items():
-                if instance.get("State", {}).get("Name") == "running" and instance_id not in nodes:
-                    self._register(instance, taken)
+            self._boot_instances(instances, nodes)
+            agent_keys = self.startup_taint_keys | self._nodepool_startup_taint_keys()
             for node in self.store.list(NODES)[0]:
-                if self._mine(node) and not _is_ready(node) and _instance_id(node) in instances:
+                if not self._mine(node) or _instance_id(node) not in instances:
+                    continue
+                if not _is_ready(node):
                     self._maybe_ready(node)
+                else:
+                    self._maybe_untaint(node, agent_keys)
         self._runner.notify()
+
+    def _boot_instances(self, instances: Mapping[str, JsonObject], nodes: Mapping[str, JsonObject]) -> None:
+        """Register the Node of each running instance whose kubelet has had ``register_seconds``."""
+        taken = {n["metadata"]["name"] for n in self.store.list(NODES)[0]}
+        now = self.clock()
+        for gone in self._running_since.keys() - instances.keys():
+            del self._running_since[gone]
+        for instance_id, instance in instances.items():
+            if instance.get("State", {}).get("Name") != "running" or instance_id in nodes:
+                continue
+            since = self._running_since.get(instance_id)
+            if since is None:
+                self._running_since[instance_id] = since = now
+                log.info("instance %s running; its kubelet starts", instance_id)
+            if now - since >= self.node_start.register_seconds:
+                self._register(instance, taken)
+
+    def _nodepool_startup_taint_keys(self) -> frozenset[str]:
+        """The ``startupTaints`` keys of the cluster's NodePools (none while their CRD is not served)."""
+        nodepools = self.store.registry.lookup("karpenter.sh", "v1", "nodepools")
+        if nodepools is None:
+            return frozenset()
+        keys: set[str] = set()
+        for pool in self.store.list(nodepools)[0]:
+            spec = ((pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+            keys.update(str(t.get("key")) for t in spec.get("startupTaints") or [] if isinstance(t, dict))
+        return frozenset(keys)
 
     def _describe(self) -> dict[str, JsonObject]:
         paginator = self.ec2.get_paginator("describe_instances")
@@ -369,12 +431,13 @@ class KubeletSimulator(PodLifecycleController):
             return
         taken.add(name)
         self._registered_at[created["metadata"]["uid"]] = self.clock()
-        log.info("node %s registered for %s", name, instance["InstanceId"])
+        self._running_since.pop(str(instance["InstanceId"]), None)
+        log.info("node %s registered NotReady for %s", name, instance["InstanceId"])
 
     def _maybe_ready(self, node: JsonObject) -> None:
         uid = node["metadata"]["uid"]
         since = self._registered_at.setdefault(uid, self.clock())
-        if self.clock() - since < self.ready_delay:
+        if self.clock() - since < self.node_start.ready_seconds:
             return
         now = rfc3339(self.store.clock())
 
@@ -392,6 +455,32 @@ class KubeletSimulator(PodLifecycleController):
 
         with contextlib.suppress(ApiError):
             self.store.mutate(NODES, None, node["metadata"]["name"], ready, "status")
+            self._ready_at[uid] = self.clock()
+            log.info("node %s Ready", node["metadata"]["name"])
+
+    def _maybe_untaint(self, node: JsonObject, keys: frozenset[str]) -> None:
+        """``startup_taint_seconds`` after the node became Ready, its agents remove their taints (``keys``),
+        and keep them off."""
+        taints = (node.get("spec") or {}).get("taints") or []
+        if not any(t.get("key") in keys for t in taints):
+            return
+        uid = node["metadata"]["uid"]
+        since = self._ready_at.setdefault(uid, self.clock())
+        if self.clock() - since < self.node_start.startup_taint_seconds:
+            return
+
+        def untaint(obj: JsonObject) -> JsonObject:
+            spec = obj.setdefault("spec", {})
+            kept = [t for t in spec.get("taints") or [] if t.get("key") not in keys]
+            if kept:
+                spec["taints"] = kept
+            else:
+                spec.pop("taints", None)
+            return obj
+
+        with contextlib.suppress(ApiError):
+            self.store.mutate(NODES, None, node["metadata"]["name"], untaint)
+            log.info("node %s: startup taints removed by their agents", node["metadata"]["name"])
 
     def _remove(self, node: JsonObject) -> None:
         name = node["metadata"]["name"]
@@ -402,6 +491,7 @@ class KubeletSimulator(PodLifecycleController):
         with contextlib.suppress(ApiError):
             self.store.delete(NODES, None, name)
         self._registered_at.pop(node["metadata"]["uid"], None)
+        self._ready_at.pop(node["metadata"]["uid"], None)
         self._user_data.pop(_instance_id(node), None)
         log.info("node %s removed: its instance is gone", name)
 

@@ -44,6 +44,7 @@ from fleetwright.local.aws_fakes import (
     thread_safe_moto,
 )
 from fleetwright.local.kubelet import KubeletOptions
+from fleetwright.local.nodestart import NodeStart
 from fleetwright.manifests import load_manifests
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
@@ -85,13 +86,14 @@ def find_kubectl() -> str | None:
 @dataclass
 class SandboxOptions:
     """What the sandbox runs: the cluster's name, the NodePool/EC2NodeClass/workload manifests and how
-    fast simulated nodes boot. ``moto_port`` 0 keeps AWS in-process; otherwise moto serves HTTP there
-    (for boto3 and the AWS CLI outside this process)."""
+    simulated nodes start (``node_start``: EKS's published figures unless a test or the demo shortens
+    them). ``moto_port`` 0 keeps AWS in-process; otherwise moto serves HTTP there (for boto3 and the AWS
+    CLI outside this process)."""
 
     cluster_name: str = ""
     region: str = "us-east-1"
     manifests: Sequence[str] = ("examples/inflate",)
-    ready_delay: float = 1.0
+    node_start: NodeStart = NodeStart.default
     moto_port: int = 0
     apiserver_port: int = 0
     provisioner_window: float = 5.0  # seconds each simulated Lambda invocation runs
@@ -509,7 +511,7 @@ def _start_apiserver(
         port=options.apiserver_port,
         scheduler=True,
         daemonset_controller=True,
-        kubelet=KubeletOptions(clients.ec2, options.cluster_name, ready_delay=options.ready_delay),
+        kubelet=KubeletOptions(clients.ec2, options.cluster_name, start=options.node_start),
     ).start()
     stack.callback(server.stop)
     install_karpenter_crds(server.store)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from fleetwright.claims.lifecycle import ClaimLifecycle
 from fleetwright.claims.records import in_flight_node
 from fleetwright.claims.reports import PassReport, ReconcileReport, RunReport
+from fleetwright.claims.starting import scheduling_nodes
 from fleetwright.cloud.provider import LaunchCloud
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import reasons
@@ -316,6 +317,9 @@ class Provisioner:
         records = self.state.nodeclaims.list()
         catalog, accepted = self.catalogs()
         by_name = {t.name: t for t in catalog}
+        # Nodes launched for pods and still starting keep them, whatever not-ready or startup taints they
+        # carry meanwhile (claims/starting.py): those pods are on their way, not unschedulable.
+        cluster_nodes = scheduling_nodes(cluster_nodes, records, snapshot.daemonsets)
         nodes = cluster_nodes + self._in_flight_nodes(records, cluster_nodes, by_name)
         self._reserve_promised_pods(nodes, records, snapshot, cluster_nodes, pods)
         templates = self.lifecycle.templates(nodes)

@@ -36,20 +36,20 @@ DEFAULT_PORT = 6443
 class ApiServer:
     """A Kubernetes API emulator on ``http://HOST:PORT`` backed by an in-memory ``Store``.
 
-    ``port=0`` picks a free port (read it back from ``.port`` or ``.url`` after ``start()``). ``token``
-    makes every request except health checks require ``Authorization: Bearer TOKEN``. The controller flags
-    switch the built-in controllers (see ``fleetwright.local.apiserver.controllers``);
-    ``attach_detach`` (``fleetwright.local.attachdetach``: VolumeAttachments for running pods' volumes,
-    deleted ``detach_delay`` seconds after the last pod using one leaves) is on by default;
-    ``daemonset_controller`` (``fleetwright.local.daemonsets``) and ``scheduler``
-    (``fleetwright.local.kube_scheduler``) are off unless asked for, and ``kubelet`` (EC2 client and
-    cluster name) adds a ``fleetwright.local.kubelet.KubeletSimulator``. ``faults``
-    (``fleetwright.local.apiserver.faults.Faults``) switches an outage or injected error answers on and off
-    while the server runs. ``rbac`` (a manifest of ClusterRoles, Roles and their bindings, e.g.
-    ``docs/rbac.yaml``) enforces them on the users ``add_user`` makes, and records what each requests in
-    ``authorizer``; the administrator (the server's token, or no token) keeps full access. ``traffic``
-    counts the requests, bytes and request-thread CPU time served; watches that allow bookmarks get one
-    every ``bookmark_interval`` seconds.
+    ``port=0`` picks a free port (read it back from ``.port`` or ``.url`` after ``start()``). ``token`` makes
+    every request except health checks require ``Authorization: Bearer TOKEN``. The controller flags switch
+    the built-in controllers (see ``fleetwright.local.apiserver.controllers``); ``attach_detach``
+    (``fleetwright.local.attachdetach``: VolumeAttachments for running pods' volumes, deleted ``detach_delay``
+    seconds after the last pod using one leaves) is on by default; ``daemonset_controller``
+    (``fleetwright.local.daemonsets``) and ``scheduler`` (``fleetwright.local.kube_scheduler``) are off unless
+    asked for, ``node_lifecycle`` (``fleetwright.local.nodelifecycle``: the not-ready / unreachable taints of
+    NotReady nodes) is on, and ``kubelet`` (EC2 client, cluster name, node start) adds a
+    ``fleetwright.local.kubelet.KubeletSimulator``. ``faults`` (``fleetwright.local.apiserver.faults.Faults``)
+    switches an outage or injected error answers on and off while the server runs. ``rbac`` (a manifest of
+    ClusterRoles, Roles and their bindings, e.g. ``docs/rbac.yaml``) enforces them on the users ``add_user``
+    makes, and records what each requests in ``authorizer``; the administrator (the server's token, or no
+    token) keeps full access. ``traffic`` counts the requests, bytes and request-thread CPU time served;
+    watches that allow bookmarks get one every ``bookmark_interval`` seconds.
     """
 
     def __init__(
@@ -66,6 +66,7 @@ class ApiServer:
         attach_detach: bool = True,
         detach_delay: float = 5.0,
         scheduler: bool = False,
+        node_lifecycle: bool = True,
         kubelet: KubeletOptions | None = None,
         graceful_deletion: GracefulDeletion = "immediate",
         watch_history: int = 10_000,
@@ -86,6 +87,10 @@ class ApiServer:
             self.controllers.append(PodLifecycleController(self.store))
         if disruption_controller:
             self.controllers.append(DisruptionController(self.store))
+        if node_lifecycle:
+            from fleetwright.local.nodelifecycle import NodeLifecycleController
+
+            self.controllers.append(NodeLifecycleController(self.store))
         self._add_optional_controllers(daemonset_controller, attach_detach, detach_delay, scheduler, kubelet)
         self.faults = Faults()
         self.traffic = Traffic()
@@ -122,8 +127,9 @@ class ApiServer:
                     self.store,
                     kubelet.ec2_client,
                     kubelet.cluster_name,
-                    ready_delay=kubelet.ready_delay,
+                    start=kubelet.start,
                     poll_interval=kubelet.poll_interval,
+                    startup_taint_keys=kubelet.startup_taint_keys,
                 )
             )
 
@@ -273,7 +279,11 @@ def add_cli(subparsers: Subparsers) -> None:
         "--region", default="us-east-1", help="EC2 region for the kubelets (default us-east-1)"
     )
     parser.add_argument(
-        "--ready-delay", type=float, default=2.0, help="seconds from Node registration to Ready (default 2)"
+        "--node-start-scale",
+        type=float,
+        default=1.0,
+        help="the kubelets' node start (boot, registration, Ready, startup taints) times this "
+        "(default 1: EKS's published figures, docs/emulator.md)",
     )
     parser.add_argument(
         "--karpenter-crds",
@@ -293,9 +303,12 @@ def run_cli(args: argparse.Namespace) -> int:
         import boto3  # type: ignore[import-untyped]
 
         from fleetwright.local.kubelet import KubeletOptions
+        from fleetwright.local.nodestart import NodeStart
 
         ec2 = boto3.client("ec2", region_name=args.region, endpoint_url=args.ec2_endpoint)
-        kubelet = KubeletOptions(ec2, args.kubelet_cluster, ready_delay=args.ready_delay)
+        kubelet = KubeletOptions(
+            ec2, args.kubelet_cluster, start=NodeStart.default.scaled(args.node_start_scale)
+        )
     server = ApiServer(
         args.host,
         args.port,
