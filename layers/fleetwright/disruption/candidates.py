@@ -140,13 +140,18 @@ class Cluster:
         return pool is not None and pool.spec.replicas is not None
 
     def allowed(self, pool: str, reason: str) -> int:
-        """How many of ``pool``'s nodes may still be disrupted for ``reason`` (before this pass acts)."""
+        """How many of ``pool``'s nodes may still be disrupted for ``reason`` (before this pass acts).
+
+        As Karpenter counts them (``BuildDisruptionBudgetMapping``): only initialized nodes count towards
+        the pool's total, so replacements still starting do not raise a percentage's allowance; of those,
+        the ones already being disrupted and the ones whose Node is not Ready use it up.
+        """
         key = (pool, reason)
         if key not in self._allowed:
-            nodes = self.pool_nodes.get(pool, [])
-            disrupting = sum(1 for s in nodes if s.terminating)
+            counted = [s for s in self.pool_nodes.get(pool, []) if s.initialized and not s.node.in_flight]
+            disrupting = sum(1 for s in counted if s.terminating or not s.node.ready)
             self._allowed[key] = allowed_disruptions(
-                self.pools[pool], reason, len(nodes), disrupting, self.moment
+                self.pools[pool], reason, len(counted), disrupting, self.moment
             )
         return self._allowed[key]
 

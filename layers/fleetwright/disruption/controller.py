@@ -38,11 +38,13 @@ from fleetwright.claims.protocols import ClaimLauncher
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.execution import (
     DRY_RUN,
+    EXECUTED,
     INVALIDATED,
     CommandExecutor,
     CommandOutcome,
 )
 from fleetwright.disruption.inputs import Gathered, InputReader
+from fleetwright.disruption.promised import reserve_promised_pods, room_is_kept
 from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
@@ -73,6 +75,7 @@ class DisruptionReport:
     candidates: int = 0  # of those, the ones not already being disrupted
     hourly_cost: float = 0.0
     decision_seconds: float = 0.0
+    rounds: int = 0  # reads and plans: one more after each graceful command started
     revalidated: bool = False
     commands: list[CommandOutcome] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -124,6 +127,7 @@ class DisruptionReport:
             "candidates": self.candidates,
             "hourlyCost": round(self.hourly_cost, 6),
             "decisionMilliseconds": round(self.decision_seconds * 1000, 1),
+            "rounds": self.rounds,
             "commands": [c.summary() for c in self.commands],
             "skipped": len(self.skipped),
             **({"garbageCollected": garbage} if garbage else {}),
@@ -261,42 +265,77 @@ class DisruptionController:
         return report
 
     def _pass(self, report: DisruptionReport) -> None:
+        """Rounds of read, plan, act: after a graceful command is started the cluster is read again and
+        planned again at once, as Karpenter's disruption controller re-queues after each command, so one
+        invocation starts as many commands as the budgets allow (its nodes and replacements count in the
+        next round's budgets and simulations); at most ``max_commands_per_pass`` rounds, none started
+        ``command_window_seconds`` after the first."""
+        started = self.monotonic()
+        acted_on: set[str] = set()  # nodes whose workflow this invocation started
+        rounds = 1
+        acted = self._round(report, acted_on, first=True)
+        while (
+            acted
+            and rounds < self.settings.max_commands_per_pass
+            and self.monotonic() - started < self.settings.command_window_seconds
+        ):
+            self._begin_pass()  # the next read must see what this round's command did
+            acted = self._round(report, acted_on, first=False)
+            rounds += 1
+        report.rounds = rounds
+
+    def _read(self, acted_on: set[str], *, first: bool) -> Gathered:
+        """The cluster as the planner must see it: the nodes this invocation already started workflows for
+        are being disrupted (their workflows may not have cordoned them yet), and the replacements on
+        their way keep the room promised to the pods they were launched for (``promised.py``)."""
+        gathered = self.reader.read() if first else self.reader.read(track_emptiness=False)
+        for state in gathered.input.nodes:
+            if state.name in acted_on:
+                state.terminating = True
+        reserve_promised_pods(gathered.input, gathered.claims)
+        return gathered
+
+    def _round(self, report: DisruptionReport, acted_on: set[str], *, first: bool) -> bool:
+        """One read, plan and execution; True when it started a graceful command (another round may
+        follow). Only the first round demotes, observes, publishes notices and tracks emptiness."""
         plan_fn, _ = self._functions()
         read_at = self.monotonic()
-        gathered = self.reader.read()
-        report.problems.extend(gathered.problems)
-        for problem in gathered.problems:
+        gathered = self._read(acted_on, first=first)
+        report.problems.extend(p for p in gathered.problems if first or p not in report.problems)
+        for problem in gathered.problems if first else ():
             self.log.warning("ignored while reading the cluster", extra={"problem": problem})
-        if not self.dry_run:
+        if first and not self.dry_run:
             self._demote(gathered)
-        self._observe(gathered, report)
-
+        if first:
+            self._observe(gathered, report)
         started = time.perf_counter()
         plan = plan_fn(gathered.input)
-        report.decision_seconds = time.perf_counter() - started
-        self.metrics.add(m.DECISION_DURATION, report.decision_seconds * 1000, MILLISECONDS)
-        report.skipped = dict(plan.skipped)
-        commands = [
-            *plan.repairs,
-            *plan.expirations,
-            *plan.scale_down,
-            *([plan.command] if plan.command else []),
-        ]
+        report.decision_seconds += time.perf_counter() - started
+        self.metrics.add(m.DECISION_DURATION, (time.perf_counter() - started) * 1000, MILLISECONDS)
+        if first:
+            report.skipped = dict(plan.skipped)
+        forceful = [*plan.repairs, *plan.expirations, *plan.scale_down]
+        commands = [*forceful, *([plan.command] if plan.command else [])]
         self._log_plan(commands, plan, gathered)
-        if not self.dry_run:
+        if first and not self.dry_run:
             self._publish_notices(plan, gathered)
             self._repair_blocked(plan, gathered)
             self._mark_claims(gathered)
         if not commands:
-            return
+            return False
         if self.dry_run:
-            report.commands = [CommandOutcome.of(c, DRY_RUN) for c in commands]
-            return
+            report.commands.extend(CommandOutcome.of(c, DRY_RUN) for c in commands)
+            return False
         if self.monotonic() - read_at > self.settings.revalidate_after_seconds:
-            commands = self._revalidate(commands, report)
+            commands = self._revalidate(commands, report, acted_on)
         pools = {np.name: np for np in gathered.input.nodepools}
-        for command in commands:
-            report.commands.append(self.executor.execute(command, pools))
+        outcomes = [self.executor.execute(command, pools) for command in commands]
+        report.commands.extend(outcomes)
+        acted_on.update(name for outcome in outcomes for name in outcome.executions)
+        graceful = [o for o, c in zip(outcomes, commands, strict=True) if c is plan.command]
+        started = any(o.status == EXECUTED for o in graceful)
+        # Plan again only when the next plan can see where this command's pods are going.
+        return not forceful and started and plan.command is not None and room_is_kept(plan.command)
 
     def _begin_pass(self) -> None:
         """Steps from now on may reuse a sync made from now on (``ClusterCache.sync(reuse=True)``)."""
@@ -304,12 +343,14 @@ class DisruptionController:
         if cache is not None:
             cache.begin_pass()
 
-    def _revalidate(self, commands: list[Command], report: DisruptionReport) -> list[Command]:
+    def _revalidate(
+        self, commands: list[Command], report: DisruptionReport, acted_on: set[str]
+    ) -> list[Command]:
         """Read the cluster again and keep the commands the planner still accepts."""
         _, validate = self._functions()
         report.revalidated = True
         self._begin_pass()  # a re-read: nothing synced before it is reused
-        fresh = self.reader.read(track_emptiness=False)
+        fresh = self._read(acted_on, first=False)
         kept = []
         for command in commands:
             why = validate(command, fresh.input)

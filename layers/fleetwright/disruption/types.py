@@ -51,6 +51,9 @@ class DisruptionSettings:
     is recomputed before acting. ``default_drain_seconds`` bounds draining when the NodePool sets no
     terminationGracePeriod (``expiration_drain_seconds`` for expirations). ``node_repair`` (off by default,
     like Karpenter's ``NodeRepair`` feature gate) replaces nodes unhealthy past their condition's toleration.
+    After starting a graceful command the controller reads and plans again at once (Karpenter re-queues);
+    ``max_commands_per_pass`` bounds those rounds in one invocation and ``command_window_seconds`` the time
+    after which none starts (the invocation's timeout must leave room for them).
     """
 
     min_saving_fraction: float = 0.10
@@ -63,6 +66,8 @@ class DisruptionSettings:
     default_drain_seconds: float = 3600.0
     expiration_drain_seconds: float = 23 * 3600.0
     node_repair: bool = False
+    max_commands_per_pass: int = 50
+    command_window_seconds: float = 20.0
 
 
 @dataclass(slots=True, eq=False)
