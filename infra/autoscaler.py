@@ -19,11 +19,11 @@ functions plug in through :meth:`FleetwrightAutoscaler.add_function`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Annotations, Duration, Names, RemovalPolicy
+from aws_cdk import Annotations, Aws, Duration, Names, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_eks as eks
 from aws_cdk import aws_events as events
@@ -37,6 +37,7 @@ from constructs import Construct
 
 # The environment variables the functions read (defined once, with the handlers' configuration).
 from fleetwright.config import (
+    ENV_ACCOUNT,
     ENV_CLUSTER,
     ENV_ECONOMY,
     ENV_INSTANCE_PROFILE,
@@ -140,7 +141,9 @@ class FleetwrightAutoscaler(Construct):
     (:class:`~infra.settings.Monitoring`; default ``ALARMS``, ``ESSENTIAL`` in economy mode: what
     dashboard, alarms and metrics to deploy) and ``vpc``
     (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
-    a private endpoint only; ``network`` then holds the security groups and endpoints).
+    a private endpoint only; ``network`` then holds the security groups and endpoints) and
+    ``interruption_redrive_role_arns`` (roles that may send to the interruption queue besides its
+    EventBridge rules, to move dead-lettered messages back; docs/security.md).
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``),
@@ -171,6 +174,7 @@ class FleetwrightAutoscaler(Construct):
         economy_mode: bool = False,
         monitoring: Monitoring | None = None,
         vpc: VpcOptions | None = None,
+        interruption_redrive_role_arns: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
@@ -191,7 +195,9 @@ class FleetwrightAutoscaler(Construct):
         self.termination_starters: list[lambda_.Function] = []  # see grant_terminations
         self.layer = FleetwrightLayer(self, "Layer")
         self.state_table = StateTable(self, "StateTable", removal_policy=state_removal_policy)
-        self.interruption = InterruptionQueue(self, "Interruption")
+        self.interruption = InterruptionQueue(
+            self, "Interruption", redrive_role_arns=interruption_redrive_role_arns
+        )
         self.node_role = NodeRole(
             self, "Node", cluster_name=cluster_name, role_name=self._node_role_name(node_role_name)
         )
@@ -445,6 +451,8 @@ class FleetwrightAutoscaler(Construct):
             environment={
                 **self._service_environment(cm.INTERRUPTION_SERVICE),
                 ENV_REPLACE_ON_REBALANCE: "true" if replace_on_rebalance else "false",
+                # Only this account's events are acted on (the region is Lambda's AWS_REGION).
+                ENV_ACCOUNT: Aws.ACCOUNT_ID,
             },
         )
         handling = InterruptionHandling(handler, steps, workflow)

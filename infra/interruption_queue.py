@@ -14,15 +14,25 @@ Delivery settings follow from two rules:
   goes back to the queue.
 
 The dead-letter queue keeps messages 14 days.
+
+**Only this stack's rules may send.** Each rule's target allows ``events.amazonaws.com`` to send when the
+request's ``aws:SourceArn`` is that rule; an explicit Deny then refuses ``sqs:SendMessage`` to every other
+principal and source (an Allow in an identity policy cannot override it), so nobody in the account can post
+a crafted interruption event (docs/security.md). ``redrive_role_arns`` names the roles that may still send
+(``aws:PrincipalArn``), for moving dead-lettered messages back with ``StartMessageMoveTask``, which sends
+with its caller's permissions; the handler checks those messages like any other. Receiving and deleting
+(the handler) and the move of failed messages to the dead-letter queue (SQS's own) are not affected.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -82,10 +92,11 @@ class InterruptionQueue(Construct):
     """``queue`` (SSE-SQS, TLS only, 4 days' retention), its ``dead_letter_queue`` and the four ``rules``.
 
     Each rule's target adds a statement to the queue policy allowing ``events.amazonaws.com`` to send,
-    limited to that rule's ARN.
+    limited to that rule's ARN; ``send_guard`` denies sending to anything else (but the roles of
+    ``redrive_role_arns``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, redrive_role_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = sqs.Queue(
             self,
@@ -110,3 +121,20 @@ class InterruptionQueue(Construct):
             rule = events.Rule(self, kind.rule_id, description=kind.description, event_pattern=kind.pattern)
             rule.add_target(targets.SqsQueue(self.queue))
             self.rules.append(rule)
+        self.send_guard = self._deny_other_senders(list(redrive_role_arns))
+
+    def _deny_other_senders(self, redrive_role_arns: list[str]) -> iam.PolicyStatement:
+        """Deny ``sqs:SendMessage`` unless the request comes from one of the rules (or a redrive role)."""
+        not_from: dict[str, list[str]] = {"aws:SourceArn": [rule.rule_arn for rule in self.rules]}
+        if redrive_role_arns:
+            not_from["aws:PrincipalArn"] = redrive_role_arns
+        statement = iam.PolicyStatement(
+            sid="OnlyInterruptionRulesSend",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["sqs:SendMessage"],
+            resources=[self.queue.queue_arn],
+            conditions={"ArnNotEquals": not_from},
+        )
+        self.queue.add_to_resource_policy(statement)
+        return statement
