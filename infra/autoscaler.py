@@ -422,6 +422,7 @@ class FleetwrightAutoscaler(Construct):
         and the workflow's failure alarm (docs/termination.md)."""
         self.dashboard.add_section("Interruptions and node terminations")
         self.dashboard.add_interruption_widgets()
+        self.dashboard.add_interruption_alarms()
         steps_memory, steps_timeout = self._size("termination", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
         handler_memory, handler_timeout = self._size("interruption", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
         steps = self.add_function(

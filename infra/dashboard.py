@@ -269,7 +269,7 @@ class FleetwrightDashboard(Construct):
                 title="Interruption events by kind; rejected, duplicates",
                 left=[cm.insights(cm.INTERRUPTION_EVENTS, service, group_by="Kind", period=EVENT_PERIOD)],
                 right=[
-                    cm.metric(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
+                    cm.insights(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
                     cm.metric(cm.DUPLICATE_EVENTS, service, period=EVENT_PERIOD),
                     cm.metric(cm.REBALANCE_RECOMMENDATIONS, service, period=EVENT_PERIOD),
                     # Attempts: copies sent back while one is in progress, retried and given-up attempts.
@@ -477,6 +477,37 @@ class FleetwrightDashboard(Construct):
             ),
         )
         return self.add_alarm(alarm)
+
+    def add_interruption_alarms(self) -> list[cloudwatch.Alarm]:
+        """An alarm on any rejected interruption message (only the stack's rules may send to the queue, so
+        one means a forged, replayed or unexpected event: docs/security.md), and a row showing them by
+        reason."""
+        service = cm.INTERRUPTION_SERVICE
+        rejected = cloudwatch.Alarm(
+            self,
+            "InterruptionMessagesRejected",
+            alarm_description="A message on the interruption queue was rejected and nothing was done about "
+            "it: not an event Fleetwright handles, or one failing its checks (another account or region, "
+            "resources not naming the instance, a malformed instance id, too old or dated ahead, a spot "
+            "warning for an instance that is not spot). The interruption function's log says why "
+            "(interruption message rejected); docs/security.md.",
+            metric=cm.insights(cm.MESSAGES_REJECTED, service, period=PERIOD),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self._add_widgets(
+            cloudwatch.GraphWidget(
+                title="Rejected interruption messages by reason",
+                left=[cm.insights(cm.MESSAGES_REJECTED, service, group_by="Reason", period=EVENT_PERIOD)],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.AlarmWidget(
+                title="Rejected interruption messages", alarm=rejected, width=WIDGET_WIDTH
+            ),
+        )
+        return [self.add_alarm(rejected)]
 
     def add_disruption_alarms(self) -> list[cloudwatch.Alarm]:
         """An alarm on disruption errors in three consecutive minutes, and a row showing it."""

@@ -36,6 +36,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from fleetwright.interruption.trust import HEALTH_EVENT_TYPE_CODES, HEALTH_STATUS_CODES
+
 MAX_RECEIVE_COUNT = 3
 # AWS recommends a visibility timeout of at least six times the consuming function's timeout.
 VISIBILITY_TO_TIMEOUT_RATIO = 6
@@ -78,11 +80,18 @@ INTERRUPTION_EVENTS = (
     ),
     InterruptionEvent(
         "ScheduledChangeRule",
-        "AWS Health scheduled changes for EC2 (retirements, maintenance)",
+        "AWS Health scheduled changes for EC2 (retirements, stops, reboots, maintenance), upcoming or open",
         events.EventPattern(
             source=["aws.health"],
             detail_type=["AWS Health Event"],
-            detail={"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+            # Only the statuses and types the handler acts on (interruption/trust.py): a closed event or
+            # another type would only be rejected there.
+            detail={
+                "service": ["EC2"],
+                "eventTypeCategory": ["scheduledChange"],
+                "eventTypeCode": sorted(HEALTH_EVENT_TYPE_CODES),
+                "statusCode": sorted(HEALTH_STATUS_CODES),
+            },
         ),
     ),
 )

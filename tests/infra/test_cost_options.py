@@ -150,6 +150,7 @@ def test_economy_keeps_the_alarms_that_protect_nodes_and_pods(economy: Any) -> N
         (cm.NAMESPACE, cm.REGISTRATION_TIMEOUTS),
         (cm.NAMESPACE, cm.TERMINATION_FAILURES),
         (cm.NAMESPACE, cm.DISRUPTION_ERRORS),
+        (cm.NAMESPACE, cm.MESSAGES_REJECTED),  # a forged or unexpected interruption message
     }
     assert kept <= {metric for metrics in alarms.values() for metric in metrics}
     lambda_errors = [k for k, metrics in alarms.items() if ("AWS/Lambda", "Errors") in metrics]

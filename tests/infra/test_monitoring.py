@@ -158,7 +158,19 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
     # with the provisioner's and the disruption function's near-limit alarms (test_private_cluster.py)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 11
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 12
+
+
+def test_any_rejected_interruption_message_raises_an_alarm(synthesis: Synthesis) -> None:
+    [rejected] = [
+        a for a in _alarms(synthesis) if "InterruptionMessagesRejected" in json.dumps(a.get("Metrics"))
+    ]
+    # Every reason counts: only the stack's rules may send, so a rejection is a forged or unexpected message.
+    assert rejected["Metrics"][0]["Expression"] == (
+        "SELECT SUM(InterruptionMessagesRejected) FROM Fleetwright WHERE service = 'fleetwright-interruption'"
+    )
+    assert (rejected["Threshold"], rejected["EvaluationPeriods"]) == (1, 1)
+    assert rejected["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
 def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:

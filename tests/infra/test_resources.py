@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from fleetwright.interruption.trust import HEALTH_EVENT_TYPE_CODES
 from infra.nodepools import load_nodepool_config
 from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
 
@@ -32,7 +33,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
         # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
         # disruption function near their timeout or memory
-        "AWS::CloudWatch::Alarm": 11,
+        "AWS::CloudWatch::Alarm": 12,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
@@ -110,7 +111,12 @@ def test_event_rules_send_the_four_event_kinds_to_the_queue(synthesis: Synthesis
     assert by_type["AWS Health Event"] == {
         "source": ["aws.health"],
         "detail-type": ["AWS Health Event"],
-        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+        "detail": {
+            "service": ["EC2"],
+            "eventTypeCategory": ["scheduledChange"],
+            "eventTypeCode": sorted(HEALTH_EVENT_TYPE_CODES),
+            "statusCode": ["open", "upcoming"],
+        },
     }
     assert by_type["EC2 Instance State-change Notification"]["detail"] == {
         "state": ["stopping", "stopped", "shutting-down", "terminated"]
@@ -134,7 +140,11 @@ def test_queue_policy_lets_only_the_rules_send_and_requires_tls(synthesis: Synth
     assert all(s["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"] for s in sends)
     assert sorted(s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in sends) == rule_arns
     denies = [s for s in statements if s["Effect"] == "Deny"]
-    assert [s["Condition"] for s in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+    assert [s["Condition"] for s in denies] == [
+        {"Bool": {"aws:SecureTransport": "false"}},
+        # Nobody else may send (test_interruption_handling.py has the details).
+        {"ArnNotEquals": {"aws:SourceArn": [s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in sends]}},
+    ]
 
 
 def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> None:
