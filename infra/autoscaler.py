@@ -95,6 +95,13 @@ DISRUPTION_MAX_EVENT_AGE = Duration.seconds(60)
 
 # The interruption handler and the termination steps: short calls whatever the cluster's size.
 EVENT_FUNCTION_MEMORY = 512  # MB
+# Blast radius of the interruption path (docs/security.md): at most this many handler invocations at once
+# (the event source mapping's MaximumConcurrency, within the handler's reserved concurrency, so pollers
+# are never throttled into spending receives), and at most this many workflow steps running at once (a
+# throttled step is retried by the workflow). Replacements launch one at a time under the provisioner's
+# lease anyway.
+INTERRUPTION_CONCURRENCY = 5
+TERMINATION_STEPS_CONCURRENCY = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +153,7 @@ class FleetwrightAutoscaler(Construct):
     EventBridge rules, to move dead-lettered messages back; docs/security.md).
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
-    ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``),
+    ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
     ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
     policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
     ``provisioner``,
@@ -220,6 +227,7 @@ class FleetwrightAutoscaler(Construct):
             cluster_name=cluster_name,
             queue=self.interruption.queue,
             dead_letter_queue=self.interruption.dead_letter_queue,
+            delivery_dead_letter_queue=self.interruption.delivery_dead_letter_queue,
             table=self.state_table,
             alarm_topic=alarm_topic,
             with_dashboard=self.monitoring is Monitoring.FULL,
@@ -360,8 +368,15 @@ class FleetwrightAutoscaler(Construct):
             )
         self.functions.append(function)
 
-    def consume_interruptions(self, function: lambda_.IFunction, batch_size: int = 10) -> None:
-        """Deliver the interruption queue's messages to ``function`` (reporting partial batch failures).
+    def consume_interruptions(
+        self,
+        function: lambda_.IFunction,
+        batch_size: int = 10,
+        max_concurrency: int | None = INTERRUPTION_CONCURRENCY,
+    ) -> None:
+        """Deliver the interruption queue's messages to ``function`` (reporting partial batch failures), at
+        most ``max_concurrency`` invocations at once (None: as many as Lambda scales to; keep it within the
+        function's reserved concurrency).
 
         The queue's visibility timeout must be at least six times the function's timeout (AWS's guidance
         for Lambda event sources), or a message still being handled would be delivered again.
@@ -376,7 +391,10 @@ class FleetwrightAutoscaler(Construct):
             )
         function.add_event_source(
             event_sources.SqsEventSource(
-                self.interruption.queue, batch_size=batch_size, report_batch_item_failures=True
+                self.interruption.queue,
+                batch_size=batch_size,
+                report_batch_item_failures=True,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -433,6 +451,7 @@ class FleetwrightAutoscaler(Construct):
             timeout=steps_timeout,
             memory_size=steps_memory,
             environment=self._service_environment(cm.TERMINATION_SERVICE),
+            reserved_concurrency=TERMINATION_STEPS_CONCURRENCY,
             # Its errors are the workflow's to retry (TransientError) or to report (the failure alarm).
             error_alarm=False,
         )
@@ -455,6 +474,7 @@ class FleetwrightAutoscaler(Construct):
                 # Only this account's events are acted on (the region is Lambda's AWS_REGION).
                 ENV_ACCOUNT: Aws.ACCOUNT_ID,
             },
+            reserved_concurrency=INTERRUPTION_CONCURRENCY,
         )
         handling = InterruptionHandling(handler, steps, workflow)
         self.interruption_handling = handling

@@ -45,6 +45,7 @@ class FleetwrightDashboard(Construct):
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         table: dynamodb.ITable,
+        delivery_dead_letter_queue: sqs.IQueue | None = None,
         alarm_topic: sns.ITopic | None = None,
         with_dashboard: bool = True,
     ) -> None:
@@ -60,11 +61,10 @@ class FleetwrightDashboard(Construct):
             cloudwatch.Alarm(
                 self,
                 "DeadLetterQueueNotEmpty",
-                alarm_description="Interruption events failed three times and were dead-lettered; "
-                "nodes may not have been drained before they went away.",
-                metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
-                    period=Duration.minutes(5), statistic="Maximum"
-                ),
+                alarm_description="Interruption events failed three times and were dead-lettered, or "
+                "EventBridge could not deliver them to the interruption queue; nodes may not have been "
+                "drained before they went away.",
+                metric=_dead_letters(dead_letter_queue, delivery_dead_letter_queue),
                 threshold=1,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -528,3 +528,18 @@ class FleetwrightDashboard(Construct):
             cloudwatch.AlarmWidget(title="Failing disruption", alarm=failing, width=2 * WIDGET_WIDTH),
         )
         return [self.add_alarm(failing)]
+
+
+def _dead_letters(dead_letter_queue: sqs.IQueue, delivery: sqs.IQueue | None) -> cloudwatch.IMetric:
+    """Messages waiting in the dead-letter queue (and in the rules' delivery dead-letter queue)."""
+    period = Duration.minutes(5)
+    dead = dead_letter_queue.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
+    if delivery is None:
+        return dead
+    undelivered = delivery.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
+    return cloudwatch.MathExpression(
+        expression="dead + undelivered",
+        using_metrics={"dead": dead, "undelivered": undelivered},
+        period=period,
+        label="Dead-lettered and undelivered interruption events",
+    )

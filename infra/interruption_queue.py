@@ -98,7 +98,8 @@ INTERRUPTION_EVENTS = (
 
 
 class InterruptionQueue(Construct):
-    """``queue`` (SSE-SQS, TLS only, 4 days' retention), its ``dead_letter_queue`` and the four ``rules``.
+    """``queue`` (SSE-SQS, TLS only, 4 days' retention), its ``dead_letter_queue``, the four ``rules`` and
+    their targets' ``delivery_dead_letter_queue`` (events EventBridge could not deliver).
 
     Each rule's target adds a statement to the queue policy allowing ``events.amazonaws.com`` to send,
     limited to that rule's ARN; ``send_guard`` denies sending to anything else (but the roles of
@@ -125,10 +126,21 @@ class InterruptionQueue(Construct):
                 queue=self.dead_letter_queue, max_receive_count=MAX_RECEIVE_COUNT
             ),
         )
+        # Events EventBridge could not deliver to the queue (after its retries: 24 hours): kept, alarmed
+        # with the dead-letter queue. No queue may make it its dead-letter queue (deny-all redrive-allow
+        # policy), so only EventBridge's failed deliveries land there.
+        self.delivery_dead_letter_queue = sqs.Queue(
+            self,
+            "DeliveryDeadLetterQueue",
+            retention_period=DLQ_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            redrive_allow_policy=sqs.RedriveAllowPolicy(redrive_permission=sqs.RedrivePermission.DENY_ALL),
+        )
         self.rules: list[events.Rule] = []
         for kind in INTERRUPTION_EVENTS:
             rule = events.Rule(self, kind.rule_id, description=kind.description, event_pattern=kind.pattern)
-            rule.add_target(targets.SqsQueue(self.queue))
+            rule.add_target(targets.SqsQueue(self.queue, dead_letter_queue=self.delivery_dead_letter_queue))
             self.rules.append(rule)
         self.send_guard = self._deny_other_senders(list(redrive_role_arns))
 

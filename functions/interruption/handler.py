@@ -97,6 +97,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     """The Lambda entry point: ``{"batchItemFailures": [...]}`` names the messages to deliver again."""
     controller = runtime.start()
     controller.expect(batch_instances(event, controller))
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        controller.batch_done()

@@ -149,3 +149,38 @@ def test_the_handler_knows_the_stacks_account(synthesis: Synthesis) -> None:
     _, handler = function_by_description(synthesis.fleetwright, "Fleetwright interruption handler")
     env = render(handler["Properties"]["Environment"]["Variables"])
     assert env["FLEETWRIGHT_ACCOUNT_ID"] == "${AWS::AccountId}"
+
+
+def test_the_interruption_path_has_a_bounded_blast_radius(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    handler_id, handler = function_by_description(stack, "Fleetwright interruption handler")
+    _, steps = function_by_description(stack, "Fleetwright termination workflow steps")
+    _, mapping = only(stack.resources("AWS::Lambda::EventSourceMapping"))
+    # A flood of messages runs at most 5 handlers and 20 workflow steps at once; the pollers never invoke
+    # more handlers than are reserved (a throttled invocation would spend one of a message's receives).
+    assert handler["Properties"]["ReservedConcurrentExecutions"] == 5
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 5}
+    assert render(mapping["Properties"]["FunctionName"]) == "${" + handler_id + "}"
+    assert steps["Properties"]["ReservedConcurrentExecutions"] == 20
+
+
+def test_events_eventbridge_cannot_deliver_are_kept_and_alarmed(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    queues = stack.resources("AWS::SQS::Queue")
+    [(delivery_id, delivery)] = [(k, q) for k, q in queues.items() if "RedriveAllowPolicy" in q["Properties"]]
+    # Only EventBridge's failed deliveries land there: no queue may make it its dead-letter queue.
+    assert delivery["Properties"]["RedriveAllowPolicy"] == {"redrivePermission": "denyAll"}
+    assert delivery["Properties"]["SqsManagedSseEnabled"] is True
+    targets = [
+        t
+        for r in stack.resources("AWS::Events::Rule").values()
+        if r["Properties"].get("EventPattern")
+        for t in r["Properties"]["Targets"]
+    ]
+    assert len(targets) == 4
+    assert all(render(t["DeadLetterConfig"]["Arn"]) == "${" + delivery_id + ".Arn}" for t in targets)
+    [dlq_alarm] = [
+        a for k, a in stack.resources("AWS::CloudWatch::Alarm").items() if "DeadLetterQueueNotEmpty" in k
+    ]
+    read = json.dumps(dlq_alarm["Properties"]["Metrics"])
+    assert delivery_id in read and "ApproximateNumberOfMessagesVisible" in read

@@ -143,7 +143,7 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert lambda_errors == sorted(
         ["${" + provisioner_id + "}", "${" + handler_id + "}", "${" + disruption_id + "}"]
     )
-    assert "ApproximateNumberOfMessagesVisible" in by_metric  # dead letters
+    assert "dead + undelivered" in by_metric  # dead letters, and events EventBridge could not deliver
     assert "TerminationFailures" in by_metric
 
     failing = by_metric["ProvisioningErrors"]

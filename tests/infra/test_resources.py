@@ -18,8 +18,8 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
     counts = {
         "AWS::Lambda::LayerVersion": 1,
         "AWS::DynamoDB::Table": 1,
-        "AWS::SQS::Queue": 2,
-        "AWS::SQS::QueuePolicy": 2,
+        "AWS::SQS::Queue": 3,  # the interruption queue, its dead-letter queue, the rules' delivery one
+        "AWS::SQS::QueuePolicy": 3,
         "AWS::Events::Rule": 4 + 2,  # the interruption rules; the provisioner's and disruption's schedules
         "AWS::IAM::Role": 1 + FUNCTIONS + 1,  # nodes, one per function, the state machine
         # each role's own grants (logs, workflow, queue); the step function's StartExecution on its state
@@ -67,7 +67,9 @@ def test_state_table(synthesis: Synthesis) -> None:
 def _queues(synthesis: Synthesis) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
     queues = synthesis.fleetwright.resources("AWS::SQS::Queue")
     main_id = next(k for k, q in queues.items() if "RedrivePolicy" in q["Properties"])
-    dlq_id = next(k for k in queues if k != main_id)
+    dlq_id = next(
+        k for k, q in queues.items() if k != main_id and "RedriveAllowPolicy" not in q["Properties"]
+    )
     return main_id, queues[main_id]["Properties"], dlq_id, queues[dlq_id]["Properties"]
 
 
@@ -185,9 +187,17 @@ def test_dead_letter_alarm_and_dashboard(synthesis: Synthesis) -> None:
     alarms = [
         render(a["Properties"]) for a in synthesis.fleetwright.resources("AWS::CloudWatch::Alarm").values()
     ]
-    [props] = [a for a in alarms if a.get("Namespace") == "AWS/SQS"]
-    assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
-    assert props["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
+    [props] = [a for a in alarms if "AWS/SQS" in json.dumps(a.get("Metrics"))]
+    # The dead-letter queue's messages plus those EventBridge could not deliver (the rules' own DLQ).
+    [expression] = [m for m in props["Metrics"] if "Expression" in m]
+    assert expression["Expression"] == "dead + undelivered" and expression.get("ReturnData", True)
+    stats = {m["Id"]: m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m}
+    assert (
+        stats["dead"]["MetricName"]
+        == stats["undelivered"]["MetricName"]
+        == "ApproximateNumberOfMessagesVisible"
+    )
+    assert stats["dead"]["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert props["Threshold"] == 1
     assert props["TreatMissingData"] == "notBreaching"

@@ -217,9 +217,18 @@ class InterruptionController:
         self._expected: set[str] = set()
 
     def expect(self, instance_ids: Iterable[str]) -> None:
-        """Instances named by the other messages of the batch being handled: they are leaving too, so
-        their nodes are no room for a replacement's pods (their interruption may not be recorded yet)."""
+        """A batch starts: its messages name ``instance_ids``, which are leaving too, so their nodes are no
+        room for a replacement's pods (their interruption may not be recorded yet); the replacements of the
+        batch share one read of the cluster until :meth:`batch_done`."""
         self._expected = set(instance_ids)
+        if self.replacements is not None:
+            self.replacements.start_batch()
+
+    def batch_done(self) -> None:
+        """The batch is handled: the next one reads the cluster again."""
+        self._expected = set()
+        if self.replacements is not None:
+            self.replacements.end_batch()
 
     def _going(self, instance_id: str) -> set[str]:
         """Instances leaving besides ``instance_id``: the batch's and those with an interruption record."""
