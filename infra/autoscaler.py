@@ -221,6 +221,13 @@ class FleetwrightAutoscaler(Construct):
         self.controller_policy = ControllerPolicy(
             self, "ControllerPolicy", resources=self.controller_resources
         )
+        if alarm_topic is None:
+            Annotations.of(self).add_warning_v2(
+                "fleetwright:no-alarm-topic",
+                "no alarm topic (context alarmTopicArn, or alarm_topic): the alarms (dead-lettered or "
+                "rejected interruption events, failed terminations, failing passes) notify nobody and show "
+                "only in the CloudWatch console.",
+            )
         self.dashboard = FleetwrightDashboard(
             self,
             "Monitoring",

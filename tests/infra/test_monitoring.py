@@ -6,7 +6,15 @@ import json
 import re
 from typing import Any
 
-from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, function_by_description, only, render
+from tests.infra.conftest import (
+    ALARM_TOPIC,
+    CLUSTER,
+    REPO_ROOT,
+    Synthesis,
+    function_by_description,
+    only,
+    render,
+)
 
 
 def _table_metrics(document: str, heading: str) -> set[str]:
@@ -189,3 +197,14 @@ def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(sy
     )
     assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_synth_warns_when_no_alarm_topic_is_set(synthesis: Synthesis) -> None:
+    # The user's app sets none: its alarms would notify nobody.
+    [warning] = [text for level, _, text in synthesis.user.messages if "no alarm topic" in text]
+    assert "alarmTopicArn" in warning
+    assert all("WARNING" in level for level, _, text in synthesis.user.messages if text == warning)
+    # The app with one: no warning, and every alarm notifies it (on alarm and on recovery).
+    assert not [m for m in synthesis.fleetwright.messages if "no alarm topic" in m[2]]
+    alarms = _alarms(synthesis)
+    assert alarms and all(a["AlarmActions"] == a["OKActions"] == [ALARM_TOPIC] for a in alarms)
