@@ -184,3 +184,25 @@ def test_events_eventbridge_cannot_deliver_are_kept_and_alarmed(synthesis: Synth
     ]
     read = json.dumps(dlq_alarm["Properties"]["Metrics"])
     assert delivery_id in read and "ApproximateNumberOfMessagesVisible" in read
+
+
+def test_redrive_roles_may_still_send_to_the_queue() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import assertions
+
+    from infra.interruption_queue import InterruptionQueue
+
+    stack = cdk.Stack(cdk.App(), "Redrive")
+    role = "arn:aws:iam::123456789012:role/interruption-redrive"
+    InterruptionQueue(stack, "Interruption", redrive_role_arns=[role])
+    template = assertions.Template.from_stack(stack).to_json()
+    statements = [
+        s
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::SQS::QueuePolicy"
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    [deny] = [s for s in statements if s["Effect"] == "Deny" and s["Action"] == "sqs:SendMessage"]
+    # Denied only when the request comes from none of the rules and from none of the redrive roles.
+    assert deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] == [role]
+    assert len(deny["Condition"]["ArnNotEquals"]["aws:SourceArn"]) == 4
