@@ -1,4 +1,6 @@
-"""What Fleetwright does about each interruption event (docs/termination.md has the table).
+"""What Fleetwright does about each interruption event (docs/termination.md has the table), once it has passed
+the checks of :mod:`fleetwright.interruption.trust` (docs/security.md): anything else is rejected before
+anything is cordoned, drained, replaced or terminated.
 
 - **Spot interruption warning**: the offering (type, zone, spot) is marked unavailable, the termination
   workflow starts (deadline: two minutes after the warning, less a margin) and replacement capacity for the
