@@ -59,18 +59,18 @@ class MonitoringLevel:
 
 # Checked against the synthesized templates by tests/infra/test_cost_options.py.
 MONITORING = {
-    # The dashboard, every metric, 11 alarms reading 15 metrics (the workflow-execution alarm 3, the
-    # near-limit ones 2 each). Idle metrics: the provisioner's PendingPods, SchedulingDuration,
-    # DurationOfTimeout, MemoryOfLimit; the disruption function's DisruptionDecisionDuration,
-    # DisruptionCandidates, NodeCount (total and per NodePool), ClusterHourlyCost, DurationOfTimeout,
-    # MemoryOfLimit.
-    "full": MonitoringLevel(alarm_metrics=15, dashboards=1, idle_metrics=11, every_metric=True),
+    # The dashboard, every metric, 12 alarms reading 17 metrics (the workflow-execution alarm 3, the
+    # dead-letter alarm 2 with the rules' delivery dead-letter queue, the near-limit ones 2 each). Idle
+    # metrics: the provisioner's PendingPods, SchedulingDuration, DurationOfTimeout, MemoryOfLimit; the
+    # disruption function's DisruptionDecisionDuration, DisruptionCandidates, NodeCount (total and per
+    # NodePool), ClusterHourlyCost, DurationOfTimeout, MemoryOfLimit.
+    "full": MonitoringLevel(alarm_metrics=17, dashboards=1, idle_metrics=11, every_metric=True),
     # The same alarms; only the metrics they read: DurationOfTimeout and MemoryOfLimit of the two scheduled
     # functions every minute, the rest (ProvisioningErrors, RegistrationTimeouts, TerminationFailures,
-    # DisruptionErrors) only when something fails.
-    "alarms": MonitoringLevel(alarm_metrics=15, dashboards=0, idle_metrics=4, every_metric=False),
-    # Without the two near-limit alarms: 9 alarms reading 11 metrics, none written by an idle cluster.
-    "essential": MonitoringLevel(alarm_metrics=11, dashboards=0, idle_metrics=0, every_metric=False),
+    # DisruptionErrors, InterruptionMessagesRejected) only when something fails.
+    "alarms": MonitoringLevel(alarm_metrics=17, dashboards=0, idle_metrics=4, every_metric=False),
+    # Without the two near-limit alarms: 10 alarms reading 13 metrics, none written by an idle cluster.
+    "essential": MonitoringLevel(alarm_metrics=13, dashboards=0, idle_metrics=0, every_metric=False),
 }
 # SQS: Lambda's event source mapping long-polls (20 s) the interruption queue with 5 pollers when idle.
 SQS_POLLERS = 5

@@ -19,11 +19,11 @@ functions plug in through :meth:`FleetwrightAutoscaler.add_function`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import Annotations, Duration, Names, RemovalPolicy
+from aws_cdk import Annotations, Aws, Duration, Names, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_eks as eks
 from aws_cdk import aws_events as events
@@ -37,6 +37,7 @@ from constructs import Construct
 
 # The environment variables the functions read (defined once, with the handlers' configuration).
 from fleetwright.config import (
+    ENV_ACCOUNT,
     ENV_CLUSTER,
     ENV_ECONOMY,
     ENV_INSTANCE_PROFILE,
@@ -94,6 +95,13 @@ DISRUPTION_MAX_EVENT_AGE = Duration.seconds(60)
 
 # The interruption handler and the termination steps: short calls whatever the cluster's size.
 EVENT_FUNCTION_MEMORY = 512  # MB
+# Blast radius of the interruption path (docs/security.md): at most this many handler invocations at once
+# (the event source mapping's MaximumConcurrency, within the handler's reserved concurrency, so pollers
+# are never throttled into spending receives), and at most this many workflow steps running at once (a
+# throttled step is retried by the workflow). Replacements launch one at a time under the provisioner's
+# lease anyway.
+INTERRUPTION_CONCURRENCY = 5
+TERMINATION_STEPS_CONCURRENCY = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +148,12 @@ class FleetwrightAutoscaler(Construct):
     (:class:`~infra.settings.Monitoring`; default ``ALARMS``, ``ESSENTIAL`` in economy mode: what
     dashboard, alarms and metrics to deploy) and ``vpc``
     (:class:`~infra.function_network.VpcOptions`: run the functions in the cluster's VPC, for clusters with
-    a private endpoint only; ``network`` then holds the security groups and endpoints).
+    a private endpoint only; ``network`` then holds the security groups and endpoints) and
+    ``interruption_redrive_role_arns`` (roles that may send to the interruption queue besides its
+    EventBridge rules, to move dead-lettered messages back; docs/security.md).
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
-    ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``),
+    ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
     ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
     policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
     ``provisioner``,
@@ -171,6 +181,7 @@ class FleetwrightAutoscaler(Construct):
         economy_mode: bool = False,
         monitoring: Monitoring | None = None,
         vpc: VpcOptions | None = None,
+        interruption_redrive_role_arns: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
@@ -191,7 +202,9 @@ class FleetwrightAutoscaler(Construct):
         self.termination_starters: list[lambda_.Function] = []  # see grant_terminations
         self.layer = FleetwrightLayer(self, "Layer")
         self.state_table = StateTable(self, "StateTable", removal_policy=state_removal_policy)
-        self.interruption = InterruptionQueue(self, "Interruption")
+        self.interruption = InterruptionQueue(
+            self, "Interruption", redrive_role_arns=interruption_redrive_role_arns
+        )
         self.node_role = NodeRole(
             self, "Node", cluster_name=cluster_name, role_name=self._node_role_name(node_role_name)
         )
@@ -208,12 +221,20 @@ class FleetwrightAutoscaler(Construct):
         self.controller_policy = ControllerPolicy(
             self, "ControllerPolicy", resources=self.controller_resources
         )
+        if alarm_topic is None:
+            Annotations.of(self).add_warning_v2(
+                "fleetwright:no-alarm-topic",
+                "no alarm topic (context alarmTopicArn, or alarm_topic): the alarms (dead-lettered or "
+                "rejected interruption events, failed terminations, failing passes) notify nobody and show "
+                "only in the CloudWatch console.",
+            )
         self.dashboard = FleetwrightDashboard(
             self,
             "Monitoring",
             cluster_name=cluster_name,
             queue=self.interruption.queue,
             dead_letter_queue=self.interruption.dead_letter_queue,
+            delivery_dead_letter_queue=self.interruption.delivery_dead_letter_queue,
             table=self.state_table,
             alarm_topic=alarm_topic,
             with_dashboard=self.monitoring is Monitoring.FULL,
@@ -354,8 +375,15 @@ class FleetwrightAutoscaler(Construct):
             )
         self.functions.append(function)
 
-    def consume_interruptions(self, function: lambda_.IFunction, batch_size: int = 10) -> None:
-        """Deliver the interruption queue's messages to ``function`` (reporting partial batch failures).
+    def consume_interruptions(
+        self,
+        function: lambda_.IFunction,
+        batch_size: int = 10,
+        max_concurrency: int | None = INTERRUPTION_CONCURRENCY,
+    ) -> None:
+        """Deliver the interruption queue's messages to ``function`` (reporting partial batch failures), at
+        most ``max_concurrency`` invocations at once (None: as many as Lambda scales to; keep it within the
+        function's reserved concurrency).
 
         The queue's visibility timeout must be at least six times the function's timeout (AWS's guidance
         for Lambda event sources), or a message still being handled would be delivered again.
@@ -370,7 +398,10 @@ class FleetwrightAutoscaler(Construct):
             )
         function.add_event_source(
             event_sources.SqsEventSource(
-                self.interruption.queue, batch_size=batch_size, report_batch_item_failures=True
+                self.interruption.queue,
+                batch_size=batch_size,
+                report_batch_item_failures=True,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -416,6 +447,7 @@ class FleetwrightAutoscaler(Construct):
         and the workflow's failure alarm (docs/termination.md)."""
         self.dashboard.add_section("Interruptions and node terminations")
         self.dashboard.add_interruption_widgets()
+        self.dashboard.add_interruption_alarms()
         steps_memory, steps_timeout = self._size("termination", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
         handler_memory, handler_timeout = self._size("interruption", EVENT_FUNCTION_MEMORY, DEFAULT_TIMEOUT)
         steps = self.add_function(
@@ -426,6 +458,7 @@ class FleetwrightAutoscaler(Construct):
             timeout=steps_timeout,
             memory_size=steps_memory,
             environment=self._service_environment(cm.TERMINATION_SERVICE),
+            reserved_concurrency=TERMINATION_STEPS_CONCURRENCY,
             # Its errors are the workflow's to retry (TransientError) or to report (the failure alarm).
             error_alarm=False,
         )
@@ -445,7 +478,10 @@ class FleetwrightAutoscaler(Construct):
             environment={
                 **self._service_environment(cm.INTERRUPTION_SERVICE),
                 ENV_REPLACE_ON_REBALANCE: "true" if replace_on_rebalance else "false",
+                # Only this account's events are acted on (the region is Lambda's AWS_REGION).
+                ENV_ACCOUNT: Aws.ACCOUNT_ID,
             },
+            reserved_concurrency=INTERRUPTION_CONCURRENCY,
         )
         handling = InterruptionHandling(handler, steps, workflow)
         self.interruption_handling = handling

@@ -45,6 +45,7 @@ class FleetwrightDashboard(Construct):
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         table: dynamodb.ITable,
+        delivery_dead_letter_queue: sqs.IQueue | None = None,
         alarm_topic: sns.ITopic | None = None,
         with_dashboard: bool = True,
     ) -> None:
@@ -60,11 +61,10 @@ class FleetwrightDashboard(Construct):
             cloudwatch.Alarm(
                 self,
                 "DeadLetterQueueNotEmpty",
-                alarm_description="Interruption events failed three times and were dead-lettered; "
-                "nodes may not have been drained before they went away.",
-                metric=dead_letter_queue.metric_approximate_number_of_messages_visible(
-                    period=Duration.minutes(5), statistic="Maximum"
-                ),
+                alarm_description="Interruption events failed three times and were dead-lettered, or "
+                "EventBridge could not deliver them to the interruption queue; nodes may not have been "
+                "drained before they went away.",
+                metric=_dead_letters(dead_letter_queue, delivery_dead_letter_queue),
                 threshold=1,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
@@ -269,7 +269,7 @@ class FleetwrightDashboard(Construct):
                 title="Interruption events by kind; rejected, duplicates",
                 left=[cm.insights(cm.INTERRUPTION_EVENTS, service, group_by="Kind", period=EVENT_PERIOD)],
                 right=[
-                    cm.metric(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
+                    cm.insights(cm.MESSAGES_REJECTED, service, period=EVENT_PERIOD),
                     cm.metric(cm.DUPLICATE_EVENTS, service, period=EVENT_PERIOD),
                     cm.metric(cm.REBALANCE_RECOMMENDATIONS, service, period=EVENT_PERIOD),
                     # Attempts: copies sent back while one is in progress, retried and given-up attempts.
@@ -478,6 +478,37 @@ class FleetwrightDashboard(Construct):
         )
         return self.add_alarm(alarm)
 
+    def add_interruption_alarms(self) -> list[cloudwatch.Alarm]:
+        """An alarm on any rejected interruption message (only the stack's rules may send to the queue, so
+        one means a forged, replayed or unexpected event: docs/security.md), and a row showing them by
+        reason."""
+        service = cm.INTERRUPTION_SERVICE
+        rejected = cloudwatch.Alarm(
+            self,
+            "InterruptionMessagesRejected",
+            alarm_description="A message on the interruption queue was rejected and nothing was done about "
+            "it: not an event Fleetwright handles, or one failing its checks (another account or region, "
+            "resources not naming the instance, a malformed instance id, too old or dated ahead, a spot "
+            "warning for an instance that is not spot). The interruption function's log says why "
+            "(interruption message rejected); docs/security.md.",
+            metric=cm.insights(cm.MESSAGES_REJECTED, service, period=PERIOD),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self._add_widgets(
+            cloudwatch.GraphWidget(
+                title="Rejected interruption messages by reason",
+                left=[cm.insights(cm.MESSAGES_REJECTED, service, group_by="Reason", period=EVENT_PERIOD)],
+                width=WIDGET_WIDTH,
+            ),
+            cloudwatch.AlarmWidget(
+                title="Rejected interruption messages", alarm=rejected, width=WIDGET_WIDTH
+            ),
+        )
+        return [self.add_alarm(rejected)]
+
     def add_disruption_alarms(self) -> list[cloudwatch.Alarm]:
         """An alarm on disruption errors in three consecutive minutes, and a row showing it."""
         failing = cloudwatch.Alarm(
@@ -497,3 +528,18 @@ class FleetwrightDashboard(Construct):
             cloudwatch.AlarmWidget(title="Failing disruption", alarm=failing, width=2 * WIDGET_WIDTH),
         )
         return [self.add_alarm(failing)]
+
+
+def _dead_letters(dead_letter_queue: sqs.IQueue, delivery: sqs.IQueue | None) -> cloudwatch.IMetric:
+    """Messages waiting in the dead-letter queue (and in the rules' delivery dead-letter queue)."""
+    period = Duration.minutes(5)
+    dead = dead_letter_queue.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
+    if delivery is None:
+        return dead
+    undelivered = delivery.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum")
+    return cloudwatch.MathExpression(
+        expression="dead + undelivered",
+        using_metrics={"dead": dead, "undelivered": undelivered},
+        period=period,
+        label="Dead-lettered and undelivered interruption events",
+    )

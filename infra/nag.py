@@ -43,6 +43,17 @@ def _logical_id(construct: IConstruct) -> str:
 def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
     """Attach the acknowledgements to the autoscaler's resources."""
     NagSuppressions.add_resource_suppressions(
+        autoscaler.interruption.delivery_dead_letter_queue,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-SQS3",
+                reason="This queue is the dead-letter queue of the interruption rules' EventBridge targets "
+                "(their DeadLetterConfig, which cdk-nag does not look at); a deny-all redrive-allow policy "
+                "keeps any queue from making it its own dead-letter queue.",
+            )
+        ],
+    )
+    NagSuppressions.add_resource_suppressions(
         autoscaler.node_role.role,
         [
             NagPackSuppression(

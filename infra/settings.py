@@ -63,8 +63,8 @@ class Monitoring(StrEnum):
     ``FULL``: the dashboard, every metric the functions write, every alarm. ``ALARMS`` (the default when
     watching): every alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in
     economy mode): the alarms that say nodes or pods are at risk (dead letters, function errors, failing
-    provisioning and disruption passes, instances that never register, failed terminations) and only the
-    metrics they read; no near-limit alarms, no dashboard."""
+    provisioning and disruption passes, instances that never register, failed terminations, rejected
+    interruption messages) and only the metrics they read; no near-limit alarms, no dashboard."""
 
     FULL = "full"
     ALARMS = "alarms"

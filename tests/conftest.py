@@ -20,7 +20,9 @@ from fleetwright.local.aws_fakes import thread_safe_moto
 from tests.aws.strict import RULES, StrictEc2
 
 TESTS = Path(__file__).parent
-STRICT_SUITES = frozenset({"aws", "provisioning", "interruption", "disruption", "termination", "chaos"})
+STRICT_SUITES = frozenset(
+    {"aws", "provisioning", "interruption", "disruption", "termination", "chaos", "security"}
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,9 +1,14 @@
 """Interruption handler: the interruption queue (EventBridge → SQS) delivers batches of EC2 and AWS Health
 events; each message is parsed into a typed event and acted on (docs/termination.md).
 
-Powertools' ``BatchProcessor`` reports partial batch failures: a malformed or unknown message is logged,
-counted (``InterruptionMessagesRejected``) and failed back alone, so it reaches the dead-letter queue after
-the queue's maxReceiveCount while the rest of the batch succeeds.
+Nothing on the queue is trusted (docs/security.md): a message that is not an event Fleetwright handles, or
+an event that fails a check (another account or region, resources not naming the instance, a malformed
+instance id, too old or dated in the future, an AWS Health event of another status or type or naming too
+many instances, a spot warning for an instance that is not spot) is rejected: logged with its reason,
+counted (``InterruptionMessagesRejected`` by ``Reason``) and deleted, never retried, since the same message
+would be refused again. Powertools' ``BatchProcessor`` reports partial batch failures: a message whose
+handling fails (an AWS or Kubernetes outage, another delivery at work on the same interruption) goes back to
+the queue alone, and reaches the dead-letter queue after the queue's maxReceiveCount.
 
 Cold start: Powertools' Logger, Metrics and batch utility only; the configuration, boto3 and the Kubernetes
 adapter load on the first record (``fleetwright.runtime.interruption``).
@@ -14,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -27,7 +31,6 @@ if TYPE_CHECKING:
     from fleetwright.interruption.controller import InterruptionController
 
 SERVICE = "fleetwright-interruption"
-REJECTED = "InterruptionMessagesRejected"
 
 
 def _build(logger: Logger, metrics: Metrics) -> InterruptionController:
@@ -45,24 +48,17 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
-    """Parse one message and act on it; raising fails just this message back to the queue."""
+    """Parse one message and act on it; raising fails just this message back to the queue, a rejected
+    message is recorded and deleted."""
     from fleetwright.interruption.events import MessageError, parse_message
 
+    controller = runtime.start()
     try:
         event = parse_message(record.body)
+        outcomes = controller.handle(event)
     except MessageError as error:
-        metrics.add_metric(name=REJECTED, unit=MetricUnit.Count, value=1)
-        logger.error(
-            "interruption message rejected",
-            extra={
-                "messageId": record.message_id,
-                "problem": error.kind,
-                "error": str(error),
-                "body": record.body[:500],
-            },
-        )
-        raise
-    outcomes = runtime.start().handle(event)
+        controller.reject(error, record.message_id, record.body)
+        return []
     summary = [
         {
             "instanceId": o.instance_id,
@@ -80,16 +76,18 @@ def record_handler(record: SQSRecord) -> list[dict[str, Any]]:
     return summary
 
 
-def batch_instances(event: dict[str, Any]) -> list[str]:
-    """The instances the batch's parseable messages name (malformed ones are rejected later, one by one)."""
+def batch_instances(event: dict[str, Any], controller: InterruptionController) -> list[str]:
+    """The instances the batch's admissible messages name (the others are rejected later, one by one)."""
     from fleetwright.interruption.events import MessageError, parse_message
 
     found: list[str] = []
     for record in event.get("Records") or []:
         try:
-            found.extend(parse_message(str(record.get("body") or "")).instance_ids)
+            parsed = parse_message(str(record.get("body") or ""))
+            controller.admit(parsed)
         except (MessageError, AttributeError, TypeError):
             continue
+        found.extend(parsed.instance_ids)
     return found
 
 
@@ -98,7 +96,11 @@ def batch_instances(event: dict[str, Any]) -> list[str]:
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """The Lambda entry point: ``{"batchItemFailures": [...]}`` names the messages to deliver again."""
     with runtime.kubernetes_deadline(context):
-        runtime.start().expect(batch_instances(event))
-        return process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
-        )
+        controller = runtime.start()
+        controller.expect(batch_instances(event, controller))
+        try:
+            return process_partial_response(
+                event=event, record_handler=record_handler, processor=processor, context=context
+            )
+        finally:
+            controller.batch_done()

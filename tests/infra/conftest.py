@@ -32,6 +32,7 @@ from infra.nodepools import load_nodepool_config  # noqa: E402
 from infra.settings import Monitoring  # noqa: E402
 
 CLUSTER = "prod-cluster"
+ALARM_TOPIC = "arn:aws:sns:us-east-1:123456789012:fleetwright-alarms"
 USER_STACK = "UserApp"
 EXAMPLE_NODECLASS = REPO_ROOT / "examples" / "inflate" / "ec2nodeclass.yaml"
 EXAMPLE_NODEPOOL = REPO_ROOT / "examples" / "inflate" / "nodepool.yaml"
@@ -81,7 +82,10 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
     os.chdir(REPO_ROOT)  # nodePoolsFile is relative to the project directory, as with the CDK CLI
     try:
         outdir = tmp_path_factory.mktemp("cdk.out")
-        app = cdk.App(outdir=str(outdir), context={"clusterName": CLUSTER, "monitoring": "full"})
+        app = cdk.App(
+            outdir=str(outdir),
+            context={"clusterName": CLUSTER, "monitoring": "full", "alarmTopicArn": ALARM_TOPIC},
+        )
         stack = cdk_app.build_app(app)
         # log_ignores: acknowledged findings are reported as info, so the tests see that the checks ran.
         cdk.Aspects.of(stack).add(AwsSolutionsChecks(log_ignores=True))

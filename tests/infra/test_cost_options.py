@@ -22,7 +22,7 @@ from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 import app as cdk_app
 from infra import controller_metrics as cm
 from infra.settings import FunctionSize, Monitoring, SettingsError, settings_from_context
-from tests.infra.conftest import REPO_ROOT, Synthesis
+from tests.infra.conftest import ALARM_TOPIC, REPO_ROOT, Synthesis
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import cost  # bench/cost.py
@@ -35,7 +35,7 @@ def _synth(tmp: Any, context: dict[str, str]) -> tuple[Template, list[tuple[str,
     cwd = os.getcwd()
     os.chdir(REPO_ROOT)
     try:
-        app = cdk.App(outdir=str(tmp), context=context)
+        app = cdk.App(outdir=str(tmp), context={"alarmTopicArn": ALARM_TOPIC, **context})
         stack = cdk_app.build_app(app)
         cdk.Aspects.of(stack).add(AwsSolutionsChecks())
         artifact = app.synth().get_stack_by_name(stack.stack_name)
@@ -150,6 +150,7 @@ def test_economy_keeps_the_alarms_that_protect_nodes_and_pods(economy: Any) -> N
         (cm.NAMESPACE, cm.REGISTRATION_TIMEOUTS),
         (cm.NAMESPACE, cm.TERMINATION_FAILURES),
         (cm.NAMESPACE, cm.DISRUPTION_ERRORS),
+        (cm.NAMESPACE, cm.MESSAGES_REJECTED),  # a forged or unexpected interruption message
     }
     assert kept <= {metric for metrics in alarms.values() for metric in metrics}
     lambda_errors = [k for k, metrics in alarms.items() if ("AWS/Lambda", "Errors") in metrics]

@@ -4,6 +4,7 @@ workflow and their wiring, in the stack ``cdk synth`` builds."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from tests.infra.conftest import REPO_ROOT, Synthesis, function_by_description, only, render
 
@@ -104,3 +105,104 @@ def test_failures_raise_an_alarm_through_the_dashboard(synthesis: Synthesis) -> 
     handler_source = (REPO_ROOT / "functions" / "termination" / "handler.py").read_text()
     assert 'SERVICE = "fleetwright-termination"' in handler_source
     assert parts.workflow.failure_alarm in synthesis.autoscaler.dashboard.alarms
+
+
+def _queue_statements(synthesis: Synthesis) -> tuple[str, list[dict[str, Any]]]:
+    """The interruption queue's logical id and its queue policy's statements."""
+    stack = synthesis.fleetwright
+    queue_id = next(
+        k for k, q in stack.resources("AWS::SQS::Queue").items() if "RedrivePolicy" in q["Properties"]
+    )
+    policies = [
+        p
+        for p in stack.resources("AWS::SQS::QueuePolicy").values()
+        if render(p["Properties"]["Queues"]) == ["${" + queue_id + "}"]
+    ]
+    return queue_id, [s for p in policies for s in render(p["Properties"]["PolicyDocument"]["Statement"])]
+
+
+def test_only_the_stacks_rules_may_send_to_the_interruption_queue(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    queue_id, statements = _queue_statements(synthesis)
+    interruption_rules = {
+        "${" + k + ".Arn}"
+        for k, r in stack.resources("AWS::Events::Rule").items()
+        if r["Properties"].get("EventPattern", {}).get("source") in (["aws.ec2"], ["aws.health"])
+    }
+    assert len(interruption_rules) == 4
+    [deny] = [s for s in statements if s["Effect"] == "Deny" and s["Action"] == "sqs:SendMessage"]
+    assert deny["Principal"] == {"AWS": "*"} and deny["Resource"] == "${" + queue_id + ".Arn}"
+    # Denied unless the request's source is one of the rules: nobody else can post an event.
+    assert list(deny["Condition"]) == ["ArnNotEquals"]
+    assert list(deny["Condition"]["ArnNotEquals"]) == ["aws:SourceArn"]
+    assert set(deny["Condition"]["ArnNotEquals"]["aws:SourceArn"]) == interruption_rules
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert {s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in allows} == interruption_rules
+    assert all(s["Principal"] == {"Service": "events.amazonaws.com"} for s in allows)
+    # Receiving and deleting (the handler) and the move to the dead-letter queue are untouched.
+    denied = {a for s in statements if s["Effect"] == "Deny" for a in [s["Action"]]}
+    assert "sqs:ReceiveMessage" not in denied and "sqs:DeleteMessage" not in denied
+    assert stack.raw["Resources"][queue_id]["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
+
+
+def test_the_handler_knows_the_stacks_account(synthesis: Synthesis) -> None:
+    _, handler = function_by_description(synthesis.fleetwright, "Fleetwright interruption handler")
+    env = render(handler["Properties"]["Environment"]["Variables"])
+    assert env["FLEETWRIGHT_ACCOUNT_ID"] == "${AWS::AccountId}"
+
+
+def test_the_interruption_path_has_a_bounded_blast_radius(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    handler_id, handler = function_by_description(stack, "Fleetwright interruption handler")
+    _, steps = function_by_description(stack, "Fleetwright termination workflow steps")
+    _, mapping = only(stack.resources("AWS::Lambda::EventSourceMapping"))
+    # A flood of messages runs at most 5 handlers and 20 workflow steps at once; the pollers never invoke
+    # more handlers than are reserved (a throttled invocation would spend one of a message's receives).
+    assert handler["Properties"]["ReservedConcurrentExecutions"] == 5
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 5}
+    assert render(mapping["Properties"]["FunctionName"]) == "${" + handler_id + "}"
+    assert steps["Properties"]["ReservedConcurrentExecutions"] == 20
+
+
+def test_events_eventbridge_cannot_deliver_are_kept_and_alarmed(synthesis: Synthesis) -> None:
+    stack = synthesis.fleetwright
+    queues = stack.resources("AWS::SQS::Queue")
+    [(delivery_id, delivery)] = [(k, q) for k, q in queues.items() if "RedriveAllowPolicy" in q["Properties"]]
+    # Only EventBridge's failed deliveries land there: no queue may make it its dead-letter queue.
+    assert delivery["Properties"]["RedriveAllowPolicy"] == {"redrivePermission": "denyAll"}
+    assert delivery["Properties"]["SqsManagedSseEnabled"] is True
+    targets = [
+        t
+        for r in stack.resources("AWS::Events::Rule").values()
+        if r["Properties"].get("EventPattern")
+        for t in r["Properties"]["Targets"]
+    ]
+    assert len(targets) == 4
+    assert all(render(t["DeadLetterConfig"]["Arn"]) == "${" + delivery_id + ".Arn}" for t in targets)
+    [dlq_alarm] = [
+        a for k, a in stack.resources("AWS::CloudWatch::Alarm").items() if "DeadLetterQueueNotEmpty" in k
+    ]
+    read = json.dumps(dlq_alarm["Properties"]["Metrics"])
+    assert delivery_id in read and "ApproximateNumberOfMessagesVisible" in read
+
+
+def test_redrive_roles_may_still_send_to_the_queue() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import assertions
+
+    from infra.interruption_queue import InterruptionQueue
+
+    stack = cdk.Stack(cdk.App(), "Redrive")
+    role = "arn:aws:iam::123456789012:role/interruption-redrive"
+    InterruptionQueue(stack, "Interruption", redrive_role_arns=[role])
+    template = assertions.Template.from_stack(stack).to_json()
+    statements = [
+        s
+        for p in template["Resources"].values()
+        if p["Type"] == "AWS::SQS::QueuePolicy"
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    [deny] = [s for s in statements if s["Effect"] == "Deny" and s["Action"] == "sqs:SendMessage"]
+    # Denied only when the request comes from none of the rules and from none of the redrive roles.
+    assert deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"] == [role]
+    assert len(deny["Condition"]["ArnNotEquals"]["aws:SourceArn"]) == 4

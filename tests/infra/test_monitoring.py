@@ -6,7 +6,15 @@ import json
 import re
 from typing import Any
 
-from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, function_by_description, only, render
+from tests.infra.conftest import (
+    ALARM_TOPIC,
+    CLUSTER,
+    REPO_ROOT,
+    Synthesis,
+    function_by_description,
+    only,
+    render,
+)
 
 
 def _table_metrics(document: str, heading: str) -> set[str]:
@@ -143,7 +151,7 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert lambda_errors == sorted(
         ["${" + provisioner_id + "}", "${" + handler_id + "}", "${" + disruption_id + "}"]
     )
-    assert "ApproximateNumberOfMessagesVisible" in by_metric  # dead letters
+    assert "dead + undelivered" in by_metric  # dead letters, and events EventBridge could not deliver
     assert "TerminationFailures" in by_metric
 
     failing = by_metric["ProvisioningErrors"]
@@ -158,7 +166,19 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
     # with the provisioner's and the disruption function's near-limit alarms (test_private_cluster.py)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 11
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 12
+
+
+def test_any_rejected_interruption_message_raises_an_alarm(synthesis: Synthesis) -> None:
+    [rejected] = [
+        a for a in _alarms(synthesis) if "InterruptionMessagesRejected" in json.dumps(a.get("Metrics"))
+    ]
+    # Every reason counts: only the stack's rules may send, so a rejection is a forged or unexpected message.
+    assert rejected["Metrics"][0]["Expression"] == (
+        "SELECT SUM(InterruptionMessagesRejected) FROM Fleetwright WHERE service = 'fleetwright-interruption'"
+    )
+    assert (rejected["Threshold"], rejected["EvaluationPeriods"]) == (1, 1)
+    assert rejected["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
 def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:
@@ -177,3 +197,14 @@ def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(sy
     )
     assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_synth_warns_when_no_alarm_topic_is_set(synthesis: Synthesis) -> None:
+    # The user's app sets none: its alarms would notify nobody.
+    [warning] = [text for level, _, text in synthesis.user.messages if "no alarm topic" in text]
+    assert "alarmTopicArn" in warning
+    assert all("WARNING" in level for level, _, text in synthesis.user.messages if text == warning)
+    # The app with one: no warning, and every alarm notifies it (on alarm and on recovery).
+    assert not [m for m in synthesis.fleetwright.messages if "no alarm topic" in m[2]]
+    alarms = _alarms(synthesis)
+    assert alarms and all(a["AlarmActions"] == a["OKActions"] == [ALARM_TOPIC] for a in alarms)

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from fleetwright.interruption.trust import HEALTH_EVENT_TYPE_CODES
 from infra.nodepools import load_nodepool_config
 from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
 
@@ -17,8 +18,8 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
     counts = {
         "AWS::Lambda::LayerVersion": 1,
         "AWS::DynamoDB::Table": 1,
-        "AWS::SQS::Queue": 2,
-        "AWS::SQS::QueuePolicy": 2,
+        "AWS::SQS::Queue": 3,  # the interruption queue, its dead-letter queue, the rules' delivery one
+        "AWS::SQS::QueuePolicy": 3,
         "AWS::Events::Rule": 4 + 2,  # the interruption rules; the provisioner's and disruption's schedules
         "AWS::IAM::Role": 1 + FUNCTIONS + 1,  # nodes, one per function, the state machine
         # each role's own grants (logs, workflow, queue); the step function's StartExecution on its state
@@ -32,7 +33,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
         # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
         # disruption function near their timeout or memory
-        "AWS::CloudWatch::Alarm": 11,
+        "AWS::CloudWatch::Alarm": 12,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
@@ -66,7 +67,9 @@ def test_state_table(synthesis: Synthesis) -> None:
 def _queues(synthesis: Synthesis) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
     queues = synthesis.fleetwright.resources("AWS::SQS::Queue")
     main_id = next(k for k, q in queues.items() if "RedrivePolicy" in q["Properties"])
-    dlq_id = next(k for k in queues if k != main_id)
+    dlq_id = next(
+        k for k, q in queues.items() if k != main_id and "RedriveAllowPolicy" not in q["Properties"]
+    )
     return main_id, queues[main_id]["Properties"], dlq_id, queues[dlq_id]["Properties"]
 
 
@@ -110,7 +113,12 @@ def test_event_rules_send_the_four_event_kinds_to_the_queue(synthesis: Synthesis
     assert by_type["AWS Health Event"] == {
         "source": ["aws.health"],
         "detail-type": ["AWS Health Event"],
-        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+        "detail": {
+            "service": ["EC2"],
+            "eventTypeCategory": ["scheduledChange"],
+            "eventTypeCode": sorted(HEALTH_EVENT_TYPE_CODES),
+            "statusCode": ["open", "upcoming"],
+        },
     }
     assert by_type["EC2 Instance State-change Notification"]["detail"] == {
         "state": ["stopping", "stopped", "shutting-down", "terminated"]
@@ -134,7 +142,11 @@ def test_queue_policy_lets_only_the_rules_send_and_requires_tls(synthesis: Synth
     assert all(s["Action"] == ["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"] for s in sends)
     assert sorted(s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in sends) == rule_arns
     denies = [s for s in statements if s["Effect"] == "Deny"]
-    assert [s["Condition"] for s in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+    assert [s["Condition"] for s in denies] == [
+        {"Bool": {"aws:SecureTransport": "false"}},
+        # Nobody else may send (test_interruption_handling.py has the details).
+        {"ArnNotEquals": {"aws:SourceArn": [s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in sends]}},
+    ]
 
 
 def test_node_role_instance_profile_and_access_entry(synthesis: Synthesis) -> None:
@@ -175,9 +187,17 @@ def test_dead_letter_alarm_and_dashboard(synthesis: Synthesis) -> None:
     alarms = [
         render(a["Properties"]) for a in synthesis.fleetwright.resources("AWS::CloudWatch::Alarm").values()
     ]
-    [props] = [a for a in alarms if a.get("Namespace") == "AWS/SQS"]
-    assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
-    assert props["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
+    [props] = [a for a in alarms if "AWS/SQS" in json.dumps(a.get("Metrics"))]
+    # The dead-letter queue's messages plus those EventBridge could not deliver (the rules' own DLQ).
+    [expression] = [m for m in props["Metrics"] if "Expression" in m]
+    assert expression["Expression"] == "dead + undelivered" and expression.get("ReturnData", True)
+    stats = {m["Id"]: m["MetricStat"]["Metric"] for m in props["Metrics"] if "MetricStat" in m}
+    assert (
+        stats["dead"]["MetricName"]
+        == stats["undelivered"]["MetricName"]
+        == "ApproximateNumberOfMessagesVisible"
+    )
+    assert stats["dead"]["Dimensions"] == [{"Name": "QueueName", "Value": "${" + dlq_id + ".QueueName}"}]
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert props["Threshold"] == 1
     assert props["TreatMissingData"] == "notBreaching"

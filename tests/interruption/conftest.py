@@ -15,6 +15,7 @@ import pytest
 from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.interruption.controller import InterruptionController
 from fleetwright.interruption.replacement import ReplacementLauncher
+from fleetwright.interruption.trust import EventOrigin
 from fleetwright.kube.resources import NODES
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
@@ -39,6 +40,8 @@ from tests.termination.conftest import (  # noqa: F401  (fixtures)
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:fleetwright-interruption"
 NOW = "2027-01-15T08:00:00Z"  # the harness clock (epoch 1,800,000,000)
 
@@ -146,10 +149,10 @@ def sqs_event(*bodies: str) -> dict[str, Any]:
     }
 
 
-def claimed_node(rig: Harness, claim: str, name: str = "node-a") -> dict[str, Any]:
-    """An instance of the cluster launched for ``claim`` (Initialized) with a Ready Node ``name`` holding the
-    termination finalizer, as registration leaves it."""
-    instance = rig.launch_instance(claim=claim)
+def claimed_node(rig: Harness, claim: str, name: str = "node-a", *, spot: bool = True) -> dict[str, Any]:
+    """An instance of the cluster launched for ``claim`` (Initialized; spot when ``spot``) with a Ready Node
+    ``name`` holding the termination finalizer, as registration leaves it."""
+    instance = rig.launch_instance(claim=claim, spot=spot)
     rig.world.state.nodeclaims.create(
         NodeClaimRecord(
             id=claim,
@@ -206,6 +209,21 @@ class Interruptions:
 
 
 @pytest.fixture
+def full_envelopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's EventBridge leaves the envelope's ``account`` out of what it sends an SQS target; real
+    EventBridge sends the whole envelope (the handler refuses an event of no account)."""
+    from moto.events.utils import EventTemplateParser
+
+    template = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE
+    if '"account"' not in template:
+        monkeypatch.setattr(
+            EventTemplateParser,
+            "DEFAULT_EVENT_INPUT_TEMPLATE",
+            template.replace('"version": "0",', '"version": "0", "account": "<account>",'),
+        )
+
+
+@pytest.fixture
 def interruptions(harness: Harness) -> Iterator[Interruptions]:  # noqa: F811
     module = load_module(
         "interruption_handler_under_test", REPO_ROOT / "functions" / "interruption" / "handler.py"
@@ -215,6 +233,7 @@ def interruptions(harness: Harness) -> Iterator[Interruptions]:  # noqa: F811
     controller = InterruptionController(
         kube=w.kube,
         cloud=w.cloud,
+        origin=EventOrigin(account=ACCOUNT, region=REGION),
         unavailable=w.state.unavailable,
         workflow=StepFunctionsStarter(harness.sfn, harness.machine_arn),
         records=InterruptionRecords(w.state.table, w.state.cluster),

@@ -69,3 +69,27 @@ def test_a_replacement_keeps_the_room_it_was_launched_for(interruptions: Interru
     replacements = _replacements(interruptions)
     assert len(replacements) == 2
     assert sorted(p for r in replacements for p in r.pods) == ["default/node-a-web", "default/node-b-web"]
+
+
+def test_one_batch_reads_the_cluster_once(interruptions: Interruptions, monkeypatch: Any) -> None:
+    from fleetwright.interruption import replacement
+
+    reads: list[int] = []
+    real = replacement.read_snapshot
+
+    def counted(kube: Any) -> Any:
+        reads.append(1)
+        return real(kube)
+
+    monkeypatch.setattr(replacement, "read_snapshot", counted)
+    first, second = _interrupted_pair(interruptions, cpu="1200m")
+
+    assert _deliver_before_draining(interruptions, first, second) == {"batchItemFailures": []}
+    assert len(reads) == 1  # two replacements, one read of nodes, pods, DaemonSets and PDBs
+    assert len(_replacements(interruptions)) == 2
+    # The next batch reads the cluster again.
+    harness = interruptions.harness
+    third = claimed_node(harness, "default-cccc3333", "node-c")
+    harness.world.client.create(PODS, pod_object("node-c-web", node="node-c", cpu="1200m"))
+    assert _deliver_before_draining(interruptions, str(third["InstanceId"])) == {"batchItemFailures": []}
+    assert len(reads) == 2

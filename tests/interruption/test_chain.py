@@ -1,5 +1,6 @@
 """The whole chain: an EC2 event through EventBridge into the queue, the handler, the workflow, and out as a
-terminated instance and a deleted Node; and a bad message on its way to the dead-letter queue."""
+terminated instance and a deleted Node; a bad message rejected and deleted; a message whose handling keeps
+failing on its way to the dead-letter queue."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ from typing import Any
 from fleetwright.kube.resources import PODS
 from fleetwright.local.inprocess.interruption import run_interruption
 from fleetwright.workflow.request import format_time
-from tests.interruption.conftest import Interruptions, received_event
+from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance, received_event
 from tests.provisioning.conftest import make_config, nodepool
 from tests.termination.conftest import Harness, pod_object
+
+
+class _Ec2Outage:
+    """A cloud whose every DescribeInstances fails."""
+
+    def describe(self, instance_ids: object) -> dict[str, Any]:
+        raise RuntimeError("EC2 unavailable")
 
 
 def _queue(harness: Harness) -> tuple[Any, str, str]:
@@ -50,11 +58,11 @@ def _poll(interruptions: Interruptions, sqs: Any, queue: str) -> dict[str, Any]:
 
 
 def test_spot_warning_from_eventbridge_ends_in_a_terminated_instance_and_no_node(
-    interruptions: Interruptions,
+    interruptions: Interruptions, full_envelopes: None
 ) -> None:
     harness = interruptions.harness
     harness.clock.now = time.time()  # EventBridge stamps the envelope with the real time
-    instance = harness.launch_instance()
+    instance = harness.launch_instance(spot=True)
     node = harness.node_for(instance, "node-a")
     harness.pod("web-0", node)
     sqs, queue, _ = _queue(harness)
@@ -91,24 +99,43 @@ def test_spot_warning_from_eventbridge_ends_in_a_terminated_instance_and_no_node
     assert sqs.receive_message(QueueUrl=queue).get("Messages", []) == []
 
 
-def test_a_malformed_message_reaches_the_dead_letter_queue_after_three_receives(
-    interruptions: Interruptions,
-) -> None:
+def test_a_malformed_message_is_rejected_once_and_deleted(interruptions: Interruptions) -> None:
     sqs, queue, dlq = _queue(interruptions.harness)
     sqs.send_message(QueueUrl=queue, MessageBody="definitely not an event")
 
+    polls = [_poll(interruptions, sqs, queue) for _ in range(2)]
+
+    # Refused for good (the same body would be refused again): deleted, with its metric and log line.
+    assert [p["received"] for p in polls] == [1, 0]
+    assert polls[0]["failed"] == []
+    assert interruptions.metrics.total("InterruptionMessagesRejected", Reason="NotJson") == 1
+    assert sqs.receive_message(QueueUrl=dlq).get("Messages", []) == []
+
+
+def test_a_message_that_keeps_failing_reaches_the_dead_letter_queue_after_three_receives(
+    interruptions: Interruptions,
+) -> None:
+    harness = interruptions.harness
+    harness.clock.now = time.time()
+    instance = harness.launch_instance(spot=True)
+    sqs, queue, dlq = _queue(harness)
+    event = for_instance(SPOT_WARNING, instance["InstanceId"])
+    event["time"] = format_time(datetime.fromtimestamp(harness.clock.now, tz=UTC))
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(event))
+
+    interruptions.controller.cloud = _Ec2Outage()  # type: ignore[assignment]
     polls = [_poll(interruptions, sqs, queue) for _ in range(4)]
 
     assert [p["received"] for p in polls] == [1, 1, 1, 0]
     assert all(len(p["failed"]) == 1 for p in polls[:3])
     [dead] = sqs.receive_message(QueueUrl=dlq)["Messages"]
-    assert dead["Body"] == "definitely not an event"
+    assert json.loads(dead["Body"])["id"] == event["id"]
 
 
 def test_in_process_chain_for_the_demo_terminates_and_replaces(interruptions: Interruptions) -> None:
     harness = interruptions.harness
     world = harness.world
-    instance = harness.launch_instance()
+    instance = harness.launch_instance(spot=True)
     node = harness.node_for(instance, "node-a")
     world.client.create(PODS, pod_object("web-0", node=node))
 

@@ -243,7 +243,8 @@ def test_a_malformed_message_touches_nothing(interruptions: Interruptions) -> No
 
     response = interruptions.deliver(json.dumps({**for_instance(SPOT_WARNING, instance_id), "detail": []}))
 
-    assert response == {"batchItemFailures": [{"itemIdentifier": "message-0"}]}
+    assert response == {"batchItemFailures": []}  # rejected and deleted
+    assert interruptions.metrics.total("InterruptionMessagesRejected", Reason="InvalidEvent") == 1
     assert interruptions.executions() == [] and _replacements(harness) == []
     assert _records(interruptions).all() == []
     assert harness.pods_on(node) == ["web-0", "web-1"] and not _cordoned(harness, node)

@@ -126,7 +126,7 @@ def test_events_for_instances_of_others_are_acknowledged_and_ignored(interruptio
     assert interruptions.metrics.total("InterruptionEventsIgnored", Reason="NotOwned") == 2
 
 
-def test_only_the_bad_messages_of_a_batch_are_failed_back(interruptions: Interruptions) -> None:
+def test_the_bad_messages_of_a_batch_are_rejected_alone_and_deleted(interruptions: Interruptions) -> None:
     harness = interruptions.harness
     instance, node = _node_with_pods(harness, pods=0)
 
@@ -137,13 +137,13 @@ def test_only_the_bad_messages_of_a_batch_are_failed_back(interruptions: Interru
         json.dumps({**SPOT_WARNING, "detail": {}}),
     )
 
-    assert response == {
-        "batchItemFailures": [
-            {"itemIdentifier": "message-0"},
-            {"itemIdentifier": "message-2"},
-            {"itemIdentifier": "message-3"},
-        ]
-    }
+    # Refused for good: not failed back (the same message would be refused on every receive).
+    assert response == {"batchItemFailures": []}
+    rejected = interruptions.metrics
+    assert [
+        rejected.total("InterruptionMessagesRejected", Reason=r)
+        for r in ("NotJson", "UnknownEvent", "InvalidEvent")
+    ] == [1, 1, 1]
     events = harness.world.client.list(EVENTS, "default").items
     assert [e["reason"] for e in events if e["involvedObject"]["name"] == node] == ["RebalanceRecommendation"]
 

@@ -245,10 +245,11 @@ def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
     assert [e.status for e in run.executions] == ["SUCCEEDED"], refused()
     assert "node-1" not in node_names(world)
 
-    # Interruption: node-0's instance is reclaimed; the budget blocks the eviction until the deadline.
+    # Interruption: node-0's instance is scheduled for retirement (an on-demand instance: a spot warning
+    # would be refused); the budget blocks the eviction until the deadline.
     chain = run_interruption(
         claims[0].instance_id,
-        "spot-interruption",
+        "scheduled-change",
         kube=world.kube,
         cloud=world.cloud,
         state=world.state,

@@ -152,9 +152,14 @@ class Harness:
     # -- the cluster -------------------------------------------------------------------------------------
 
     def launch_instance(
-        self, *, owned: bool = True, claim: str = "default-abcd1234", zone_subnet: str = "a-small"
+        self,
+        *,
+        owned: bool = True,
+        claim: str = "default-abcd1234",
+        zone_subnet: str = "a-small",
+        spot: bool = False,
     ) -> dict[str, Any]:
-        """An instance in moto (tagged as this cluster's unless ``owned`` is False)."""
+        """An instance in moto (tagged as this cluster's unless ``owned`` is False; spot when ``spot``)."""
         tags = ownership_tags("demo", nodepool="default", nodeclaim=claim) if owned else {"Name": "stranger"}
         image = next(iter(self.world.amis.ids.values()))
         reservation = self.world.aws.clients.ec2.run_instances(
@@ -164,6 +169,7 @@ class Harness:
             MaxCount=1,
             SubnetId=self.world.aws.subnets[zone_subnet],
             TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
+            **({"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}),
         )
         if self.strict is not None:  # long launched: visible to every EC2 call
             self.strict.consistency.settle()

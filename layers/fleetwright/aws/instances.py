@@ -110,7 +110,8 @@ def describe_instances(clients: AwsClients, cluster: str, instance_ids: Iterable
                 raise
             # One unknown id fails the whole call: fall back to filtering by id, which ignores unknowns.
             found = _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])
-        result.update({i.id: i for i in found if is_owned(i.tags, cluster)})
+        # Filter values are patterns (``i-*`` matches every instance): keep only the ids asked for.
+        result.update({i.id: i for i in found if i.id in chunk and is_owned(i.tags, cluster)})
     return result
 
 
@@ -126,9 +127,9 @@ def find_instances(clients: AwsClients, instance_ids: Iterable[str]) -> dict[str
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
         # The instance-id filter ignores unknown ids, where InstanceIds= would fail the whole call.
-        result.update(
-            {i.id: i for i in _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])}
-        )
+        found = _describe(clients, Filters=[{"Name": "instance-id", "Values": chunk}])
+        # Filter values are patterns (``i-*`` matches every instance): keep only the ids asked for.
+        result.update({i.id: i for i in found if i.id in chunk})
     return result
 
 

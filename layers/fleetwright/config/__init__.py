@@ -8,6 +8,7 @@ Importing this package loads only the names (the handlers import it at their col
 from __future__ import annotations
 
 from fleetwright.config.names import (
+    ENV_ACCOUNT,
     ENV_BATCH_IDLE_SECONDS,
     ENV_BATCH_MAX_SECONDS,
     ENV_CLUSTER,
@@ -45,6 +46,7 @@ from fleetwright.config.names import (
 )
 
 __all__ = [
+    "ENV_ACCOUNT",
     "ENV_BATCH_IDLE_SECONDS",
     "ENV_BATCH_MAX_SECONDS",
     "ENV_CLUSTER",

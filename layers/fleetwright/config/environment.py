@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from fleetwright.config.names import (
+    ENV_ACCOUNT,
     ENV_BATCH_IDLE_SECONDS,
     ENV_BATCH_MAX_SECONDS,
     ENV_CLUSTER,
@@ -142,6 +143,7 @@ class FunctionEnvironment(BaseModel):
     launch_parallelism: Count = Field(8, alias=ENV_LAUNCH_PARALLELISM)
     # Interruption handling.
     replace_on_rebalance: Flag = Field(False, alias=ENV_REPLACE_ON_REBALANCE)
+    account_id: str = Field("", alias=ENV_ACCOUNT, pattern=r"^\d{12}$")
     # Disruption.
     min_saving_fraction: Fraction | None = Field(None, alias=ENV_MIN_SAVING_FRACTION)
     min_saving_dollars: Seconds | None = Field(None, alias=ENV_MIN_SAVING_DOLLARS)

@@ -1,4 +1,6 @@
-"""What Fleetwright does about each interruption event (docs/termination.md has the table).
+"""What Fleetwright does about each interruption event (docs/termination.md has the table), once it has passed
+the checks of :mod:`fleetwright.interruption.trust` (docs/security.md): anything else is rejected before
+anything is cordoned, drained, replaced or terminated.
 
 - **Spot interruption warning**: the offering (type, zone, spot) is marked unavailable, the termination
   workflow starts (deadline: two minutes after the warning, less a margin) and replacement capacity for the
@@ -42,10 +44,12 @@ from fleetwright.interruption.events import (
     EventKind,
     HealthEvent,
     InterruptionEvent,
+    MessageError,
     RebalanceEvent,
     StateChangeEvent,
 )
 from fleetwright.interruption.replacement import ReplacementLauncher, ReplacementResult
+from fleetwright.interruption.trust import EventOrigin, TrustLimits, check_event, check_spot
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.interruptions import (
@@ -75,6 +79,7 @@ SPOT_UNAVAILABLE_SECONDS = 180.0
 # Metric names.
 EVENTS_RECEIVED = "InterruptionEvents"
 EVENTS_IGNORED = "InterruptionEventsIgnored"
+MESSAGES_REJECTED = "InterruptionMessagesRejected"
 DUPLICATE_EVENTS = "InterruptionDuplicates"
 IN_PROGRESS = "InterruptionsInProgress"
 ATTEMPTS_RETRIED = "InterruptionAttemptsRetried"
@@ -104,11 +109,19 @@ class InterruptionInProgressError(RuntimeError):
 
 @dataclass(slots=True)
 class InterruptionSettings:
-    """Timing: ``spot_notice_seconds`` (EC2's notice) less ``deadline_margin_seconds`` is the spot drain
-    deadline; a scheduled change is met ``scheduled_change_margin_seconds`` early (at least
-    ``minimum_window_seconds`` from now, ``scheduled_change_default_seconds`` when the event names no start
-    time); ``rebalance_window_seconds`` is the deadline of an opt-in rebalance replacement. The workflow
-    waits ``drain_interval_seconds`` between drain passes and ``poll_seconds`` between instance checks.
+    """Timing: ``spot_notice_seconds`` (EC2's notice) less ``deadline_margin_seconds`` after the warning
+    is the spot drain deadline, never sooner than ``spot_minimum_window_seconds`` from now nor later than
+    the notice less the margin from now; a warning older than its notice whose instance still runs (a
+    retry, a redrive) gets ``minimum_window_seconds`` from now. A scheduled change is met
+    ``scheduled_change_margin_seconds`` early, never sooner than ``minimum_window_seconds`` from now (a
+    start already passed included) nor later than ``scheduled_change_max_seconds`` from now
+    (``scheduled_change_default_seconds`` when the event names no start time); ``rebalance_window_seconds``
+    is the deadline of an opt-in rebalance replacement. The workflow waits ``drain_interval_seconds``
+    between drain passes and ``poll_seconds`` between instance checks.
+
+    Trust (:mod:`fleetwright.interruption.trust`): an event older than ``max_event_age_seconds`` or dated
+    more than ``clock_skew_seconds`` ahead is rejected, as is an AWS Health event naming more than
+    ``max_instances_per_event`` instances.
 
     An attempt claimed less than ``handler_timeout_seconds`` + ``claim_margin_seconds`` ago may still be
     in the hands of a live delivery (the handler's timeout bounds how long it can take); an older one
@@ -121,6 +134,11 @@ class InterruptionSettings:
     scheduled_change_margin_seconds: float = 600.0
     scheduled_change_default_seconds: float = 1800.0
     minimum_window_seconds: float = 120.0
+    spot_minimum_window_seconds: float = 30.0
+    scheduled_change_max_seconds: float = 14 * 24 * 3600.0
+    max_event_age_seconds: float = 3600.0
+    clock_skew_seconds: float = 30.0
+    max_instances_per_event: int = 10
     rebalance_window_seconds: float = 900.0
     replace_on_rebalance: bool = False
     drain_interval_seconds: int = 5
@@ -128,6 +146,15 @@ class InterruptionSettings:
     handler_timeout_seconds: float = 60.0
     claim_margin_seconds: float = 30.0
     max_attempts: int = 5
+
+    @property
+    def limits(self) -> TrustLimits:
+        """The bounds :func:`~fleetwright.interruption.trust.check_event` applies."""
+        return TrustLimits(
+            max_age_seconds=self.max_event_age_seconds,
+            clock_skew_seconds=self.clock_skew_seconds,
+            max_instances_per_event=self.max_instances_per_event,
+        )
 
     @property
     def claim_fresh_seconds(self) -> float:
@@ -157,6 +184,7 @@ class InterruptionController:
     ``records`` are the state table's interruption records (one per instance and event kind).
     ``replacements`` is None when no NodePool configuration is available (nodes are then drained and
     terminated without launching replacements first; the provisioner picks up the evicted pods).
+    ``origin`` is the account and region whose events are acted on (any other event is rejected).
     ``clock`` gives epoch seconds.
     """
 
@@ -165,6 +193,7 @@ class InterruptionController:
         *,
         kube: KubeCluster,
         cloud: InstanceCloud,
+        origin: EventOrigin,
         unavailable: UnavailableOfferings,
         workflow: WorkflowStarter,
         records: InterruptionRecords,
@@ -177,6 +206,7 @@ class InterruptionController:
     ) -> None:
         self.kube = kube
         self.cloud = cloud
+        self.origin = origin
         self.unavailable = unavailable
         self.workflow = workflow
         self.records = records
@@ -189,9 +219,18 @@ class InterruptionController:
         self._expected: set[str] = set()
 
     def expect(self, instance_ids: Iterable[str]) -> None:
-        """Instances named by the other messages of the batch being handled: they are leaving too, so
-        their nodes are no room for a replacement's pods (their interruption may not be recorded yet)."""
+        """A batch starts: its messages name ``instance_ids``, which are leaving too, so their nodes are no
+        room for a replacement's pods (their interruption may not be recorded yet); the replacements of the
+        batch share one read of the cluster until :meth:`batch_done`."""
         self._expected = set(instance_ids)
+        if self.replacements is not None:
+            self.replacements.start_batch()
+
+    def batch_done(self) -> None:
+        """The batch is handled: the next one reads the cluster again."""
+        self._expected = set()
+        if self.replacements is not None:
+            self.replacements.end_batch()
 
     def _going(self, instance_id: str) -> set[str]:
         """Instances leaving besides ``instance_id``: the batch's and those with an interruption record."""
@@ -203,17 +242,36 @@ class InterruptionController:
         going.discard(instance_id)
         return going
 
+    def admit(self, event: InterruptionEvent) -> None:
+        """Raise :class:`~fleetwright.interruption.trust.RejectedEventError` unless the event passes every
+        check that needs no AWS call (origin, resources, instance ids, age, AWS Health status, type, size)."""
+        check_event(event, self.origin, self.clock(), self.settings.limits)
+
+    def reject(self, error: MessageError, message_id: str = "", body: str = "") -> None:
+        """Record a message that is not acted on: a metric per reason and a log line (the message is then
+        deleted from the queue: the same message would be refused again)."""
+        self.metrics.add(MESSAGES_REJECTED, 1, COUNT, {"Reason": error.kind})
+        self.log.error(
+            "interruption message rejected",
+            extra={"messageId": message_id, "reason": error.kind, "error": str(error), "body": body[:500]},
+        )
+
     def handle(self, event: InterruptionEvent) -> list[Outcome]:
         """Act on every instance the event names; returns what was done for each.
 
-        Raises :class:`InterruptionInProgressError` (after acting on the other instances) when another
-        delivery is handling one of them right now.
+        Raises :class:`~fleetwright.interruption.trust.RejectedEventError` before acting on anything when the
+        event fails a check (:meth:`admit`, or a spot warning for an instance that is not spot), and
+        :class:`InterruptionInProgressError` (after acting on the other instances) when another delivery is
+        handling one of them right now.
         """
-        self.metrics.add(EVENTS_RECEIVED, 1, COUNT, {"Kind": str(event.kind)})
+        self.admit(event)
         ids = event.instance_ids
         # The truth is the instance's state now, not the state an event (maybe late, maybe out of order)
         # reports.
         owned = self.cloud.describe(ids) if ids else {}
+        for described in owned.values():
+            check_spot(event, described)
+        self.metrics.add(EVENTS_RECEIVED, 1, COUNT, {"Kind": str(event.kind)})
         outcomes = []
         for instance_id in ids:
             instance = owned.get(instance_id)
@@ -543,17 +601,32 @@ class InterruptionController:
         )
 
     def deadline(self, event: InterruptionEvent) -> datetime:
-        """When the node must be empty: the spot notice less a margin, a scheduled change's start less a
-        margin (never sooner than the minimum window, never after the start), or the rebalance window."""
+        """When the node must be empty (pods left then are deleted past their PDBs), always within a window
+        starting now, whatever the event says:
+
+        - spot: the notice less a margin after the warning, within [now + the spot minimum window,
+          now + the notice less the margin]; a warning older than its notice (a retry or a redrive whose
+          instance still runs): the minimum window;
+        - scheduled change: the start less a margin, within [now + the minimum window, now + the scheduled
+          change maximum] (a start already passed gets the minimum window); no start: the default window;
+        - rebalance: the rebalance window.
+        """
         now = datetime.fromtimestamp(self.clock(), tz=UTC)
         s = self.settings
+
+        def within(moment: datetime, least: float, most: float) -> datetime:
+            return min(max(moment, now + timedelta(seconds=least)), now + timedelta(seconds=most))
+
         if event.kind is EventKind.SPOT_INTERRUPTION:
             notice = event.time if event.time.tzinfo else event.time.replace(tzinfo=UTC)
-            return notice + timedelta(seconds=s.spot_notice_seconds - s.deadline_margin_seconds)
+            if now - notice > timedelta(seconds=s.spot_notice_seconds):  # no reclaim is coming now
+                return now + timedelta(seconds=s.minimum_window_seconds)
+            window = s.spot_notice_seconds - s.deadline_margin_seconds
+            return within(notice + timedelta(seconds=window), s.spot_minimum_window_seconds, window)
         if isinstance(event, HealthEvent):
             start = event.scheduled_start()
             if start is None:
                 return now + timedelta(seconds=s.scheduled_change_default_seconds)
             early = start - timedelta(seconds=s.scheduled_change_margin_seconds)
-            return max(early, min(start, now + timedelta(seconds=s.minimum_window_seconds)))
+            return within(early, s.minimum_window_seconds, s.scheduled_change_max_seconds)
         return now + timedelta(seconds=s.rebalance_window_seconds)

@@ -48,7 +48,9 @@ class SpotInterruptionDetail(_Detail):
     """``instance-id`` and ``instance-action`` (terminate, stop or hibernate)."""
 
     instance_id: str = Field(alias="instance-id", min_length=1)
-    instance_action: str = Field(alias="instance-action", default="terminate")
+    instance_action: Literal["terminate", "stop", "hibernate"] = Field(
+        alias="instance-action", default="terminate"
+    )
 
 
 class RebalanceDetail(_Detail):
@@ -76,13 +78,16 @@ class HealthDetail(_Detail):
     service: str
     event_type_category: str = Field(alias="eventTypeCategory")
     event_type_code: str = Field(alias="eventTypeCode", default="")
+    status_code: str = Field(alias="statusCode", default="")
+    event_region: str = Field(alias="eventRegion", default="")
+    affected_account: str = Field(alias="affectedAccount", default="")
     event_arn: str = Field(alias="eventArn", default="")
     start_time: str = Field(alias="startTime", default="")
     affected_entities: list[AffectedEntity] = Field(alias="affectedEntities", default_factory=list)
 
 
 class _Event(EventBridgeModel):
-    # Not read by Fleetwright, and some emitters (EventBridge test tooling, replays) leave it out.
+    # Checked against the stack's account (interruption/trust.py); an event without one is refused there.
     account: str = ""
 
 

@@ -6,6 +6,10 @@ before CreateFleet, ``Launched`` after), so the provisioner follows them to regi
 in-flight capacity, and does not launch again for the same pods once they are evicted. The simulation
 counts in-flight claims as nodes too, which is what makes a duplicate delivery launch nothing new.
 
+Within one SQS batch (between ``start_batch`` and ``end_batch``) the cluster is read once: each replacement
+reuses that snapshot, leaving out every node of the batch's instances, and counts the claims launched for
+the batch's earlier messages as in flight (from the state table, read for each launch).
+
 The launch takes the provisioner's lease (waiting at most the provisioner's ``lease_wait_seconds``) and is
 fenced by it exactly as a provisioning pass is, so a replacement and a pass never launch for the same pods
 at once; when the lease stays taken ``replace`` raises ``LeaseUnavailableError``.
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from fleetwright.claims.protocols import PodLauncher
 from fleetwright.claims.registration import instance_id_of
-from fleetwright.kube.snapshot import read_snapshot
+from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model.labels import DISRUPTED_TAINT_KEY
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod, is_node_bound
@@ -58,6 +62,27 @@ class ReplacementLauncher:
 
     def __init__(self, provisioner: PodLauncher) -> None:
         self.provisioner = provisioner
+        self._batch = False
+        self._snapshot: ClusterSnapshot | None = None
+
+    def start_batch(self) -> None:
+        """Read the cluster at most once until :meth:`end_batch` (one SQS batch)."""
+        self._batch = True
+        self._snapshot = None
+
+    def end_batch(self) -> None:
+        """Read the cluster for every replacement again."""
+        self._batch = False
+        self._snapshot = None
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster: the batch's snapshot (read on first use), else a fresh one."""
+        if self._snapshot is not None:
+            return self._snapshot
+        snapshot = read_snapshot(self.provisioner.kube)
+        if self._batch:
+            self._snapshot = snapshot
+        return snapshot
 
     def replace(self, instance_id: str, *, going: Collection[str] = ()) -> ReplacementResult:
         """Simulate the pods of ``instance_id``'s node without the node; launch what the scheduler opens.
@@ -67,7 +92,7 @@ class ReplacementLauncher:
         be cordoned yet). A launch that fails (throttling, the deadline, a refused offering) is tried once
         more for the pods it left: the claims already launched count as capacity, so nothing doubles.
         """
-        snapshot = read_snapshot(self.provisioner.kube)
+        snapshot = self.snapshot()
         leaving = next((n for n in snapshot.nodes if instance_id_of(n.provider_id) == instance_id), None)
         if leaving is None:
             return ReplacementResult()

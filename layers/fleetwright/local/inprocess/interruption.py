@@ -19,6 +19,7 @@ from fleetwright.interruption import samples
 from fleetwright.interruption.controller import InterruptionController, InterruptionSettings, Outcome
 from fleetwright.interruption.events import parse_message
 from fleetwright.interruption.replacement import ReplacementLauncher
+from fleetwright.interruption.trust import EventOrigin
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.local.inprocess.termination import InProcessWorkflow, LocalExecution
 from fleetwright.observability.metrics import MetricsSink
@@ -129,6 +130,7 @@ def run_interruption(
     controller = InterruptionController(
         kube=kube,
         cloud=cloud,
+        origin=EventOrigin(account=samples.ACCOUNT, region=region),
         unavailable=cloud.unavailable,
         workflow=workflows,
         records=InterruptionRecords(state.table, state.cluster),
