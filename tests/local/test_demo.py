@@ -186,6 +186,23 @@ def test_local_up_provisions_for_a_nodepool_applied_with_kubectl(tmp_path: Path)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+    # Only what a user needs: the AWS server's line per request is off unless --aws-log asks for it.
+    printed = "".join(lines) + (process.stdout.read() if process.stdout else "")
+    assert ' HTTP/1.1" 200' not in printed, printed[-2000:]
+
+
+def test_local_up_explains_a_manifest_it_cannot_read(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetwright.cli", "local", "up", "--port", "0", "-f", str(tmp_path / "none")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "no such file or directory" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_demo_interrupt_replaces_the_spot_node_and_moves_the_pods(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -34,6 +34,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from fleetwright.model.errors import DocumentError
+
+    try:
+        return _run_up(args)
+    except DocumentError as err:  # a manifest that cannot be read: say which, as validate does
+        print(err, file=sys.stderr)
+        return 2
+
+
+def _run_up(args: argparse.Namespace) -> int:
     from fleetwright.local.nodestart import NodeStart
     from fleetwright.local.sandbox import SandboxOptions, sandbox, shown_path
 
@@ -44,6 +54,7 @@ def _up(args: argparse.Namespace) -> int:
         apiserver_port=args.port,
         kubeconfig_dir=str(kubeconfig_dir),
         node_start=NodeStart.default.scaled(args.node_start_scale),
+        aws_request_log=args.aws_log,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -124,6 +135,9 @@ def add_cli(subparsers: Subparsers) -> None:
     up.add_argument("--port", type=int, default=6443, help="API server port (default 6443)")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
     up.add_argument("--kubeconfig", help="directory for the kubeconfig (default: a new temporary one)")
+    up.add_argument(
+        "--aws-log", action="store_true", help="print the moto server's line per AWS request (default off)"
+    )
     up.add_argument(
         "--disruption-interval",
         type=float,

@@ -11,6 +11,7 @@ Nothing outside ``fleetwright.local`` imports this module.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import shutil
 import socket
@@ -98,6 +99,7 @@ class SandboxOptions:
     apiserver_port: int = 0
     provisioner_window: float = 5.0  # seconds each simulated Lambda invocation runs
     kubeconfig_dir: str = ""  # where the kubeconfig goes (default: a temporary directory)
+    aws_request_log: bool = False  # the moto server's line per request (werkzeug's access log)
 
 
 @dataclass
@@ -272,6 +274,8 @@ def _aws(stack: ExitStack, options: SandboxOptions) -> str:
 
         port = options.moto_port if options.moto_port > 0 else _free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        # werkzeug logs a line per request at INFO: dozens a second once nodes come and go.
+        logging.getLogger("werkzeug").setLevel(logging.INFO if options.aws_request_log else logging.WARNING)
         server.start()
         stack.callback(server.stop)
         url = f"http://127.0.0.1:{port}"
