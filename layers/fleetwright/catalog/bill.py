@@ -51,7 +51,7 @@ class NodeClassView:
 
     def volumes_per_hour(self) -> float:
         """USD per hour of the volumes."""
-        return sum(volume_per_hour(v, self.region) for v in self.volumes)
+        return _volumes_per_hour(self.volumes, self.region)
 
     def address_per_hour(self) -> float:
         """USD per hour of the public IPv4 address (0 without one)."""
@@ -151,6 +151,11 @@ def volume_per_hour(volume: Volume, region: str = DEFAULT_REGION) -> float:
     elif "iopsMonth" in prices:
         monthly += iops * float(prices["iopsMonth"])
     return monthly / HOURS_PER_MONTH
+
+
+@cache
+def _volumes_per_hour(volumes: tuple[Volume, ...], region: str) -> float:
+    return sum(volume_per_hour(v, region) for v in volumes)
 
 
 def public_ipv4_per_hour() -> float:

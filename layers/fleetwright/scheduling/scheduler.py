@@ -723,19 +723,34 @@ def _cheapest_by_bill(pool: PreparedPool, requirements: Requirements, fitting: F
     burstable type whose baseline does not cover the pods' CPU (``cpu``) stays only when it is the
     cheapest by whole bill; every candidate priced below that one is dropped. Lists without burstable
     types, and NodePools with ``minValues`` (which the dropped types may count for), are unchanged.
+    Only the burstable types and the first other candidate (the cheapest of the others by bill too) are
+    priced; the answer is kept per list and CPU.
     """
-    terms = pool.credit_terms
-    if pool.has_min_values or not any(terms[i] is not None for i in fitting.indices):
+    if fitting.burstable is None:
+        terms = pool.credit_terms
+        fitting.burstable = [k for k, i in enumerate(fitting.indices) if terms[i] is not None]
+        fitting.steady = next((k for k, i in enumerate(fitting.indices) if terms[i] is None), -1)
+    if not fitting.burstable or pool.has_min_values:
         return fitting
+    found = fitting.by_bill.get(cpu)
+    if found is None:
+        found = fitting.by_bill[cpu] = _without_dearer(pool, requirements, fitting, cpu)
+    return found
+
+
+def _without_dearer(pool: PreparedPool, requirements: Requirements, fitting: Fitting, cpu: int) -> Fitting:
+    """:func:`_cheapest_by_bill`'s list, computed."""
     offerings = pool.offerings(requirements)
-    prices = offerings.prices
-    bills = [pool.node_cost(i, prices[i] or 0.0, cpu) for i in fitting.indices]
-    best = min(range(len(bills)), key=lambda k: (bills[k], k))
-    kept = [
-        i for k, i in enumerate(fitting.indices) if k == best or (k > best and credits(terms[i], cpu) == 0)
-    ]
-    if len(kept) == len(fitting.indices):
+    prices, terms, indices = offerings.prices, pool.credit_terms, fitting.indices
+    burstable = fitting.burstable or []
+    priced = burstable + ([fitting.steady] if fitting.steady >= 0 else [])
+    bills = {k: pool.node_cost(indices[k], prices[indices[k]] or 0.0, cpu) for k in priced}
+    best = min(bills, key=lambda k: (bills[k], k))
+    dropped = {k for k in burstable if k > best and credits(terms[indices[k]], cpu)}
+    dropped.update(range(best))
+    if not dropped:
         return fitting
+    kept = [i for k, i in enumerate(indices) if k not in dropped]
     zones = frozenset().union(*(offerings.zones[i] for i in kept))
     capacity_types = frozenset().union(*(offerings.capacity_types[i] for i in kept))
     return Fitting(kept, [pool.types[i] for i in kept], zones, capacity_types)
