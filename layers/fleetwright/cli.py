@@ -41,7 +41,7 @@ def _plan(args: argparse.Namespace) -> int:
     from fleetwright.plan import PlanError, make_plan, render_table, write_plan_json
 
     try:
-        plan = make_plan(args.files, args.instance_types, args.region)
+        plan = make_plan(args.files, args.instance_types, args.region, public_subnets=args.public_subnets)
     except (DocumentError, PlanError) as err:
         _err(f"error: {err}" if not isinstance(err, DocumentError) else str(err))
         return EXIT_USAGE
@@ -77,6 +77,12 @@ def _add_plan(subparsers: Subparsers) -> None:
     )
     parser.add_argument(
         "--region", default="us-east-1", help="region of the built-in catalog (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--public-subnets",
+        action="store_true",
+        help="bill a public IPv4 address on nodes whose EC2NodeClass leaves associatePublicIPAddress unset "
+        "(their subnets assign one on launch); default: they do not",
     )
     parser.add_argument(
         "-o",

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from fleetwright.catalog.bill import DEFAULT_REGION, HOURS_PER_MONTH, NodeBill, ebs_prices_known
 from fleetwright.catalog.loader import builtin_catalog, load_catalog
 from fleetwright.manifests import Manifests, load_manifests
 from fleetwright.model.instancetype import InstanceType
@@ -20,7 +21,6 @@ from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
 
-HOURS_PER_MONTH = 730  # AWS's convention for monthly prices
 TABLE_WIDTH = 100
 
 
@@ -37,14 +37,29 @@ class Plan:
     warnings: list[str] = field(default_factory=list)  # one rendered line each, for stderr
 
 
-def scheduling_input(manifests: Manifests, instance_types: list[InstanceType]) -> SchedulingInput:
-    """The scheduler's input for loaded manifests; raises :class:`PlanError` on dangling references."""
+def scheduling_input(
+    manifests: Manifests,
+    instance_types: list[InstanceType],
+    region: str = DEFAULT_REGION,
+    public_subnets: bool = False,
+) -> SchedulingInput:
+    """The scheduler's input for loaded manifests; raises :class:`PlanError` on dangling references.
+
+    Node bills are priced in ``region``; ``public_subnets`` says whether the subnets assign public IPv4
+    addresses on launch (offline, nothing tells: the default assumes private subnets).
+    """
     problems = check_references(manifests.nodepools, manifests.nodeclasses)
     if problems:
         raise PlanError("\n".join(problems))
     return SchedulingInput(
         pods=list(manifests.pods),
-        nodepools=nodepool_templates(manifests.nodepools, manifests.nodeclasses, manifests.nodes),
+        nodepools=nodepool_templates(
+            manifests.nodepools,
+            manifests.nodeclasses,
+            manifests.nodes,
+            region=region,
+            public_subnets=public_subnets,
+        ),
         instance_types=instance_types,
         nodes=list(manifests.nodes),
         daemonsets=list(manifests.daemonsets),
@@ -64,18 +79,28 @@ def instance_types_for(instance_types_file: str | None, region: str) -> list[Ins
 
 
 def make_plan(
-    paths: Sequence[str], instance_types_file: str | None = None, region: str = "us-east-1"
+    paths: Sequence[str],
+    instance_types_file: str | None = None,
+    region: str = DEFAULT_REGION,
+    public_subnets: bool = False,
 ) -> Plan:
-    """Load ``paths`` and the catalog, and schedule the pending pods.
+    """Load ``paths`` and the catalog, and schedule the pending pods (``public_subnets``: see
+    :func:`scheduling_input`).
 
     Raises :class:`~fleetwright.model.errors.DocumentError` for bad documents or catalogs and
     :class:`PlanError` for inputs that do not fit together.
     """
     manifests = load_manifests(paths)
-    inp = scheduling_input(manifests, instance_types_for(instance_types_file, region))
+    types = instance_types_for(instance_types_file, region)
+    inp = scheduling_input(manifests, types, region, public_subnets)
     warnings = [warning.render() for warning in manifests.warnings]
     if inp.pods and not inp.nodepools:
         warnings.append("warning: no NodePool in the manifests: pending pods can only go on existing nodes")
+    if not ebs_prices_known(region):
+        warnings.append(
+            f"warning: no EBS prices for {region}: node volumes are priced at {DEFAULT_REGION}'s "
+            "(docs/catalog.md)"
+        )
     return Plan(inp, schedule(inp), warnings)
 
 
@@ -85,6 +110,17 @@ def make_plan(
 def _price(value: float) -> float:
     # Sums of binary floats print as 0.30000000000000004; six decimals is finer than any EC2 price.
     return round(value, 6)
+
+
+def bill_json(bill: NodeBill) -> dict[str, float]:
+    """A node bill (or a sum of them) by part, USD per hour."""
+    return {
+        "instance": _price(bill.instance),
+        "volumes": _price(bill.volumes),
+        "publicIPv4": _price(bill.address),
+        "cpuCredits": _price(bill.credits),
+        "total": _price(bill.total),
+    }
 
 
 def claim_json(claim: NewNodeClaim) -> dict[str, Any]:
@@ -99,6 +135,7 @@ def claim_json(claim: NewNodeClaim) -> dict[str, Any]:
         "taints": [taint.render() for taint in claim.taints],
         "pods": [pod.key for pod in claim.pods],
         "price": _price(claim.price),
+        "bill": bill_json(claim.bill),
     }
 
 
@@ -117,6 +154,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "scheduled": results.scheduled,
             "newNodeClaims": len(results.new_claims),
             "hourlyCost": _price(results.hourly_cost),
+            "hourlyBill": bill_json(results.bill),
         },
     }
 
@@ -197,7 +235,7 @@ def _types(claim: NewNodeClaim) -> str:
     return claim.instance_types[0].name + (f" (+{more} more)" if more else "")
 
 
-def _rows(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+def _rows(header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = []
     for row in [header, *rows]:
@@ -213,28 +251,36 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+_BILL_HEADER = ["INSTANCE", "VOLUMES", "IPV4", "CREDITS", "$/HOUR"]
+
+
+def _bill_cells(bill: NodeBill) -> list[str]:
+    return [f"{part:.4f}" for part in (bill.instance, bill.volumes, bill.address, bill.credits, bill.total)]
+
+
+def _new_nodes(results: Results) -> list[str]:
+    """One row per new node: where and what it is, its pods and its hourly bill by part."""
+    if not results.new_claims:
+        return ["No new nodes needed."]
+    rows = [
+        [
+            claim.nodepool,
+            _types(claim),
+            _zones(claim.zones),
+            ",".join(claim.capacity_types),
+            str(len(claim.pods)),
+            *_bill_cells(claim.bill),
+        ]
+        for claim in results.new_claims
+    ]
+    header = ["NODEPOOL", "INSTANCE TYPE", "ZONES", "CAPACITY", "PODS", *_BILL_HEADER]
+    return ["New nodes:", *_rows(header, rows, right=range(4, len(header)))]
+
+
 def render_table(plan: Plan) -> str:
     """The plan for people: new nodes, pods placed on existing nodes, unschedulable pods, totals."""
     results = plan.results
-    lines: list[str] = []
-    if results.new_claims:
-        lines.append("New nodes:")
-        rows = [
-            [
-                claim.nodepool,
-                _types(claim),
-                _zones(claim.zones),
-                ",".join(claim.capacity_types),
-                str(len(claim.pods)),
-                f"{claim.price:.4f}",
-            ]
-            for claim in results.new_claims
-        ]
-        lines += _rows(
-            ["NODEPOOL", "INSTANCE TYPE", "ZONES", "CAPACITY", "PODS", "$/HOUR"], rows, right=(4, 5)
-        )
-    else:
-        lines.append("No new nodes needed.")
+    lines = _new_nodes(results)
     if results.existing:
         lines += ["", "Pods placed on existing nodes:"]
         lines += _rows(
@@ -254,7 +300,8 @@ def render_table(plan: Plan) -> str:
             )
     on_existing = sum(len(placement.pods) for placement in results.existing)
     on_new = results.scheduled - on_existing
-    cost = results.hourly_cost
+    bill = results.bill
+    cost = bill.total
     lines += [
         "",
         f"Pods: {len(plan.input.pods)} pending, {results.scheduled} scheduled "
@@ -262,5 +309,7 @@ def render_table(plan: Plan) -> str:
         f"{len(results.errors)} unschedulable",
         f"Cost of new nodes: ${cost:.4f}/hour (${cost * HOURS_PER_MONTH:.2f}/month) "
         f"for {_plural(len(results.new_claims), 'node')}",
+        f"  instances ${bill.instance:.4f}, volumes ${bill.volumes:.4f}, public IPv4 ${bill.address:.4f}, "
+        f"CPU credits ${bill.credits:.4f}",
     ]
     return "\n".join(lines) + "\n"

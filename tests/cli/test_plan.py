@@ -40,6 +40,9 @@ def plan_json(run: Run, *paths: Path | str, extra: tuple[str, ...] = ()) -> dict
     return document
 
 
+BILL_PARTS = {"instance", "volumes", "publicIPv4", "cpuCredits", "total"}
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(dedent(text).lstrip())
     return path
@@ -59,6 +62,7 @@ def test_json_contract_keys_and_types(run: Run) -> None:
             "taints",
             "pods",
             "price",
+            "bill",
         }
         assert isinstance(claim["name"], str) and isinstance(claim["nodePool"], str)
         for key in ("instanceTypes", "zones", "capacityTypes", "taints", "pods"):
@@ -66,10 +70,13 @@ def test_json_contract_keys_and_types(run: Run) -> None:
         assert isinstance(claim["labels"], dict)
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in claim["labels"].items())
         assert isinstance(claim["price"], float)
+        assert set(claim["bill"]) == BILL_PARTS
+        assert all(isinstance(v, float) for v in claim["bill"].values())
     summary = doc["summary"]
-    assert set(summary) == {"pods", "scheduled", "newNodeClaims", "hourlyCost"}
+    assert set(summary) == {"pods", "scheduled", "newNodeClaims", "hourlyCost", "hourlyBill"}
     assert all(isinstance(summary[k], int) for k in ("pods", "scheduled", "newNodeClaims"))
     assert isinstance(summary["hourlyCost"], float)
+    assert set(summary["hourlyBill"]) == BILL_PARTS
 
 
 def test_inflate_example_plans_one_m5_large(run: Run) -> None:
@@ -85,11 +92,22 @@ def test_inflate_example_plans_one_m5_large(run: Run) -> None:
     assert expected is not None
     assert claim["price"] == pytest.approx(expected.price)
     assert doc["unschedulable"] == [] and doc["existingNodes"] == []
+    # The EC2NodeClass gives no blockDeviceMappings: AL2023's 20 GiB gp3 root volume at $0.08/GB-month.
+    volume = 20 * 0.08 / 730
+    bill = {
+        "instance": pytest.approx(expected.price),
+        "volumes": pytest.approx(volume, abs=1e-6),
+        "publicIPv4": 0.0,
+        "cpuCredits": 0.0,
+        "total": pytest.approx(expected.price + volume, abs=1e-6),
+    }
+    assert claim["bill"] == bill
     assert doc["summary"] == {
         "pods": 5,
         "scheduled": 5,
         "newNodeClaims": 1,
         "hourlyCost": pytest.approx(expected.price),
+        "hourlyBill": bill,
     }
 
 
@@ -119,7 +137,8 @@ def test_inflate_spot_without_fewer_nodes_plans_cheaper_spot_nodes(run: Run, tmp
         cheapest = catalog_type(claim["instanceTypes"][0])
         offering = cheapest.cheapest(frozenset(claim["zones"]), frozenset({"spot"}))
         assert offering is not None and claim["price"] == pytest.approx(offering.price)
-    assert doc["summary"]["hourlyCost"] < plan_json(run, INFLATE_SPOT)["summary"]["hourlyCost"]
+    fewer_nodes = plan_json(run, INFLATE_SPOT)["summary"]["hourlyBill"]["total"]
+    assert doc["summary"]["hourlyBill"]["total"] < fewer_nodes
 
 
 def test_table_output_for_people(run: Run) -> None:
@@ -130,10 +149,18 @@ def test_table_output_for_people(run: Run) -> None:
     more = len(claim["instanceTypes"]) - 1
     assert f"m5.large (+{more} more)" in out
     assert "default" in out and "on-demand" in out
-    assert f"{claim['price']:.4f}" in out
+    bill = claim["bill"]
+    header = next(line for line in out.splitlines() if line.startswith("NODEPOOL"))
+    assert header.split()[-5:] == ["INSTANCE", "VOLUMES", "IPV4", "CREDITS", "$/HOUR"]
+    row = next(line for line in out.splitlines() if line.startswith("default "))
+    parts = ("instance", "volumes", "publicIPv4", "cpuCredits", "total")
+    assert row.split()[-5:] == [f"{bill[part]:.4f}" for part in parts]
     assert "5 pending, 5 scheduled" in out
-    assert f"${claim['price']:.4f}/hour (${claim['price'] * 730:.2f}/month) for 1 node" in out
-    assert all(len(line) <= 100 for line in out.splitlines())
+    total = bill["total"]
+    assert f"${total:.4f}/hour (${total * 730:.2f}/month) for 1 node" in out
+    assert f"instances ${bill['instance']:.4f}, volumes ${bill['volumes']:.4f}, public IPv4 $0.0000" in out
+    # Prose fits 100 columns; the node table is as wide as its columns (a bill part each).
+    assert all(len(line) <= 100 for line in out.splitlines() if line not in (header, row))
 
 
 def test_unschedulable_pods_are_listed_with_a_reason(run: Run, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from fleetwright.catalog.loader import builtin_catalog
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState
 from fleetwright.model import labels as wk
+from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
@@ -71,6 +72,24 @@ def pool(
                     "consolidateAfter": after,
                     "budgets": budgets if budgets is not None else [{"nodes": "100%"}],
                 },
+            },
+        }
+    )
+
+
+def nodeclass(name: str = "default", **spec: Any) -> EC2NodeClass:
+    """An AL2023 EC2NodeClass (the one :func:`pool` refers to by default), with ``spec`` added."""
+    return EC2NodeClass.model_validate(
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": name},
+            "spec": {
+                "role": "node-role",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                **spec,
             },
         }
     )
@@ -158,13 +177,14 @@ def planner_input(
     pools: list[NodePool] | None = None,
     *,
     settings: DisruptionSettings | None = None,
+    nodeclasses: list[EC2NodeClass] | None = None,
     **fields: Any,
 ) -> DisruptionInput:
     """A planner input over the built-in catalog at :data:`NOW`."""
     return DisruptionInput(
         nodes=nodes,
         nodepools=pools if pools is not None else [pool()],
-        nodeclasses=[],
+        nodeclasses=nodeclasses or [],
         instance_types=list(catalog()),
         now=NOW,
         settings=settings or DisruptionSettings(),

@@ -21,11 +21,14 @@ def _plan(policy: str, candidate_type: str, candidate_pods: int) -> Plan:
 
 
 def test_a_cheap_node_with_many_pods_is_not_worth_its_disruption_under_balanced() -> None:
-    # Deleting the c5.large saves ~7% of the pool's cost for 9/15 = 60% of its disruption: score ~0.11.
+    # Deleting the c5.large saves 7.0% of the pool's whole bill ($0.085 + $0.0022 of root volume, of
+    # 3 × ($0.384 + $0.0022) + that) for 9/15 = 60% of its disruption: score 0.070 / 0.6 = 0.12.
     result = _plan("Balanced", "c5.large", 8)
     assert result.command is None
     why = result.unconsolidatable["cand"]
-    assert why.startswith("consolidationPolicy Balanced: NodePool default scores 0.11")
+    assert why.startswith(
+        "consolidationPolicy Balanced: NodePool default scores 0.12 (saves 7.0% of its cost"
+    )
     assert "needs 0.50" in why
     # The same node goes under WhenEmptyOrUnderutilized.
     other = _plan("WhenEmptyOrUnderutilized", "c5.large", 8)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fleetwright.disruption.consolidation import SINGLE_NODE_ATTEMPTS
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, DisruptionSettings
 from fleetwright.model import labels as wk
-from tests.disruption.plan_builders import busy, node, planner_input, pod, pool
+from tests.disruption.plan_builders import busy, node, nodeclass, planner_input, pod, pool
 
+ROOT_VOLUME = 20 * 0.08 / 730  # the default 20 GiB gp3 root volume, $/h
 BROAD_SPOT = [
     {"key": wk.INSTANCE_CATEGORY, "operator": "In", "values": ["c", "m", "r"]},
     {"key": wk.ARCH, "operator": "In", "values": ["amd64"]},
@@ -22,12 +25,14 @@ def test_underutilized_nodes_are_merged_into_one_cheaper_node() -> None:
     assert (command.method, command.reason) == (MULTI_NODE, UNDERUTILIZED)
     assert sorted(command.node_names) == ["n0", "n1", "n2"]
     [replacement] = command.replacements
-    before = sum(n.price for n in nodes)
+    # Savings count whole bills: three instances and root volumes (20 GiB gp3) become one of each.
+    before = sum(n.price + ROOT_VOLUME for n in nodes)
     assert replacement.price < before
-    assert command.savings == before - replacement.price
+    assert replacement.bill.total == pytest.approx(replacement.price + ROOT_VOLUME)
+    assert command.savings == pytest.approx(before - replacement.bill.total)
     assert sorted(p.key for p in replacement.pods) == sorted(p.key for n in nodes for p in n.node.pods)
     assert all(t.cheapest(None, frozenset(replacement.capacity_types)) for t in replacement.instance_types)
-    assert command.explanation.startswith("consolidate 3 nodes (m5.xlarge ×3, $0.576/h) into 1 ")
+    assert command.explanation.startswith("consolidate 3 nodes (m5.xlarge ×3, $0.583/h) into 1 ")
     assert f"saves ${command.savings:.3f}/h" in command.explanation
 
 
@@ -168,3 +173,40 @@ def test_most_wasteful_node_goes_first() -> None:
 
 def test_single_node_attempts_are_bounded() -> None:
     assert SINGLE_NODE_ATTEMPTS >= 10
+
+
+def _burstable_choice(cpu: str) -> tuple[float, list[str], str]:
+    """One m5.large ($0.096/h) running one pod of ``cpu``, in a NodePool of m5.large and t3.large
+    ($0.0832/h, 2 vCPUs at a 30% baseline: 600m CPU, surplus at $0.05 per vCPU-hour)."""
+    nodes = [node("n", "m5.large", pods=[pod("w-0", cpu, "1Gi")])]
+    command = plan(planner_input(nodes, [pool(instance_types=["m5.large", "t3.large"])])).command
+    if command is None:
+        return 0.0, [], ""
+    [replacement] = command.replacements
+    return command.savings, [t.name for t in replacement.instance_types], command.explanation
+
+
+def test_consolidation_does_not_move_pods_to_a_lower_price_whose_credits_cost_more() -> None:
+    # 1500m on the t3.large spends 0.9 vCPU-hour of surplus credits an hour: $0.0832 + $0.045 (+ the
+    # volume) is more than the m5.large's whole bill, though its price is 13% lower.
+    savings, types, _ = _burstable_choice("1500m")
+    assert (savings, types) == (0.0, [])
+
+
+def test_consolidation_moves_pods_to_a_burstable_type_whose_baseline_covers_them() -> None:
+    # 500m is below the t3.large's 600m baseline: no credits, the bill is $0.0128/h lower.
+    savings, types, explanation = _burstable_choice("500m")
+    assert types == ["t3.large"]
+    assert savings == pytest.approx(0.096 - 0.0832)
+    assert "into 1 t3.large ($0.085/h): saves $0.013/h" in explanation
+
+
+def test_a_public_ipv4_address_per_node_counts_in_the_savings() -> None:
+    nodes = [node(f"n{i}", "m5.xlarge", pods=busy(f"w{i}", 2)) for i in range(3)]
+    public = nodeclass(associatePublicIPAddress=True)
+    command = plan(planner_input(nodes, nodeclasses=[public])).command
+    assert command is not None
+    [replacement] = command.replacements
+    assert replacement.bill.address == 0.005
+    before = sum(n.price + ROOT_VOLUME + 0.005 for n in nodes)
+    assert command.savings == pytest.approx(before - replacement.price - ROOT_VOLUME - 0.005)

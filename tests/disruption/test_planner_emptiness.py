@@ -3,6 +3,8 @@ PodDisruptionBudgets, nodes that are not ours)."""
 
 from __future__ import annotations
 
+import pytest
+
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import EMPTINESS, EMPTY, Pdb
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
@@ -10,6 +12,7 @@ from fleetwright.model.pod import LabelSelector
 from tests.disruption.plan_builders import HOUR, busy, node, planner_input, pod, pool
 
 DAEMON = [pod("agent", "50m", "64Mi", daemonset=True)]
+ROOT_VOLUME = 20 * 0.08 / 730  # the default 20 GiB gp3 root volume, $/h
 
 
 def test_empty_node_is_removed_once_empty_for_consolidate_after() -> None:
@@ -18,7 +21,7 @@ def test_empty_node_is_removed_once_empty_for_consolidate_after() -> None:
     assert command is not None
     assert (command.method, command.reason, command.node_names) == (EMPTINESS, EMPTY, ["empty"])
     assert command.replacements == []
-    assert command.savings == nodes[0].price
+    assert command.savings == pytest.approx(nodes[0].price + ROOT_VOLUME)  # the instance and its volume
 
 
 def test_empty_node_stays_before_consolidate_after() -> None:
@@ -42,7 +45,7 @@ def test_all_empty_nodes_go_together_longest_empty_first() -> None:
     command = plan(planner_input(nodes)).command
     assert command is not None
     assert command.node_names == ["b", "c", "a"]
-    assert command.savings == sum(n.price for n in nodes)
+    assert command.savings == pytest.approx(sum(n.price + ROOT_VOLUME for n in nodes))
     assert "remove 3 empty nodes" in command.explanation
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.catalog.bill import burst
 from fleetwright.cloud.launch import MAX_INSTANCE_TYPES
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
@@ -22,7 +23,8 @@ def _on_demand_price(instance_type: InstanceType) -> float:
 def test_a_claim_records_the_cheapest_types_a_launch_offers_and_counts_its_size_by_them(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 100 amd64 types with on-demand offerings and room for the pod: more than one launch offers.
+    # 100 amd64 types with on-demand offerings and room for the pod: more than one launch offers. No
+    # burstable types: those whose CPU credits would cost more leave the list (docs/scheduling.md).
     catalog = [
         t
         for t in world.cloud.instance_types()
@@ -30,6 +32,7 @@ def test_a_claim_records_the_cheapest_types_a_launch_offers_and_counts_its_size_
         and t.cheapest(capacity_types=frozenset({wk.ON_DEMAND})) is not None
         and t.allocatable.get("cpu", 0) >= 2000
         and not t.labels.get(wk.INSTANCE_GPU_COUNT)
+        and burst(t.name) is None
     ]
     ordered = sorted(catalog, key=_on_demand_price)
     chosen = ordered[:70] + ordered[-30:]  # the cheap ones, and large ones the launch will not offer

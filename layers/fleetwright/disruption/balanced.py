@@ -8,9 +8,10 @@ For each Balanced NodePool a command touches::
 and the command goes only when every Balanced pool scores at least ``1 / k`` with ``k = 2``. A node's
 disruption is 1 (cordon, drain, replacement) plus each evictable pod's eviction cost: 1, raised or lowered
 by ``controller.kubernetes.io/pod-deletion-cost`` (÷ 2²⁷) and the pod's priority (÷ 2²⁵), clamped to
-[-10, 10], negative costs counting 0. The NodePool's totals count all its nodes. When one command takes
-nodes of several pools, each pool is credited with the savings in proportion to its nodes' price. Other
-policies are not scored.
+[-10, 10], negative costs counting 0. The NodePool's totals count all its nodes; its cost is their whole
+bill (:meth:`~fleetwright.disruption.candidates.Cluster.bill_of`), as are the savings. When one command
+takes nodes of several pools, each pool is credited with the savings in proportion to its nodes' bill.
+Other policies are not scored.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from fleetwright.disruption.candidates import Cluster, evictable_pods, price_of
+from fleetwright.disruption.candidates import Cluster, evictable_pods
 from fleetwright.disruption.types import NodeState
 from fleetwright.model.pod import Pod
 
@@ -68,7 +69,7 @@ def pool_totals(cluster: Cluster) -> dict[str, PoolTotals]:
     if isinstance(found, dict):
         return found
     totals = {
-        name: PoolTotals(price_of(states), sum(disruption_cost(s) for s in states))
+        name: PoolTotals(cluster.bill_of(states), sum(disruption_cost(s) for s in states))
         for name, states in cluster.pool_nodes.items()
         if cluster.pools[name].spec.disruption.consolidation_policy == BALANCED
     }
@@ -113,7 +114,7 @@ def scores(cluster: Cluster, nodes: Sequence[NodeState], savings: float) -> list
     for state in nodes:
         by_pool.setdefault(state.nodepool, []).append(state)
     totals = pool_totals(cluster)
-    source = price_of(nodes)
+    source = cluster.bill_of(nodes)
     found: list[Score] = []
     for name, states in sorted(by_pool.items()):
         pool_total = totals.get(name)
@@ -121,7 +122,7 @@ def scores(cluster: Cluster, nodes: Sequence[NodeState], savings: float) -> list
             continue
         share = savings
         if len(by_pool) > 1 and source > 0:
-            share = savings * price_of(states) / source
+            share = savings * cluster.bill_of(states) / source
         if pool_total.cost <= 0 or pool_total.disruption <= 0:
             found.append(Score(name, 0.0, 0.0))
             continue

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final
 
+from fleetwright.catalog.bill import NodeBill, NodeClassView, node_bill, node_class_view
 from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
@@ -18,6 +19,7 @@ from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod, is_node_bound
+from fleetwright.model.quantity import CPU
 from fleetwright.scheduling.types import NewNodeClaim
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -58,8 +60,13 @@ def type_summary(states: Sequence[NodeState]) -> str:
 
 
 def price_of(states: Iterable[NodeState]) -> float:
-    """Summed hourly price of the nodes."""
+    """Summed hourly price of the nodes' instances (see :meth:`Cluster.bill_of` for their whole bill)."""
     return sum(s.price for s in states)
+
+
+def requested_cpu(state: NodeState) -> int:
+    """The CPU (millicores) the node's running pods request, DaemonSet pods included."""
+    return sum(p.requests.get(CPU, 0) for p in state.node.pods if not is_terminal(p))
 
 
 @dataclass(slots=True)
@@ -119,6 +126,7 @@ class Cluster:
                 self.pool_nodes[state.nodepool].append(state)
         self._allowed: dict[tuple[str, str], int] = {}
         self.memo: dict[str, object] = {}  # per-pass figures a method computes once (e.g. Balanced totals)
+        self._views: dict[str, NodeClassView] = {}
         # Durations parsed once per pool, not once per node.
         self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
         self.consolidate_after = {
@@ -129,6 +137,27 @@ class Cluster:
     def ours(self) -> list[NodeState]:
         """Our nodes (their NodePool is in the input), by name."""
         return [s for states in self.pool_nodes.values() for s in states]
+
+    def view(self, pool: str) -> NodeClassView:
+        """What the NodePool's EC2NodeClass adds to each node's bill (volumes, public IPv4 address)."""
+        views = self._views
+        found = views.get(pool)
+        if found is None:
+            inp = self.input
+            nodepool = self.pools.get(pool)
+            name = nodepool.node_class_name() if nodepool is not None else ""
+            nodeclass = next((nc for nc in inp.nodeclasses if nc.name == name), None)
+            found = views[pool] = node_class_view(nodeclass, inp.region, inp.public_subnets.get(name, False))
+        return found
+
+    def bill(self, state: NodeState) -> NodeBill:
+        """The node's whole hourly bill: its instance at its offering's price, its node class's volumes
+        and public IPv4 address, and on a burstable type the credits its pods' CPU requests spend."""
+        return node_bill(state.instance_type, state.price, self.view(state.nodepool), requested_cpu(state))
+
+    def bill_of(self, states: Iterable[NodeState]) -> float:
+        """The nodes' whole bills summed, USD per hour."""
+        return sum(self.bill(s).total for s in states)
 
     def pool_of(self, state: NodeState) -> NodePool | None:
         """The NodePool of ``state``, or None when the node is not ours."""

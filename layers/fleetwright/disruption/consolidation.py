@@ -5,8 +5,12 @@ Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderu
 ``Balanced``) and a consolidateAfter other than ``Never``, at least ``max(consolidateAfter,
 min_node_age_seconds)`` old, with a known price, not empty (empty nodes wait for emptiness' own timer),
 and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the dollars they waste —
-price × the unused share of their tightest resource (cpu or memory), most first — then fewer evictable
-pods, then name.
+their whole bill × the unused share of their tightest resource (cpu or memory), most first — then fewer
+evictable pods, then name.
+
+Every dollar here is a node's whole hourly bill (:meth:`Cluster.bill`: instance, EBS volumes, public IPv4
+address, burstable CPU credits for its pods' requests), not its instance price alone: a replacement of a
+lower price whose volumes or credits cost more is no saving.
 
 A set of candidates forms a valid command when the scheduler places every evictable pod on the other
 nodes (plus the NodeClaims in flight) opening at most one new NodeClaim, and, with one, that claim still
@@ -26,13 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from fleetwright.catalog.bill import node_bill
 from fleetwright.disruption import balanced
 from fleetwright.disruption.candidates import (
     Cluster,
     CommandBuilder,
     evictable_pods,
     node_is_empty,
-    price_of,
     type_summary,
 )
 from fleetwright.disruption.method import PassContext
@@ -63,8 +67,8 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     return cluster.now - state.created_at >= max(after, cluster.settings.min_node_age_seconds)
 
 
-def wasted_dollars(state: NodeState) -> float:
-    """Price × the unused share of the node's tightest resource (cpu or memory)."""
+def wasted_dollars(cluster: Cluster, state: NodeState) -> float:
+    """Whole bill × the unused share of the node's tightest resource (cpu or memory)."""
     used = 0.0
     for resource in (CPU, MEMORY):
         total = state.node.allocatable.get(resource, 0)
@@ -73,7 +77,7 @@ def wasted_dollars(state: NodeState) -> float:
                 p.requests.get(resource, 0) for p in state.node.pods if p.phase not in ("Succeeded", "Failed")
             )
             used = max(used, min(1.0, requested / total))
-    return state.price * (1.0 - used)
+    return cluster.bill(state).total * (1.0 - used)
 
 
 def ordered_candidates(cluster: Cluster, excluded: set[str], skipped: dict[str, str]) -> list[NodeState]:
@@ -89,13 +93,13 @@ def ordered_candidates(cluster: Cluster, excluded: set[str], skipped: dict[str, 
             skipped.setdefault(state.name, f"not consolidated: {block}")
             continue
         found.append(state)
-    return sorted(found, key=lambda s: (-wasted_dollars(s), len(evictable_pods(s)), s.name))
+    return sorted(found, key=lambda s: (-wasted_dollars(cluster, s), len(evictable_pods(s)), s.name))
 
 
 def required_saving(cluster: Cluster, nodes: Sequence[NodeState]) -> float:
     """The least a command removing ``nodes`` must save per hour."""
     settings = cluster.settings
-    return max(settings.min_saving_fraction * price_of(nodes), settings.min_saving_dollars)
+    return max(settings.min_saving_fraction * cluster.bill_of(nodes), settings.min_saving_dollars)
 
 
 def cheaper_replacement(
@@ -103,8 +107,9 @@ def cheaper_replacement(
 ) -> tuple[NewNodeClaim | None, str]:
     """``claim`` narrowed to the instance types that make the command worth it, or None and why not.
 
-    Kept: types whose cheapest allowed offering is below the removed nodes' price less the required
-    saving, other than the removed nodes' own types: replacing a node by its own type is churn, and
+    Kept: types whose whole bill on their cheapest allowed offering (with the credits the claim's pods
+    would spend on a burstable type) is below the removed nodes' bill less the required saving, other
+    than the removed nodes' own types: replacing a node by its own type is churn, and
     merging nodes into a new node of one candidate's type is no better than keeping that candidate
     and moving the others' pods onto it.
     When every removed node is spot and the claim may be spot, only spot offerings count, and a
@@ -113,7 +118,7 @@ def cheaper_replacement(
     """
     settings = cluster.settings
     window = _Window(
-        ceiling=price_of(nodes) - required_saving(cluster, nodes),
+        ceiling=cluster.bill_of(nodes) - required_saving(cluster, nodes),
         zones=frozenset(claim.zones) or None,
         capacity_types=frozenset(claim.capacity_types) or None,
     )
@@ -139,48 +144,60 @@ def cheaper_replacement(
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    """The offerings a replacement may use: below ``ceiling`` per hour, in ``zones`` and of
+    """The offerings a replacement may use: a whole bill below ``ceiling`` per hour, in ``zones`` and of
     ``capacity_types`` (None: any)."""
 
     ceiling: float
     zones: frozenset[str] | None
     capacity_types: frozenset[str] | None
 
-    def allows(self, offering: Offering) -> bool:
-        """``offering`` is available, under the ceiling, in an allowed zone and capacity type."""
+    def allows(self, offering: Offering, beyond: float) -> bool:
+        """``offering`` is available, its price plus ``beyond`` (the rest of the node's bill) under the
+        ceiling, in an allowed zone and capacity type."""
         return (
             offering.available
-            and offering.price < self.ceiling
+            and offering.price + beyond < self.ceiling
             and (self.zones is None or offering.zone in self.zones)
             and (self.capacity_types is None or offering.capacity_type in self.capacity_types)
         )
 
 
-def _cheaper_types(claim: NewNodeClaim, own: set[str], window: _Window) -> list[tuple[float, str, int]]:
-    """The claim's types other than ``own`` whose cheapest allowed offering is under the ceiling, as
-    (price, name, index in the claim), cheapest first."""
-    priced: list[tuple[float, str, int]] = []
+_Priced = tuple[float, str, int, float, float]  # bill, type name, index in the claim, price, beyond the price
+
+
+def _beyond(claim: NewNodeClaim, instance_type: str) -> float:
+    """What a node of ``instance_type`` for the claim's pods costs beyond its instance: the node class's
+    volumes and address, and the CPU credits of a burstable type."""
+    credits = node_bill(instance_type, 0.0, cpu_millicores=claim.requests.get(CPU, 0)).credits
+    return claim.bill.volumes + claim.bill.address + credits
+
+
+def _cheaper_types(claim: NewNodeClaim, own: set[str], window: _Window) -> list[_Priced]:
+    """The claim's types other than ``own`` whose bill on their cheapest allowed offering is under the
+    ceiling, cheapest bill first."""
+    priced: list[_Priced] = []
     for i, instance_type in enumerate(claim.instance_types):
         if instance_type.name in own:
             continue
         offering = instance_type.cheapest(window.zones, window.capacity_types)
-        if offering is not None and offering.price < window.ceiling:
-            priced.append((offering.price, instance_type.name, i))
+        beyond = _beyond(claim, instance_type.name)
+        if offering is not None and window.allows(offering, beyond):
+            priced.append((offering.price + beyond, instance_type.name, i, offering.price, beyond))
     return sorted(priced)
 
 
 def _narrowed(
-    claim: NewNodeClaim, priced: Sequence[tuple[float, str, int]], window: _Window, spot_to_spot: bool
+    claim: NewNodeClaim, priced: Sequence[_Priced], window: _Window, spot_to_spot: bool
 ) -> NewNodeClaim:
-    """``claim`` with only the ``priced`` types and, of those, only the offerings under the ceiling: a
-    launch falling back to another zone or capacity type (spot gone, so on-demand) must still save what
-    the command promised."""
+    """``claim`` with only the ``priced`` types and, of those, only the offerings whose bill is under the
+    ceiling: a launch falling back to another zone or capacity type (spot gone, so on-demand) must still
+    save what the command promised."""
     types: list[InstanceType] = []
     allowed_zones: set[str] = set()
     allowed_capacity: set[str] = set()
-    for _, _, i in priced:
+    for _, _, i, _, beyond in priced:
         instance_type = claim.instance_types[i]
-        offerings = tuple(o for o in instance_type.offerings if window.allows(o))
+        offerings = tuple(o for o in instance_type.offerings if window.allows(o, beyond))
         types.append(replace(instance_type, offerings=offerings))
         allowed_zones.update(o.zone for o in offerings)
         allowed_capacity.update(o.capacity_type for o in offerings)
@@ -189,12 +206,15 @@ def _narrowed(
     if spot_to_spot:
         requirements = requirements.intersect(Requirements.from_labels({CAPACITY_TYPE: SPOT}))
         labels[CAPACITY_TYPE] = SPOT
+    _, name, _, price, _ = priced[0]
+    credits = node_bill(name, price, cpu_millicores=claim.requests.get(CPU, 0)).credits
     return replace(
         claim,
         instance_types=types,
         zones=sorted(allowed_zones),
         capacity_types=sorted(allowed_capacity, key=lambda c: (c != SPOT, c != ON_DEMAND, c)),
-        price=priced[0][0],
+        price=price,
+        bill=replace(claim.bill, instance=price, credits=credits),
         requirements=requirements,
         labels=labels,
     )
@@ -213,7 +233,7 @@ def evaluate(
         )
     if len(results.new_claims) > 1:
         return None, f"its pods would need {len(results.new_claims)} new nodes"
-    before = price_of(nodes)
+    before = cluster.bill_of(nodes)
     count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
     head = f"consolidate {count} ({type_summary(nodes)}, ${before:.3f}/h)"
     if not results.new_claims:
@@ -227,11 +247,11 @@ def evaluate(
     claim, why = cheaper_replacement(cluster, results.new_claims[0], nodes, method == SINGLE_NODE)
     if claim is None:
         return None, why
-    saving = before - claim.price
+    saving = before - claim.bill.total
     refused = balanced.rejection(cluster, nodes, saving)
     if refused is not None:
         return None, refused
-    text = f"{head} into 1 {claim.instance_types[0].name} (${claim.price:.3f}/h): saves ${saving:.3f}/h"
+    text = f"{head} into 1 {claim.instance_types[0].name} (${claim.bill.total:.3f}/h): saves ${saving:.3f}/h"
     text = _scored(cluster, nodes, saving, text)
     return Command(method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text), ""
 
@@ -284,7 +304,8 @@ def single_node_command(
         if not balanced.could_pass(cluster, state):
             if unconsolidatable is not None:
                 unconsolidatable[state.name] = (
-                    balanced.rejection(cluster, [state], state.price) or "consolidationPolicy Balanced"
+                    balanced.rejection(cluster, [state], cluster.bill(state).total)
+                    or "consolidationPolicy Balanced"
                 )
             continue
         attempts += 1
@@ -309,10 +330,10 @@ def still_consolidatable(cluster: Cluster, command: Command, fresh: Sequence[Nod
             f"consolidation now needs {len(again.replacements)} new node(s) "
             f"instead of {len(command.replacements)}"
         )
-    if again.replacements and again.replacements[0].price > command.replacements[0].price + 1e-9:
+    if again.replacements and again.replacements[0].bill.total > command.replacements[0].bill.total + 1e-9:
         return (
-            f"the replacement would now cost ${again.replacements[0].price:.3f}/h "
-            f"instead of ${command.replacements[0].price:.3f}/h"
+            f"the replacement would now cost ${again.replacements[0].bill.total:.3f}/h "
+            f"instead of ${command.replacements[0].bill.total:.3f}/h"
         )
     return None
 

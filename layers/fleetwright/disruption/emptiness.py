@@ -16,7 +16,6 @@ from fleetwright.disruption.candidates import (
     describe_seconds,
     is_empty,
     node_is_empty,
-    price_of,
     type_summary,
 )
 from fleetwright.disruption.method import PassContext
@@ -55,7 +54,7 @@ def emptiness_command(cluster: Cluster, excluded: set[str], skipped: dict[str, s
     if not builder.taken:
         return None
     nodes = builder.taken
-    total = price_of(nodes)
+    total = cluster.bill_of(nodes)
     shortest = min(cluster.now - (s.empty_since or cluster.now) for s in nodes)
     return Command(
         method=EMPTINESS,

@@ -62,7 +62,7 @@ class Simulator:
         self.rooms = {id(n): _room(n) for n in self.nodes}
         everything = [s.node for s in inp.nodes] + list(inp.in_flight)
         self.templates: list[NodePoolTemplate] = nodepool_templates(
-            inp.nodepools, inp.nodeclasses, everything
+            inp.nodepools, inp.nodeclasses, everything, region=inp.region, public_subnets=inp.public_subnets
         )
         self.topology = any(_has_topology(p) for n in everything for p in n.pods)
         self.runs = 0

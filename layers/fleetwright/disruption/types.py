@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from fleetwright.catalog.bill import DEFAULT_REGION
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import NODEPOOL
@@ -42,7 +43,7 @@ REPAIR: Final = "repair"
 class DisruptionSettings:
     """Knobs beyond Karpenter's (anti-churn) and the limits of the search.
 
-    A consolidation must save at least ``max(min_saving_fraction × price of the removed nodes,
+    A consolidation must save at least ``max(min_saving_fraction × whole bill of the removed nodes,
     min_saving_dollars)`` per hour; nodes younger than ``min_node_age_seconds`` are not consolidated
     (emptiness and drift still apply). ``max_candidates`` caps multi-node consolidation (Karpenter: 100);
     ``spot_to_spot`` (off by default, like Karpenter's ``SpotToSpotConsolidation`` feature gate) allows
@@ -157,14 +158,19 @@ class DisruptionInput:
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)
     # Capacity Blocks of our nodes that end soon (id → end, epoch seconds): their nodes are expired.
     expiring_reservations: dict[str, float] = field(default_factory=dict)
+    # Where node bills are priced, and per EC2NodeClass name whether its subnets assign public IPv4
+    # addresses on launch (fleetwright.catalog.bill.node_class_view; unknown: they do not).
+    region: str = DEFAULT_REGION
+    public_subnets: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
 class Command:
     """One disruption decision: remove ``candidates`` (node names) and launch ``replacements`` first.
 
-    ``savings`` is the expected change in USD per hour (price of the removed nodes less the replacements'
-    price; 0 for drift and expiration that replace like for like). ``explanation`` is the log line's text;
+    ``savings`` is the expected change in USD per hour (the whole bill of the removed nodes less the
+    replacements': instances, volumes, public IPv4 addresses, burstable CPU credits; 0 for drift and
+    expiration that replace like for like). ``explanation`` is the log line's text;
     ``condition`` names the node condition a repair acts on.
     """
 

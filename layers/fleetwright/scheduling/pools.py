@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from fleetwright.catalog.bill import burst
 from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -20,6 +21,7 @@ from fleetwright.model.labels import (
 )
 from fleetwright.model.legacy_labels import normalize_labels, normalize_pod, normalize_requirements
 from fleetwright.model.pod import HostPort, Pod
+from fleetwright.model.quantity import CPU
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import tolerates_all
 from fleetwright.scheduling import vectors as vec
@@ -29,7 +31,7 @@ from fleetwright.scheduling.compat import (
     requirement_conflicts,
     requirements_compatible,
 )
-from fleetwright.scheduling.costs import OUTLIER_FACTOR, unit_cost
+from fleetwright.scheduling.costs import OUTLIER_FACTOR, CreditTerms, credits, unit_cost
 from fleetwright.scheduling.types import NODES, NodePoolTemplate
 
 # The labels an offering decides: requirements alike on these share one offering table.
@@ -78,6 +80,11 @@ class Fitting:
     types: list[InstanceType]
     zones: frozenset[str]
     capacity_types: frozenset[str]
+    # Positions in ``indices`` of the burstable types and of the first other one (-1: none), found once.
+    burstable: list[int] | None = None
+    steady: int = -1
+    # Per CPU requested: the list without burstable types dearer by bill (see scheduler._cheapest_by_bill).
+    by_bill: dict[int, Fitting] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
@@ -130,6 +137,9 @@ class PreparedPool:
     summaries: dict[
         tuple[int, int, vec.Vector, vec.Vector, bool], tuple[Requirements, list[int], Summary]
     ] = field(default_factory=dict)
+    # The node bill beyond the instance: per node (volumes, address) and, per type, burstable credits.
+    extra: float = 0.0
+    credit_terms: list[CreditTerms | None] = field(default_factory=list)
 
     @property
     def has_min_values(self) -> bool:
@@ -172,9 +182,7 @@ class PreparedPool:
         if ordinary is None:
             prices = self.offerings(requirements).prices
             costs = [
-                (unit_cost(price, self.capacity[i], mix), i)
-                for i, price in enumerate(prices)
-                if price is not None
+                (self.unit_cost(i, price, mix), i) for i, price in enumerate(prices) if price is not None
             ]
             finite = sorted(cost for cost, _ in costs if cost != float("inf"))
             limit = finite[len(finite) // 2] * OUTLIER_FACTOR if finite else float("inf")
@@ -189,12 +197,18 @@ class PreparedPool:
         if costs is None:
             prices = self.offerings(requirements).prices
             costs = sorted(
-                (unit_cost(price, self.capacity[i], mix), i)
-                for i, price in enumerate(prices)
-                if price is not None
+                (self.unit_cost(i, price, mix), i) for i, price in enumerate(prices) if price is not None
             )
             self.by_unit_cost[key] = costs
         return costs
+
+    def unit_cost(self, i: int, price: float, mix: vec.Vector) -> float:
+        """Bill per copy of ``mix`` on type ``i`` bought at ``price``, filled with copies of it."""
+        return unit_cost(price, self.capacity[i], mix, self.extra, self.credit_terms[i])
+
+    def node_cost(self, i: int, price: float, cpu: float) -> float:
+        """The hourly bill of a node of type ``i`` bought at ``price`` whose pods request ``cpu``."""
+        return price + self.extra + credits(self.credit_terms[i], cpu)
 
     def offerings(self, requirements: Requirements) -> OfferingTable:
         """Per type, what the requirements' zones and capacity types allow (cached per pair)."""
@@ -374,7 +388,19 @@ def prepare_pool(
         raw.append({**it.capacity, NODES: 1})
         overheads.append(overhead)
     daemon_ports = _daemon_ports(types, requirements, [ds for ds in daemons if ds.host_ports])
-    return PreparedPool(template, requirements, types, capacity, raw, overheads, dropped, daemon_ports)
+    pool = PreparedPool(template, requirements, types, capacity, raw, overheads, dropped, daemon_ports)
+    pool.extra = template.bill.fixed_per_hour()
+    pool.credit_terms = [_credit_terms(it, overhead) for it, overhead in zip(types, overheads, strict=True)]
+    return pool
+
+
+def _credit_terms(it: InstanceType, overhead: res.ResourceList) -> CreditTerms | None:
+    """A burstable type's credits as the scheduler counts them: the pods' CPU its baseline covers once
+    its DaemonSets' requests are taken off, and the price per millicore-hour above that."""
+    kind = burst(it.name)
+    if kind is None:
+        return None
+    return (kind.baseline - overhead.get(CPU, 0), kind.rate / 1000)
 
 
 def _daemon_ports(

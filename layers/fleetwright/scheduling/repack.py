@@ -49,7 +49,7 @@ from fleetwright.model.pod import Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
-from fleetwright.scheduling.costs import LOWEST_COST, NODE_FIXED_COST_PER_HOUR
+from fleetwright.scheduling.costs import LOWEST_COST, CreditTerms, credits
 from fleetwright.scheduling.pools import PreparedPool
 
 # How far apart a node's CPU and memory shares may drift while it is filled; each is tried.
@@ -68,11 +68,30 @@ STALE_SLACK = 1.03
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """A node type to pack onto: room for pods and $/h (``index``: the NodePool's type, -1 if none)."""
+    """A node type to pack onto: room for pods and $/h (``index``: the NodePool's type, -1 if none).
+
+    ``price`` is the node's whole bill when its pods use all its CPU; a burstable type (``credits``, its
+    :data:`~fleetwright.scheduling.costs.CreditTerms`) costs less when they request less (:meth:`cost`).
+    """
 
     capacity: vec.Vector
     price: float
     index: int = -1
+    credits: CreditTerms | None = None
+
+    def cost(self, total: vec.Vector) -> float:
+        """The bill of this node holding pods that request ``total``."""
+        if self.credits is None:
+            return self.price
+        full = self.capacity[0]
+        return self.price - credits(self.credits, full) + credits(self.credits, total[0])
+
+
+def launch_option(pool: PreparedPool, i: int, price: float) -> Option:
+    """Type ``i`` of the pool bought at ``price``, as an option: its room and its whole bill when full."""
+    capacity = pool.capacity[i]
+    terms = pool.credit_terms[i]
+    return Option(capacity, pool.node_cost(i, price, capacity[0]), i, terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +159,11 @@ def node_total(counts: Sequence[int], classes: Sequence[vec.Vector]) -> vec.Vect
 
 
 def cheapest_price(total: vec.Vector, options: Sequence[Option]) -> float:
-    """The price of the cheapest option with room for ``total`` (infinite when none has)."""
-    return min((o.price for o in options if vec.fits(total, o.capacity)), default=math.inf)
+    """The bill of the cheapest option with room for ``total`` (infinite when none has)."""
+    return min(
+        (o.price if o.credits is None else o.cost(total) for o in options if vec.fits(total, o.capacity)),
+        default=math.inf,
+    )
 
 
 def undominated(options: Sequence[Option]) -> list[Option]:
@@ -153,12 +175,14 @@ def undominated(options: Sequence[Option]) -> list[Option]:
     kept: list[Option] = []
     # An option with the room of one seen before is beaten by it or by what beat it (many types share
     # their room): only new rooms are compared with the kept ones.
+    # A burstable option (priced full) is beaten only by one costing at most its bill when idle.
     seen: set[vec.Vector] = set()
     for option in ordered:
-        if option.capacity in seen:
+        if option.capacity in seen and option.credits is None:
             continue
         seen.add(option.capacity)
-        if not any(vec.fits(option.capacity, k.capacity) for k in kept):
+        floor = option.price if option.credits is None else option.cost((0,) * len(option.capacity))
+        if not any(vec.fits(option.capacity, k.capacity) and k.price <= floor for k in kept):
             kept.append(option)
     return kept
 
@@ -185,6 +209,8 @@ class _Packer:
         self.usable = usable
         self.balance = balance
         self.chain = self._hull()
+        # What each option costs at the least (a burstable type's bill with idle pods).
+        self.floors = [o.price if o.credits is None else o.cost((0,) * len(o.capacity)) for o in options]
         # Each option's last filling and what it was worth per dollar, under the shadow prices ``seen``.
         self.seen: tuple[float, float] | None = None
         self.worth: dict[int, tuple[float, list[int]]] = {}
@@ -294,9 +320,8 @@ class _Packer:
         for i in candidates:
             capacity = self.options[i].capacity
             upper = min(pi_cpu * capacity[0] + pi_memory * capacity[1], left, capacity[2] * most)
-            worth.append(
-                (min(upper / self.options[i].price, known[i][0] * STALE_SLACK if i in known else math.inf), i)
-            )
+            last = known[i][0] * STALE_SLACK if i in known else math.inf
+            worth.append((min(upper / self.floors[i], last), i))
         worth.sort(key=lambda w: (-w[0], w[1]))
         best: tuple[tuple[float, float], int, list[int]] | None = None
         for upper, i in worth:
@@ -304,7 +329,8 @@ class _Packer:
                 break
             counts = self._fill(self.options[i].capacity)
             value = sum(v * n for v, n in zip(values, counts, strict=True))
-            price = self.options[i].price
+            option = self.options[i]
+            price = option.price if option.credits is None else option.cost(node_total(counts, self.classes))
             key = (value / price, sum(counts) / price)
             known[i] = (key[0], counts)
             if best is None or key > best[0]:
@@ -470,11 +496,13 @@ def _repack_bucket(
     requirements = first.requirements
     prices = pool.prices(requirements)
     priced = sorted({i for c in bucket for i in c.type_indices if prices[i] is not None})
-    launched = [Option(pool.capacity[i], (prices[i] or 0.0) + NODE_FIXED_COST_PER_HOUR, i) for i in priced]
+    launched = [launch_option(pool, i, prices[i] or 0.0) for i in priced]
     options = cheapest = undominated(launched)  # the cheapest type holding any pods is among these
     if pool.has_min_values:
         fronts = _value_fronts(pool, requirements, priced)
-        shrunk = [Option(_min_values_room(pool, fronts, o.index), o.price, o.index) for o in options]
+        shrunk = [
+            Option(_min_values_room(pool, fronts, o.index), o.price, o.index, o.credits) for o in options
+        ]
         options = undominated([o for o in shrunk if any(o.capacity)])
     if not options:
         return None

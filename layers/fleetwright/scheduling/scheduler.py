@@ -18,15 +18,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from fleetwright.catalog.bill import node_bill
 from fleetwright.model import resources as res
 from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE, ZONE_ID
 from fleetwright.model.legacy_labels import normalize_pod
 from fleetwright.model.pod import Pod
+from fleetwright.model.quantity import CPU
 from fleetwright.model.requirements import Requirement, Requirements
 from fleetwright.model.taints import PREFER_NO_SCHEDULE, Toleration, first_untolerated
 from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
+from fleetwright.scheduling.costs import credits
 from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
 from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
 from fleetwright.scheduling.repack import repack
@@ -676,6 +679,8 @@ def finalize(
                     f"NodePool {pool.name}: capacity reservations {', '.join(ids)} are taken by nodes "
                     "planned before it, and the NodePool allows no other capacity type"
                 )
+    pod_requests = res.add(*(p.requests for p in claim.pods))
+    fitting = _cheapest_by_bill(pool, requirements, fitting, pod_requests.get(CPU, 0))
     zones = fitting.zones
     if len(zones) == 1:
         zone = next(iter(zones))
@@ -685,10 +690,10 @@ def finalize(
             zone_labels[ZONE_ID] = zone_id
         requirements = requirements.intersect(Requirements.from_labels(zone_labels))
     labels = {**pool.template.labels, **requirements.single_values()}
-    pod_requests = res.add(*(p.requests for p in claim.pods))
     cheapest = fitting.indices[0] if fitting.indices else None
     daemon = pool.daemon_overhead[cheapest] if cheapest is not None else {}
     price = pool.offerings(requirements).prices[cheapest] if cheapest is not None else None
+    requests = res.add(pod_requests, daemon)
     return NewNodeClaim(
         name=name,
         nodepool=pool.name,
@@ -698,11 +703,57 @@ def finalize(
         labels=dict(sorted(labels.items())),
         taints=list(pool.template.taints),
         pods=sorted(claim.pods, key=lambda p: p.key),
-        requests=res.add(pod_requests, daemon),
+        requests=requests,
         daemon_requests=dict(daemon),
         price=price if price is not None else 0.0,
         requirements=requirements,
+        bill=node_bill(
+            pool.types[cheapest].name if cheapest is not None else "",
+            price or 0.0,
+            pool.template.bill,
+            requests.get(CPU, 0),
+        ),
     )
+
+
+def _cheapest_by_bill(pool: PreparedPool, requirements: Requirements, fitting: Fitting, cpu: int) -> Fitting:
+    """``fitting`` without the burstable candidates whose CPU credits make them cost more than another.
+
+    Candidates are listed by price and EC2 launches the cheapest it can (spot: one of the cheapest), so a
+    burstable type whose baseline does not cover the pods' CPU (``cpu``) stays only when it is the
+    cheapest by whole bill; every candidate priced below that one is dropped. Lists without burstable
+    types, and NodePools with ``minValues`` (which the dropped types may count for), are unchanged.
+    Only the burstable types and the first other candidate (the cheapest of the others by bill too) are
+    priced; the answer is kept per list and CPU.
+    """
+    if fitting.burstable is None:
+        terms = pool.credit_terms
+        fitting.burstable = [k for k, i in enumerate(fitting.indices) if terms[i] is not None]
+        fitting.steady = next((k for k, i in enumerate(fitting.indices) if terms[i] is None), -1)
+    if not fitting.burstable or pool.has_min_values:
+        return fitting
+    found = fitting.by_bill.get(cpu)
+    if found is None:
+        found = fitting.by_bill[cpu] = _without_dearer(pool, requirements, fitting, cpu)
+    return found
+
+
+def _without_dearer(pool: PreparedPool, requirements: Requirements, fitting: Fitting, cpu: int) -> Fitting:
+    """:func:`_cheapest_by_bill`'s list, computed."""
+    offerings = pool.offerings(requirements)
+    prices, terms, indices = offerings.prices, pool.credit_terms, fitting.indices
+    burstable = fitting.burstable or []
+    priced = burstable + ([fitting.steady] if fitting.steady >= 0 else [])
+    bills = {k: pool.node_cost(indices[k], prices[indices[k]] or 0.0, cpu) for k in priced}
+    best = min(bills, key=lambda k: (bills[k], k))
+    dropped = {k for k in burstable if k > best and credits(terms[indices[k]], cpu)}
+    dropped.update(range(best))
+    if not dropped:
+        return fitting
+    kept = [i for k, i in enumerate(indices) if k not in dropped]
+    zones = frozenset().union(*(offerings.zones[i] for i in kept))
+    capacity_types = frozenset().union(*(offerings.capacity_types[i] for i in kept))
+    return Fitting(kept, [pool.types[i] for i in kept], zones, capacity_types)
 
 
 def _port_free_types(pool: PreparedPool, pod: Pod, indices: Sequence[int]) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 
+from fleetwright.catalog.bill import DEFAULT_REGION, node_class_view
 from fleetwright.model import resources as res
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
@@ -48,11 +49,22 @@ def nodepool_templates(
     nodeclasses: Sequence[EC2NodeClass],
     nodes: Sequence[Node] = (),
     node_class_requirements: Mapping[str, Requirements] | None = None,
+    region: str = DEFAULT_REGION,
+    public_subnets: Mapping[str, bool] | bool = False,
 ) -> list[NodePoolTemplate]:
     """One template per NodePool, with its node class's kubelet settings and its current usage;
-    ``node_class_requirements`` are what each node class adds (its placement group), by name."""
+    ``node_class_requirements`` are what each node class adds (its placement group), by name.
+
+    Each template's ``bill`` prices its nodes' volumes and public IPv4 address in ``region``;
+    ``public_subnets`` says, per node class name (or for all), whether its subnets assign public IPv4
+    addresses on launch (``MapPublicIpOnLaunch``), which decides when ``associatePublicIPAddress`` is
+    unset."""
     classes = {nc.name: nc for nc in nodeclasses}
     added = node_class_requirements or {}
+
+    def public(name: str) -> bool:
+        return public_subnets if isinstance(public_subnets, bool) else public_subnets.get(name, False)
+
     return [
         NodePoolTemplate(
             name=np.name,
@@ -68,6 +80,7 @@ def nodepool_templates(
             packing=np.packing(),
             ami_family=_ami_family(classes.get(np.node_class_name())),
             static=np.spec.replicas is not None,
+            bill=node_class_view(classes.get(np.node_class_name()), region, public(np.node_class_name())),
         )
         for np in nodepools
     ]

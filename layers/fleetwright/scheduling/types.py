@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleetwright.catalog.bill import DEFAULT_VIEW, ZERO_BILL, NodeBill, NodeClassView
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kubelet import KubeletOverrides
 from fleetwright.model.node import Node
@@ -23,6 +24,7 @@ class NodePoolTemplate:
     ``usage`` is what the NodePool's existing nodes already count against ``limits``. ``packing`` says
     how its claims trade node count against cost (see docs/scheduling.md). A ``static`` pool (``replicas``
     set) keeps a fixed node count: pods may land on its nodes, but the scheduler never opens claims in it.
+    ``bill`` is what its EC2NodeClass adds to each node's bill (volumes, public IPv4 address, region).
     """
 
     name: str
@@ -38,6 +40,7 @@ class NodePoolTemplate:
     packing: str = "LowestCost"  # or "FewerNodes" (NodePool annotation fleetwright.io/packing)
     ami_family: str = ""  # the EC2NodeClass's; a Windows family makes Windows nodes
     static: bool = False
+    bill: NodeClassView = DEFAULT_VIEW
 
 
 @dataclass(slots=True, eq=False)
@@ -66,7 +69,8 @@ class NewNodeClaim:
     capacity types it may use, the labels and taints it will carry and the pods it will run.
 
     ``requests`` sums the pods' and the DaemonSets' requests; ``price`` is the cheapest compatible
-    offering in USD per hour.
+    offering in USD per hour; ``bill`` the node's whole hourly bill on it (instance, volumes, public IPv4
+    address, burstable CPU credits: ``fleetwright.catalog.bill``).
     """
 
     name: str
@@ -81,6 +85,7 @@ class NewNodeClaim:
     daemon_requests: ResourceList
     price: float
     requirements: Requirements = field(default_factory=Requirements)
+    bill: NodeBill = ZERO_BILL
 
 
 @dataclass(slots=True, eq=False)
@@ -111,6 +116,11 @@ class Results:
     def hourly_cost(self) -> float:
         """Sum of the new claims' prices in USD per hour."""
         return sum(claim.price for claim in self.new_claims)
+
+    @property
+    def bill(self) -> NodeBill:
+        """The new claims' bills summed by part, USD per hour."""
+        return sum((claim.bill for claim in self.new_claims), ZERO_BILL)
 
     @property
     def scheduled(self) -> int:
