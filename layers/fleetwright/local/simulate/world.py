@@ -1,0 +1,171 @@
+"""One replayed cluster: the virtual clock, the emulator's store and kube-scheduler, the simulated
+kubelets, the in-memory cloud, the state table, and the capabilities the functions run — the
+provisioner, the disruption controller (built by :func:`fleetwright.runtime.disruption.build_controller`,
+as the function builds it) and the termination workflows — wired as the Lambda functions wire them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.config.settings import ProvisionerConfig
+from fleetwright.disruption.config import DisruptionOptions
+from fleetwright.kube import KubeCluster
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.local.apiserver.store import Store
+from fleetwright.local.kube_scheduler import KubeScheduler
+from fleetwright.local.simulate.cloud import NodeStart, SimCloud
+from fleetwright.local.simulate.cluster import SimKubelet, StoreClient
+from fleetwright.local.simulate.workflows import SimWorkflows
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.nodepool import FEWER_NODES, LOWEST_COST, PACKING_ANNOTATION, NodePool
+from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning import Provisioner
+from fleetwright.runtime.disruption import build_controller
+from fleetwright.state import StateStore
+from fleetwright.termination.steps import TerminationSteps
+from fleetwright.workflow.claimbook import StoreClaimBook
+
+START_EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the replay's time zero
+MONOTONIC_OFFSET = 1_000.0
+DRAIN_INTERVAL_SECONDS = 5  # the termination workflow's Wait between drain passes (deployed default)
+POLL_SECONDS = 5
+
+
+class VirtualClock:
+    """Epoch seconds (:meth:`now`) and a monotonic reading (:meth:`monotonic`) that move only when the
+    engine moves them; :meth:`sleep` (a lease wait, a client's back-off) moves them too."""
+
+    def __init__(self, start: float = START_EPOCH) -> None:
+        self.start = start
+        self.current = start
+
+    def now(self) -> float:
+        """Epoch seconds."""
+        return self.current
+
+    def monotonic(self) -> float:
+        """Seconds since the replay began, plus an offset (monotonic clocks do not start at 0)."""
+        return self.current - self.start + MONOTONIC_OFFSET
+
+    def elapsed(self) -> float:
+        """Seconds since the replay began."""
+        return self.current - self.start
+
+    def advance_to(self, when: float) -> None:
+        """Move to ``when`` (epoch seconds); never backwards."""
+        self.current = max(self.current, when)
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass."""
+        self.current += max(0.0, seconds)
+
+
+def with_packing(nodepools: Sequence[NodePool], packing: str | None) -> list[NodePool]:
+    """The NodePools with annotation ``fleetwright.io/packing`` set to ``packing`` (None: as written)."""
+    if packing is None:
+        return list(nodepools)
+    if packing not in (FEWER_NODES, LOWEST_COST):
+        raise ValueError(f"unknown packing {packing!r}")
+    changed = []
+    for pool in nodepools:
+        copy = pool.model_copy(deep=True)
+        copy.metadata.annotations[PACKING_ANNOTATION] = packing
+        changed.append(copy)
+    return changed
+
+
+@dataclass
+class World:
+    """The pieces of one replayed cluster (see the module's docstring)."""
+
+    clock: VirtualClock
+    store: Store
+    scheduler: KubeScheduler
+    kubelet: SimKubelet
+    kube: KubeCluster
+    cloud: SimCloud
+    state: StateStore
+    config: ProvisionerConfig
+    provisioner: Provisioner
+    workflows: SimWorkflows
+    disruption: Any
+    metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """What a world is built from: the documents, the catalog, the node start and where state lives."""
+
+    nodepools: Sequence[NodePool]
+    nodeclasses: Sequence[EC2NodeClass]
+    catalog: Sequence[InstanceType]
+    cluster: str = "simulated"
+    region: str = "us-east-1"
+    start: NodeStart = field(default_factory=NodeStart)
+    zones: frozenset[str] = frozenset()
+    packing: str | None = None
+    settings: DisruptionOptions = field(default_factory=DisruptionOptions)
+
+
+def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
+    """A world on a fresh clock; ``table`` names the state table ``dynamodb`` (a client) holds."""
+    clock = VirtualClock()
+    store = Store(clock=clock.now)
+    install_karpenter_crds(store)
+    kube = KubeCluster(StoreClient(store), clock=clock.now)
+    state = StateStore(table, spec.cluster, client=dynamodb, clock=clock.now)
+    cloud = SimCloud(spec.cluster, spec.catalog, clock.now, state.unavailable, spec.start, spec.zones)
+    # One launch at a time: the cloud numbers instances in launch order, so a replay is reproducible.
+    config = ProvisionerConfig(
+        cluster_name=spec.cluster,
+        nodepools=with_packing(spec.nodepools, spec.packing),
+        nodeclasses=list(spec.nodeclasses),
+        launch_parallelism=1,
+    )
+    metrics = RecordingMetrics()
+    provisioner = Provisioner(
+        kube,
+        cloud,
+        state,
+        config,
+        clock=clock.monotonic,
+        wall_clock=clock.now,
+        sleep=clock.sleep,
+        metrics=metrics,
+        holder="provisioner",
+    )
+    claims = StoreClaimBook(state.nodeclaims, clock=clock.now)
+    workflows = SimWorkflows(
+        TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock.now), clock.now
+    )
+    controller = build_controller(
+        kube,
+        cloud,
+        state,
+        config,
+        workflows,
+        options=spec.settings,
+        metrics=metrics,
+        clock=clock.now,
+        monotonic=clock.monotonic,
+        drain_interval_seconds=DRAIN_INTERVAL_SECONDS,
+        poll_seconds=POLL_SECONDS,
+    )
+    return World(
+        clock,
+        store,
+        KubeScheduler(store),
+        SimKubelet(store, spec.region),
+        kube,
+        cloud,
+        state,
+        config,
+        provisioner,
+        workflows,
+        controller,
+        metrics,
+    )
