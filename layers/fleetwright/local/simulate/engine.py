@@ -160,6 +160,7 @@ class Replay:
         self._watching = False
         self._seen: set[str] = set()  # pods the current invocation's watch has signalled
         self._unschedulable: set[str] = set()  # pods the kube-scheduler left unschedulable
+        self._unbound: set[str] = set()  # pods not bound to a node yet (the kube-scheduler's work)
         self.samples: list[Sample] = []
         self.passes = 0
         self.errors: list[str] = []
@@ -231,6 +232,7 @@ class Replay:
         life = self.lives[name]
         created = self.world.store.create(PODS, pod_object(life.pod), life.pod.namespace)
         life.uid = created["metadata"]["uid"]
+        self._unbound.add(f"{life.pod.namespace}/{created['metadata']['name']}")
         self._by_uid[life.uid] = name
         life.created.append(self.clock.elapsed())
         life.started.append(None)
@@ -250,6 +252,7 @@ class Replay:
         meta = event.object["metadata"]
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         self._unschedulable.discard(key)
+        self._unbound.discard(key)
         self._seen.discard(key)
         name = self._by_uid.pop(str(event.object["metadata"].get("uid")), None)
         if name is None or self.lives[name].finished:
@@ -262,12 +265,13 @@ class Replay:
     def _settle(self) -> None:
         world = self.world
         for _ in range(20):  # each round may bind pods and start more; it converges in a few
-            if self._dirty:
+            if self._dirty and self._unbound:
                 self._dirty = False
                 summary = world.scheduler.run_once()
                 self._heard(summary)
-                for uid in world.kubelet.run_pods_uids() if summary.bound else ():
+                for uid in world.kubelet.run_pods(summary.bound.values()):
                     self._started(uid)
+            self._dirty = False
             if not self._follow_instances() and not self._dirty:
                 break
         closes = self.batcher.closes_at()
@@ -318,7 +322,7 @@ class Replay:
         if self._alive(instance_id):
             self.world.kubelet.ready(node_name(instance_id))
             self._dirty = True
-            for uid in self.world.kubelet.run_pods_uids():
+            for uid in self.world.kubelet.run_pods([node_name(instance_id)]):
                 self._started(uid)
 
     def _untaint(self, instance_id: str) -> None:
@@ -356,6 +360,7 @@ class Replay:
         """What the provisioner's pod watch hears of a kube-scheduler pass: pods it has not seen
         unschedulable in this invocation open or extend the batch."""
         for key in summary.bound:
+            self._unbound.discard(key)
             self._unschedulable.discard(key)
             self._seen.discard(key)
         fresh = [key for key in summary.unschedulable if key not in self._seen]

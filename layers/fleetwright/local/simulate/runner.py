@@ -13,6 +13,7 @@ from fleetwright.local.simulate.dynamo import MemoryDynamoDB
 from fleetwright.local.simulate.engine import Outcome, Replay, seeded_claim_ids
 from fleetwright.local.simulate.trace import Trace
 from fleetwright.local.simulate.world import World, WorldSpec, build_world
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.state.table import create_state_table
 
 STATE_TABLE = "fleetwright-state"
@@ -89,3 +90,9 @@ def replay_policies(
             replace(spec, packing=policy), trace, seed=seed, backend=backend, progress=report
         )
     return outcomes
+
+
+def catalog_for(spec: WorldSpec) -> list[InstanceType]:
+    """The instance types the replay's NodePools can launch (as the provisioner's catalogs give them)."""
+    with state_client() as client:
+        return build_world(spec, STATE_TABLE, client).provisioner.catalogs()[0]

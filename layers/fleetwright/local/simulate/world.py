@@ -17,7 +17,7 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.store import Store
 from fleetwright.local.kube_scheduler import KubeScheduler
 from fleetwright.local.simulate.cloud import NodeStart, SimCloud
-from fleetwright.local.simulate.cluster import SimKubelet, StoreClient
+from fleetwright.local.simulate.cluster import SharedLists, SimKubelet, StoreClient
 from fleetwright.local.simulate.workflows import SimWorkflows
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
@@ -158,7 +158,7 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
     return World(
         clock,
         store,
-        KubeScheduler(store),
+        KubeScheduler(SharedLists(store)),  # type: ignore[arg-type]
         SimKubelet(store, spec.region),
         kube,
         cloud,
