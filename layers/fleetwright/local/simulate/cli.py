@@ -141,7 +141,7 @@ def _start_json(start: Any) -> dict[str, float]:
 
 
 def _spec(args: argparse.Namespace, start: Any) -> Any:
-    from fleetwright.local.simulate.world import WorldSpec
+    from fleetwright.local.simulate.world import WorldSpec, daemonset_documents
     from fleetwright.manifests import load_manifests
     from fleetwright.model.karpenter import check_references
     from fleetwright.plan import PlanError, instance_types_for
@@ -153,7 +153,14 @@ def _spec(args: argparse.Namespace, start: Any) -> Any:
     if not manifests.nodepools:
         raise PlanError("no NodePool in the manifests: nothing can be launched")
     catalog = instance_types_for(args.instance_types, args.region)
-    return WorldSpec(manifests.nodepools, manifests.nodeclasses, catalog, region=args.region, start=start)
+    return WorldSpec(
+        manifests.nodepools,
+        manifests.nodeclasses,
+        catalog,
+        region=args.region,
+        start=start,
+        daemonsets=daemonset_documents(args.files),
+    )
 
 
 def _bound_function(module: Any, spec: Any) -> Any:

@@ -316,6 +316,8 @@ class Replay:
     def _register(self, instance_id: str) -> None:
         if self._alive(instance_id):
             self.world.kubelet.register(self.world.cloud.instances[instance_id])
+            if self.world.daemonsets is not None:
+                self.world.daemonsets.reconcile()
             self._dirty = True
 
     def _ready(self, instance_id: str) -> None:

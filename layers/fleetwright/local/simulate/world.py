@@ -6,6 +6,7 @@ as the function builds it) and the termination workflows — wired as the Lambda
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,9 @@ from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.kube import KubeCluster
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
+from fleetwright.local.apiserver.resources import DAEMON_SETS, NAMESPACES
 from fleetwright.local.apiserver.store import Store
+from fleetwright.local.daemonsets import DaemonSetController
 from fleetwright.local.kube_scheduler import KubeScheduler
 from fleetwright.local.simulate.cloud import NodeStart, SimCloud
 from fleetwright.local.simulate.cluster import SharedLists, SimKubelet, StoreClient
@@ -94,6 +97,7 @@ class World:
     workflows: SimWorkflows
     disruption: Any
     metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
+    daemonsets: DaemonSetController | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class WorldSpec:
     zones: frozenset[str] = frozenset()
     packing: str | None = None
     settings: DisruptionOptions = field(default_factory=DisruptionOptions)
+    daemonsets: Sequence[dict[str, Any]] = ()  # DaemonSet objects, run on every node they select
 
 
 def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
@@ -116,6 +121,11 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
     clock = VirtualClock()
     store = Store(clock=clock.now)
     install_karpenter_crds(store)
+    for daemonset in spec.daemonsets:
+        namespace = daemonset.get("metadata", {}).get("namespace") or "default"
+        if store.try_get(NAMESPACES, None, namespace) is None:
+            store.create(NAMESPACES, {"metadata": {"name": namespace}})
+        store.create(DAEMON_SETS, copy.deepcopy(daemonset), namespace)
     kube = KubeCluster(StoreClient(store), clock=clock.now)
     state = StateStore(table, spec.cluster, client=dynamodb, clock=clock.now)
     cloud = SimCloud(spec.cluster, spec.catalog, clock.now, state.unavailable, spec.start, spec.zones)
@@ -168,4 +178,20 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         workflows,
         controller,
         metrics,
+        DaemonSetController(SharedLists(store)) if spec.daemonsets else None,  # type: ignore[arg-type]
     )
+
+
+def daemonset_documents(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The DaemonSet objects in manifest files or directories (the replay runs them on its nodes)."""
+    import yaml
+
+    from fleetwright.manifests import manifest_files
+
+    found = []
+    for path in manifest_files(list(paths)):
+        with open(path, encoding="utf-8") as handle:
+            for doc in yaml.safe_load_all(handle):
+                if isinstance(doc, dict) and doc.get("kind") == "DaemonSet":
+                    found.append(doc)
+    return found
