@@ -116,7 +116,20 @@ def _replay(spec: WorldSpec, trace: Trace, name: str, seed: int, profile: bool) 
     started = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    outcome = replay(replace(spec, packing=packing), trace, seed=seed)
+    marks = iter(i / 20 for i in range(1, 21))
+    mark = next(marks)
+
+    def progress(done: float) -> None:  # a line every 5% of the trace, with the seconds so far
+        nonlocal mark
+        while done >= mark:
+            print(
+                f"  {name}: {mark:.0%} after {time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            mark = next(marks, 2.0)
+
+    outcome = replay(replace(spec, packing=packing), trace, seed=seed, progress=progress)
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - started

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import math
 import random
 import re
 from collections.abc import Callable, Iterator
@@ -24,9 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwright.claims import records as claim_records
-from fleetwright.claims.registration import INITIALIZED_LABEL
 from fleetwright.local.apiserver.errors import ApiError
-from fleetwright.local.apiserver.resources import NODES, PODS
+from fleetwright.local.apiserver.resources import PODS
 from fleetwright.local.simulate.cloud import SimInstance, node_name
 from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.local.simulate.workflows import Task
@@ -37,7 +37,6 @@ DISRUPTION_INTERVAL_SECONDS = 60.0  # the disruption function's schedule
 INVOCATION_SECONDS = 60.0  # the provisioner's schedule and timeout
 RETRY_MIN_SECONDS = 2.0  # the provisioner's back-off after a pass that left pods to retry
 RETRY_MAX_SECONDS = 30.0
-STARTING_GIVE_UP_SECONDS = 1200.0  # stop reconciling for a claim this long after its launch
 OWNER_KIND = "ReplicaSet"
 
 Handler = Callable[..., None]
@@ -151,7 +150,7 @@ class Replay:
         self._by_uid: dict[str, str] = {}
         self._known: set[str] = set()
         self._ended: set[str] = set()
-        self._starting: dict[str, float] = {}  # instance id → launch time, until its claim is initialized
+        self._invoked_at = 0.0
         self._dirty = False
         self._batch_check: float | None = None
         self._reconcile_at: float | None = None
@@ -294,16 +293,13 @@ class Replay:
         for instance in self.world.cloud.instances.values():
             if instance.id not in self._known:
                 self._known.add(instance.id)
-                self._starting[instance.id] = instance.launched_at
                 at = instance.running_at - self.clock.start
                 self.at(at, "register", instance.id)
                 self.at(at + start.ready_seconds, "ready", instance.id)
                 self.at(at + start.ready_seconds + start.startup_taint_seconds, "untaint", instance.id)
-                self._schedule_reconcile()
                 changed = True
             if instance.ended_at is not None and instance.id not in self._ended:
                 self._ended.add(instance.id)
-                self._starting.pop(instance.id, None)
                 self.world.kubelet.remove(instance.id)
                 self._dirty = changed = True
         return changed
@@ -318,12 +314,13 @@ class Replay:
             self.world.kubelet.register(self.world.cloud.instances[instance_id])
             if self.world.daemonsets is not None:
                 self.world.daemonsets.reconcile()
-            self._dirty = True
+            self._reconcile_soon()
 
     def _ready(self, instance_id: str) -> None:
         if self._alive(instance_id):
             self.world.kubelet.ready(node_name(instance_id))
             self._dirty = True
+            self._reconcile_soon()
             for uid in self.world.kubelet.run_pods([node_name(instance_id)]):
                 self._started(uid)
 
@@ -332,6 +329,7 @@ class Replay:
             instance = self.world.cloud.instances[instance_id]
             self.world.kubelet.clear_startup_taints(node_name(instance_id), instance.request.startup_taints)
             self._dirty = True
+            self._reconcile_soon()
 
     # -- the provisioner: one invocation a minute, watching for all but its deadline margin -----------
 
@@ -342,6 +340,7 @@ class Replay:
         self.at(self.clock.elapsed() + INVOCATION_SECONDS, "invoke")
         self.at(self.clock.elapsed() + INVOCATION_SECONDS - config.deadline_margin_seconds, "watch_end")
         self._watching = True
+        self._invoked_at = self.clock.elapsed()
         self._retry_delay = RETRY_MIN_SECONDS
         self._seen = set(self._unschedulable)
         if self._seen:
@@ -392,18 +391,22 @@ class Replay:
             self.at(self._retry_at, "batch")
         else:
             self._retry_delay = RETRY_MIN_SECONDS
-        self._dirty = True
 
-    def _schedule_reconcile(self) -> None:
-        """The invocation reconciles every ``reconcile_interval_seconds``; the replay skips the passes
-        while no claim is launching or starting (they find nothing to do)."""
-        if self._reconcile_at is None and self._watching:
-            self._reconcile_at = self.clock.elapsed() + self.world.config.reconcile_interval_seconds
-            self.at(self._reconcile_at, "reconcile", False)
+    def _reconcile_soon(self) -> None:
+        """A claim's node changed (registered, Ready, startup taints gone): the invocation's next
+        reconciliation, on its ``reconcile_interval_seconds`` grid, will see it. The replay runs only
+        those reconciliations (the others find nothing to do); between invocations, the next one's first
+        reconciliation does it."""
+        if not self._watching or self._reconcile_at is not None:
+            return
+        interval = self.world.config.reconcile_interval_seconds
+        since = self.clock.elapsed() - self._invoked_at
+        self._reconcile_at = self._invoked_at + math.ceil(since / interval) * interval
+        self.at(self._reconcile_at, "reconcile", False)
 
     def _reconcile(self, first: bool) -> None:
         if not first and self._reconcile_at is None:
-            return  # a reconciliation of the previous invocation
+            return  # superseded by an invocation's first reconciliation
         self._reconcile_at = None
         if not self._watching:
             return
@@ -413,18 +416,8 @@ class Replay:
         if (report.freed_pods or report.error) and self._retry_at is None:
             self._retry_at = self.clock.elapsed()
             self.at(self._retry_at, "batch")
-        self._drop_initialized()
-        if self._starting:
-            self._schedule_reconcile()
-        self._dirty = True
-
-    def _drop_initialized(self) -> None:
-        now = self.clock.now()
-        for instance_id, launched in list(self._starting.items()):
-            node = self.world.store.try_get(NODES, None, node_name(instance_id))
-            labels = (node or {}).get("metadata", {}).get("labels") or {}
-            if labels.get(INITIALIZED_LABEL) == "true" or now - launched > STARTING_GIVE_UP_SECONDS:
-                del self._starting[instance_id]
+        if report.registered or report.initialized or report.freed_pods:
+            self._dirty = True
 
     def _disrupt(self, _: Any) -> None:
         self.at(self.clock.elapsed() + self.disruption_interval, "disrupt")
@@ -446,7 +439,8 @@ class Replay:
             task.error = None
         if not task.done:
             self.at(task.wake_at - self.clock.start, "task", task)
-        self._dirty = True
+        else:
+            self._dirty = True  # a node deleted, or given back
 
     def _sample(self, _: Any) -> None:
         live = [i for i in self.world.cloud.instances.values() if i.ended_at is None]
