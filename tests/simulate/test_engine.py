@@ -4,10 +4,12 @@ emptiness after consolidateAfter, disruption budgets, evictions, reproducibility
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from fleetwright.local.simulate.cloud import NodeStart
+from fleetwright.local.apiserver.resources import PODS as STORED_PODS
+from fleetwright.local.simulate.cloud import NodeStart, node_name
 from fleetwright.local.simulate.engine import Outcome
 from fleetwright.local.simulate.report import figures
 from fleetwright.local.simulate.runner import MOTO, replay
@@ -111,3 +113,36 @@ def test_pods_waiting_for_a_registered_node_get_no_second_node(spec_for: SpecFor
     # still unschedulable.
     outcome = replay(spec_for(nodepool()), trace(pods(3, 25.0, 605.0), 1200.0))
     assert len(outcome.instances) == 3
+
+
+DAEMONSET = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "agent", "namespace": "kube-system"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "agent", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        },
+    },
+}
+
+
+def test_daemonsets_of_the_manifests_run_on_every_node_and_count_in_its_size(spec_for: SpecFor) -> None:
+    # A 1-CPU agent on every node: a 1-CPU pod no longer fits an m5.large (1930m) beside it.
+    spec = spec_for(nodepool(types=("m5.large", "m5.xlarge")), daemonsets=[DAEMONSET])
+    seen: dict[str, Any] = {}
+    outcome = replay(spec, trace(pods(1, 5.0, None), 300.0), keep=lambda w: seen.setdefault("world", w))
+    assert [i.launched.instance_type for i in outcome.instances] == ["m5.xlarge"]
+    agents = [
+        p
+        for p in seen["world"].store.list(STORED_PODS, "kube-system")[0]
+        if p["metadata"]["name"].startswith("agent-")
+    ]
+    assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in agents] == [
+        (node_name(outcome.instances[0].id), "Running")
+    ]
