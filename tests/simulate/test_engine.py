@@ -146,3 +146,18 @@ def test_daemonsets_of_the_manifests_run_on_every_node_and_count_in_its_size(spe
     assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in agents] == [
         (node_name(outcome.instances[0].id), "Running")
     ]
+
+
+def test_spot_interruptions_go_through_the_interruption_handler(spec_for: SpecFor) -> None:
+    spec = spec_for(nodepool(capacity_types=("spot",), consolidate_after="1h"), spot_interruptions=4.0)
+    outcome = replay(spec, trace(pods(2, 5.0, None), 3600.0), seed=7)
+    result = figures("default", outcome, START_EPOCH)
+    assert result.interruptions > 0
+    interrupted = [i for i in outcome.instances if i.interrupted or i.ended_at is not None]
+    assert interrupted
+    # Each warning launches a replacement and drains the node before EC2 reclaims it.
+    assert result.launches > 2
+    assert result.evicted > 0
+    assert all(started is not None for life in outcome.lives.values() for started in life.started[:-1])
+    assert sum(result.disruptions.values()) >= result.interruptions
+    assert outcome.errors == []

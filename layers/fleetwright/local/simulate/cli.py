@@ -160,6 +160,7 @@ def _spec(args: argparse.Namespace, start: Any) -> Any:
         region=args.region,
         start=start,
         daemonsets=daemonset_documents(args.files),
+        spot_interruptions=args.spot_interruptions,
     )
 
 
@@ -199,5 +200,12 @@ def add_cli(subparsers: Subparsers) -> None:
     parser.add_argument("--ready-seconds", type=float, default=20.0, help="registration → Ready")
     parser.add_argument(
         "--startup-taint-seconds", type=float, default=10.0, help="Ready → startup taints removed"
+    )
+    parser.add_argument(
+        "--spot-interruptions",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="interruption warnings per spot instance per hour, through the interruption handler",
     )
     parser.set_defaults(handler=_simulate)

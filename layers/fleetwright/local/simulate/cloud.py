@@ -120,6 +120,7 @@ class SimCloud:
     unavailable: UnavailableOfferings
     start: NodeStart = field(default_factory=NodeStart)
     zones: frozenset[str] = frozenset()
+    region: str = "us-east-1"
     instances: dict[str, SimInstance] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _types: dict[str, list[InstanceType]] = field(default_factory=dict)

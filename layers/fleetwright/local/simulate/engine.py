@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import json
 import math
 import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from fleetwright.claims import records as claim_records
@@ -34,6 +36,7 @@ from fleetwright.local.simulate.world import World
 from fleetwright.provisioning.batcher import Batcher
 
 DISRUPTION_INTERVAL_SECONDS = 60.0  # the disruption function's schedule
+SPOT_NOTICE_SECONDS = 120.0  # EC2 reclaims a spot instance two minutes after its interruption warning
 INVOCATION_SECONDS = 60.0  # the provisioner's schedule and timeout
 RETRY_MIN_SECONDS = 2.0  # the provisioner's back-off after a pass that left pods to retry
 RETRY_MAX_SECONDS = 30.0
@@ -76,6 +79,7 @@ class Outcome:
     samples: list[Sample]
     passes: int
     errors: list[str]
+    interruptions: int = 0  # spot interruption warnings sent
 
 
 def _dns_name(name: str) -> str:
@@ -137,10 +141,15 @@ class Replay:
         *,
         disruption_interval: float = DISRUPTION_INTERVAL_SECONDS,
         progress: Callable[[float], None] | None = None,
+        spot_interruptions: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.world = world
         self.trace = trace
         self.disruption_interval = disruption_interval
+        self.spot_rate = spot_interruptions
+        self.random = random.Random(seed)
+        self.interruptions = 0
         self.progress = progress
         self.clock = world.clock
         self.batcher = Batcher(world.config.batch_idle_seconds, world.config.batch_max_seconds)
@@ -196,6 +205,7 @@ class Replay:
             self.samples,
             self.passes,
             self.errors,
+            self.interruptions,
         )
 
     def _loop(self) -> None:
@@ -212,6 +222,8 @@ class Replay:
             "ready": self._ready,
             "untaint": self._untaint,
             "sample": self._sample,
+            "interrupt": self._interrupt,
+            "reclaim": self._reclaim,
         }
         end = self.trace.duration
         next_progress = 0.0
@@ -312,6 +324,8 @@ class Replay:
     def _register(self, instance_id: str) -> None:
         if self._alive(instance_id):
             self.world.kubelet.register(self.world.cloud.instances[instance_id])
+            if self.world.interruptions is not None:
+                self._interruptible(self.world.cloud.instances[instance_id])
             if self.world.daemonsets is not None:
                 self.world.daemonsets.reconcile()
             self._reconcile_soon()
@@ -323,6 +337,39 @@ class Replay:
             self._reconcile_soon()
             for uid in self.world.kubelet.run_pods([node_name(instance_id)]):
                 self._started(uid)
+
+    def _interruptible(self, instance: SimInstance) -> None:
+        """A spot instance starts running: draw when EC2 warns it (exponential, the replay's rate)."""
+        rate = self.spot_rate / 3600
+        if rate > 0 and instance.launched.capacity_type == "spot":
+            warned = instance.running_at - self.clock.start + self.random.expovariate(rate)
+            self.at(warned, "interrupt", instance.id)
+
+    def _interrupt(self, instance_id: str) -> None:
+        """EC2's two-minute warning, through the interruption function's controller; the instance is
+        reclaimed when the notice ends unless Fleetwright terminated it first."""
+        from fleetwright.interruption import samples
+        from fleetwright.interruption.events import parse_message
+
+        instance = self.world.cloud.instances[instance_id]
+        if instance.ended_at is not None:
+            return
+        now = datetime.fromtimestamp(self.clock.now(), UTC)
+        event = samples.spot_interruption(instance_id, self.world.cloud.region, now)
+        try:
+            self.world.interruptions.handle(parse_message(json.dumps(event)))
+        except Exception as error:  # reported; EC2 reclaims the instance anyway
+            self.errors.append(f"interruption: {type(error).__name__}: {error}")
+        self.interruptions += 1
+        self.at(self.clock.elapsed() + SPOT_NOTICE_SECONDS, "reclaim", instance_id)
+        for task in self.world.workflows.take_queued():
+            self.at(self.clock.elapsed(), "task", task)
+
+    def _reclaim(self, instance_id: str) -> None:
+        instance = self.world.cloud.instances[instance_id]
+        if instance.ended_at is None:
+            instance.ended_at = self.clock.now()
+            instance.interrupted = True
 
     def _untaint(self, instance_id: str) -> None:
         if self._alive(instance_id):

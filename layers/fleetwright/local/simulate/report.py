@@ -66,6 +66,7 @@ class Figures:
     evicted: int = 0
     disruptions: dict[str, int] = field(default_factory=dict)
     by_type: dict[str, int] = field(default_factory=dict)
+    interruptions: int = 0
     bound: bool = False  # the lower bound: no pods, launches or disruptions
 
     @property
@@ -97,6 +98,7 @@ class Figures:
             "podPendingSeconds": {k: round(v, 3) for k, v in self.pending.items()},
             "podsNeverRan": self.never_ran,
             "podsEvicted": self.evicted,
+            "spotInterruptions": self.interruptions,
             "disruptions": dict(sorted(self.disruptions.items())),
         }
 
@@ -134,6 +136,7 @@ def figures(policy: str, outcome: Outcome, start: float) -> Figures:
         sum(life.evictions for life in outcome.lives.values()),
         dict(outcome.disruptions),
         by_type,
+        outcome.interruptions,
     )
 
 
@@ -157,6 +160,8 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
         lines.append([f"pending {key} (s)", *(cell(r, f"{r.pending.get(key, 0.0):.1f}") for r in rows)])
     lines.append(["pods never ran", *(cell(r, str(r.never_ran)) for r in rows)])
     lines.append(["pods evicted", *(cell(r, str(r.evicted)) for r in rows)])
+    if any(r.interruptions for r in rows):
+        lines.append(["spot interruptions", *(cell(r, str(r.interruptions)) for r in rows)])
     reasons = sorted({reason for r in rows for reason in r.disruptions})
     for reason in reasons:
         lines.append([f"disruptions: {reason}", *(cell(r, str(r.disruptions.get(reason, 0))) for r in rows)])

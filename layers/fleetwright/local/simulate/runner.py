@@ -63,7 +63,10 @@ def replay(
     down (tests look inside)."""
     with state_client(backend, spec.region) as client, seeded_claim_ids(seed):
         world = build_world(spec, STATE_TABLE, client)
-        outcome = Replay(world, trace, progress=progress).run()
+        replaying = Replay(
+            world, trace, progress=progress, spot_interruptions=spec.spot_interruptions, seed=seed
+        )
+        outcome = replaying.run()
         if keep is not None:
             keep(world)
         return outcome

@@ -98,6 +98,7 @@ class World:
     disruption: Any
     metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
     daemonsets: DaemonSetController | None = None
+    interruptions: Any = None  # the interruption controller, when spot interruptions are replayed
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,11 @@ class WorldSpec:
     packing: str | None = None
     settings: DisruptionOptions = field(default_factory=DisruptionOptions)
     daemonsets: Sequence[dict[str, Any]] = ()  # DaemonSet objects, run on every node they select
+    spot_interruptions: float = 0.0  # interruption warnings per spot instance per hour
 
 
-def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
-    """A world on a fresh clock; ``table`` names the state table ``dynamodb`` (a client) holds."""
-    clock = VirtualClock()
+def cluster_store(spec: WorldSpec, clock: VirtualClock) -> Store:
+    """The emulator's store on ``clock`` with Karpenter's CRDs and the spec's DaemonSets."""
     store = Store(clock=clock.now)
     install_karpenter_crds(store)
     for daemonset in spec.daemonsets:
@@ -126,18 +127,19 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         if store.try_get(NAMESPACES, None, namespace) is None:
             store.create(NAMESPACES, {"metadata": {"name": namespace}})
         store.create(DAEMON_SETS, copy.deepcopy(daemonset), namespace)
-    kube = KubeCluster(StoreClient(store), clock=clock.now)
-    state = StateStore(table, spec.cluster, client=dynamodb, clock=clock.now)
-    cloud = SimCloud(spec.cluster, spec.catalog, clock.now, state.unavailable, spec.start, spec.zones)
-    # One launch at a time: the cloud numbers instances in launch order, so a replay is reproducible.
-    config = ProvisionerConfig(
-        cluster_name=spec.cluster,
-        nodepools=with_packing(spec.nodepools, spec.packing),
-        nodeclasses=list(spec.nodeclasses),
-        launch_parallelism=1,
-    )
-    metrics = RecordingMetrics()
-    provisioner = Provisioner(
+    return store
+
+
+def provisioner_for(
+    kube: KubeCluster,
+    cloud: SimCloud,
+    state: StateStore,
+    config: ProvisionerConfig,
+    metrics: RecordingMetrics,
+    clock: VirtualClock,
+) -> Provisioner:
+    """The provisioner as the function builds it, on the replay's clocks (a lease wait moves them)."""
+    return Provisioner(
         kube,
         cloud,
         state,
@@ -148,6 +150,26 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         metrics=metrics,
         holder="provisioner",
     )
+
+
+def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
+    """A world on a fresh clock; ``table`` names the state table ``dynamodb`` (a client) holds."""
+    clock = VirtualClock()
+    store = cluster_store(spec, clock)
+    kube = KubeCluster(StoreClient(store), clock=clock.now)
+    state = StateStore(table, spec.cluster, client=dynamodb, clock=clock.now)
+    cloud = SimCloud(
+        spec.cluster, spec.catalog, clock.now, state.unavailable, spec.start, spec.zones, spec.region
+    )
+    # One launch at a time: the cloud numbers instances in launch order, so a replay is reproducible.
+    config = ProvisionerConfig(
+        cluster_name=spec.cluster,
+        nodepools=with_packing(spec.nodepools, spec.packing),
+        nodeclasses=list(spec.nodeclasses),
+        launch_parallelism=1,
+    )
+    metrics = RecordingMetrics()
+    provisioner = provisioner_for(kube, cloud, state, config, metrics, clock)
     claims = StoreClaimBook(state.nodeclaims, clock=clock.now)
     workflows = SimWorkflows(
         TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock.now), clock.now
@@ -165,6 +187,8 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         drain_interval_seconds=DRAIN_INTERVAL_SECONDS,
         poll_seconds=POLL_SECONDS,
     )
+    spot = spec.spot_interruptions > 0
+    interruptions = interruption_controller(kube, cloud, state, provisioner, workflows, metrics, clock)
     return World(
         clock,
         store,
@@ -179,6 +203,36 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         controller,
         metrics,
         DaemonSetController(SharedLists(store)) if spec.daemonsets else None,  # type: ignore[arg-type]
+        interruptions if spot else None,
+    )
+
+
+def interruption_controller(
+    kube: KubeCluster,
+    cloud: SimCloud,
+    state: StateStore,
+    provisioner: Provisioner,
+    workflows: SimWorkflows,
+    metrics: RecordingMetrics,
+    clock: VirtualClock,
+) -> Any:
+    """The interruption function's controller (replacements through the provisioner, workflows as the
+    replay's tasks), as the function builds it."""
+    from fleetwright.interruption.controller import InterruptionController, InterruptionSettings
+    from fleetwright.interruption.replacement import ReplacementLauncher
+    from fleetwright.state.interruptions import InterruptionRecords
+
+    return InterruptionController(
+        kube=kube,
+        cloud=cloud,
+        unavailable=cloud.unavailable,
+        workflow=workflows,
+        records=InterruptionRecords(state.table, state.cluster),
+        claims=StoreClaimBook(state.nodeclaims, clock=clock.now),
+        replacements=ReplacementLauncher(provisioner),
+        settings=InterruptionSettings(),
+        metrics=metrics,
+        clock=clock.now,
     )
 
 
