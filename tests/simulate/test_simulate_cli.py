@@ -84,3 +84,14 @@ def test_a_missing_nodeclass_is_a_usage_error(tmp_path: Path, capsys: pytest.Cap
     trace.write_text("name,start,end,cpu,memory\np0,5,605,1,1Gi\n")
     assert main(["simulate", "-f", str(pools), "--trace", str(trace)]) == 2
     assert "EC2NodeClass" in capsys.readouterr().err
+
+
+def test_policies_replayed_in_parallel_give_the_same_report(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    base = ["simulate", "-f", str(pools), "--trace", str(trace), "-o", "json", "--no-bound"]
+    assert main(base) == 0
+    one_by_one = json.loads(capsys.readouterr().out)
+    assert main([*base, "--jobs", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == one_by_one

@@ -113,7 +113,12 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
     if unknown:
         raise ValueError(f"unknown policy {', '.join(unknown)} (choose from {', '.join(POLICIES)})")
     outcomes = replay_policies(
-        spec, trace, tuple(POLICIES[n] for n in names), seed=args.seed, progress=_progress(sys.stderr)
+        spec,
+        trace,
+        tuple(POLICIES[n] for n in names),
+        seed=args.seed,
+        progress=_progress(sys.stderr),
+        jobs=args.jobs,
     )
     rows = [figures(name, outcomes[POLICIES[name]], START_EPOCH) for name in names]
     notes: dict[str, Any] = {
@@ -194,6 +199,9 @@ def add_cli(subparsers: Subparsers) -> None:
         "--policies", default="default,FewerNodes", help="comma-separated (default, FewerNodes, LowestCost)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the replay's random choices")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="policies replayed at once, one process each (no progress bar)"
+    )
     parser.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
     parser.add_argument("--bound-interval", type=float, default=300.0, metavar="SECONDS")
     parser.add_argument("--boot-seconds", type=float, default=30.0, help="EC2 pending → running")

@@ -80,8 +80,21 @@ def replay_policies(
     seed: int = 0,
     backend: str = MEMORY,
     progress: Callable[[str | None, float], None] | None = None,
+    jobs: int = 1,
 ) -> dict[str | None, Outcome]:
-    """One replay per packing policy (None: the NodePools' own)."""
+    """One replay per packing policy (None: the NodePools' own); with ``jobs`` > 1 the replays run in
+    that many processes at once (each replay is single-threaded), reporting no progress."""
+    if jobs > 1 and len(policies) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(policies)), mp_context=context) as pool:
+            futures = {
+                policy: pool.submit(replay, replace(spec, packing=policy), trace, seed=seed, backend=backend)
+                for policy in policies
+            }
+            return {policy: future.result() for policy, future in futures.items()}
     outcomes: dict[str | None, Outcome] = {}
     for policy in policies:
 
