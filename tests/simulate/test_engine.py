@@ -161,3 +161,9 @@ def test_spot_interruptions_go_through_the_interruption_handler(spec_for: SpecFo
     assert all(started is not None for life in outcome.lives.values() for started in life.started[:-1])
     assert sum(result.disruptions.values()) >= result.interruptions
     assert outcome.errors == []
+
+
+def test_two_trace_pods_with_one_name_are_refused(spec_for: SpecFor) -> None:
+    items = [TracePod("web", 5.0, 100.0, "1", "1Gi"), TracePod("web", 50.0, 200.0, "1", "1Gi")]
+    with pytest.raises(ValueError, match="have the same name"):
+        replay(spec_for(nodepool()), trace(items, 300.0))

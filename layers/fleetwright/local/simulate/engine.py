@@ -181,7 +181,13 @@ class Replay:
         heapq.heappush(self._events, (seconds, next(self._seq), kind, payload))
 
     def run(self) -> Outcome:
-        """Replay the whole trace."""
+        """Replay the whole trace; raises ValueError when two pods of the trace share a name."""
+        names: dict[tuple[str, str], str] = {}
+        for pod in self.trace.pods:
+            key = (pod.namespace, _dns_name(pod.name))
+            if key in names:
+                raise ValueError(f"trace pods {names[key]!r} and {pod.name!r} have the same name in {key[0]}")
+            names[key] = pod.name
         for pod in self.trace.pods:
             end = self.trace.duration if pod.end is None else min(pod.end, self.trace.duration)
             if pod.start >= self.trace.duration or end <= pod.start:
@@ -241,6 +247,8 @@ class Replay:
 
     def _arrive(self, name: str) -> None:
         life = self.lives[name]
+        if life.finished:
+            return  # evicted at its very end: no replacement
         created = self.world.store.create(PODS, pod_object(life.pod), life.pod.namespace)
         life.uid = created["metadata"]["uid"]
         self._unbound.add(f"{life.pod.namespace}/{created['metadata']['name']}")
