@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import math
 import pstats
 import random
@@ -142,7 +143,10 @@ def _replay(spec: WorldSpec, trace: Trace, name: str, seed: int, profile: bool) 
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
         print(text.getvalue(), file=sys.stderr)
-    return figures(name, outcome, START_EPOCH)
+    result = figures(name, outcome, START_EPOCH)
+    # Each policy's figures as soon as they are known (a long run stopped early keeps them).
+    print(json.dumps(result.as_json()), file=sys.stderr, flush=True)
+    return result
 
 
 def _bound(spec: WorldSpec, trace: Trace, interval: float) -> Figures:
