@@ -1,4 +1,5 @@
-"""``fleetwright demo`` and ``fleetwright local up``: the sandbox from the command line."""
+"""``fleetwright demo`` and ``fleetwright local up``: the sandbox from the command line (and, from
+:mod:`fleetwright.local.simulate.cli`, ``fleetwright simulate``)."""
 
 from __future__ import annotations
 
@@ -89,8 +90,11 @@ Ctrl-C stops everything.""",
 
 
 def add_cli(subparsers: Subparsers) -> None:
-    """Register ``fleetwright demo`` and ``fleetwright local up``."""
+    """Register ``fleetwright demo``, ``fleetwright local up`` and ``fleetwright simulate``."""
     from fleetwright.commands import command_group
+    from fleetwright.local.simulate.cli import add_cli as add_simulate
+
+    add_simulate(subparsers)
 
     demo = subparsers.add_parser(
         "demo",

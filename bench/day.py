@@ -1,0 +1,164 @@
+"""A day of an autoscaled cluster, replayed (``fleetwright simulate``): cost and pod wait per packing policy.
+
+Usage: python bench/day.py [--pods 10000] [--hours 24] [--seed 42] [--policies default,FewerNodes]
+                           [--bound-interval 300] [--no-bound] [--profile]
+
+The trace is drawn with the seed: ``--pods`` pods over ``--hours`` hours, arriving with a diurnal rate
+(a sine, peak at mid-day, 10% of the peak at night), from 40 workloads each with one of bench/scheduling.py's
+CPU and memory requests; a tenth run the whole day, the others for an exponential time (mean 45 min). The
+NodePool is bench/consolidation.py's (on-demand c/m/r amd64, consolidateAfter 30s, default budget) on the
+built-in us-east-1 catalog. Prints the table of ``fleetwright simulate`` (default packing, FewerNodes,
+the LP lower bound), the seconds each replay took, and the machine; ``--profile`` adds the functions
+that took the most time in the first replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import pstats
+import random
+import sys
+import time
+from dataclasses import replace
+
+from consolidation import nodepool
+from scheduling import CPUS, MEMORIES, machine
+
+from fleetwright.catalog.loader import builtin_catalog
+from fleetwright.local.simulate.bound import integrate, load_lp_bound, lp_bound_function
+from fleetwright.local.simulate.report import Figures, figures, render_table
+from fleetwright.local.simulate.runner import catalog_for, replay
+from fleetwright.local.simulate.trace import Trace, TracePod
+from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
+from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.scheduling.templates import nodepool_templates
+
+WORKLOADS = 40
+LONG_RUNNING = 0.1
+MEAN_SECONDS = 45 * 60.0
+NIGHT = 0.1  # the arrival rate at night, as a fraction of the peak
+
+
+def nodeclass() -> EC2NodeClass:
+    return EC2NodeClass.model_validate(
+        {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "role": "KarpenterNodeRole-bench",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+            },
+        }
+    )
+
+
+def diurnal_trace(count: int, hours: float, seed: int) -> Trace:
+    """``count`` pods over ``hours`` hours (see the module's docstring)."""
+    rng = random.Random(seed)
+    duration = hours * 3600
+    shapes = [(rng.choice(CPUS), rng.choice(MEMORIES)) for _ in range(WORKLOADS)]
+
+    def rate(t: float) -> float:  # relative to the peak: a sine from 06:00 to 24:00, NIGHT before
+        day = (t % 86400) / 86400
+        if day < 0.25:
+            return NIGHT
+        return NIGHT + (1 - NIGHT) * max(0.0, math.sin(math.pi * (day - 0.25) / 0.75))
+
+    starts: list[float] = []
+    while len(starts) < count:  # thinning: uniform arrivals kept with the rate's probability
+        t = rng.uniform(0, duration)
+        if rng.random() < rate(t):
+            starts.append(t)
+    pods = []
+    for i, start in enumerate(sorted(starts)):
+        workload = rng.randrange(WORKLOADS)
+        cpu, memory = shapes[workload]
+        end = None if rng.random() < LONG_RUNNING else start + rng.expovariate(1 / MEAN_SECONDS)
+        pods.append(TracePod(f"w{workload}-{i}", round(start, 3), end, cpu, memory, owner=f"w{workload}"))
+    return Trace(tuple(pods), duration)
+
+
+def main(argv: list[str] | None = None) -> int:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--policies", default="default,FewerNodes")
+    parser.add_argument("--bound-interval", type=float, default=300.0)
+    parser.add_argument("--no-bound", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    trace = diurnal_trace(args.pods, args.hours, args.seed)
+    spec = WorldSpec([nodepool()], [nodeclass()], builtin_catalog("us-east-1"))
+    rows = [
+        _replay(spec, trace, name, args.seed, args.profile and i == 0)
+        for i, name in enumerate(args.policies.split(","))
+    ]
+    if not args.no_bound:
+        rows.append(_bound(spec, trace, args.bound_interval))
+    print(f"trace: {len(trace.pods)} pods over {args.hours:g} h, seed {args.seed}")
+    sys.stdout.write(render_table(rows, trace.duration))
+    print(f"machine: {machine()}")
+    return 0
+
+
+def _replay(spec: WorldSpec, trace: Trace, name: str, seed: int, profile: bool) -> Figures:
+    """One policy's replay (``default``: the NodePool's own packing), timed, optionally profiled."""
+    packing = None if name == "default" else name
+    profiler = cProfile.Profile() if profile else None
+    started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    marks = iter(i / 20 for i in range(1, 21))
+    mark = next(marks)
+
+    def progress(done: float) -> None:  # a line every 5% of the trace, with the seconds so far
+        nonlocal mark
+        while done >= mark:
+            print(
+                f"  {name}: {mark:.0%} after {time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            mark = next(marks, 2.0)
+
+    outcome = replay(replace(spec, packing=packing), trace, seed=seed, progress=progress)
+    if profiler is not None:
+        profiler.disable()
+    seconds = time.perf_counter() - started
+    print(
+        f"{name}: replayed in {seconds:.1f} s ({outcome.passes} provisioning passes, "
+        f"{len(outcome.errors)} errors)",
+        file=sys.stderr,
+    )
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+        print(text.getvalue(), file=sys.stderr)
+    result = figures(name, outcome, START_EPOCH)
+    # Each policy's figures as soon as they are known (a long run stopped early keeps them).
+    print(json.dumps(result.as_json()), file=sys.stderr, flush=True)
+    return result
+
+
+def _bound(spec: WorldSpec, trace: Trace, interval: float) -> Figures:
+    """The LP lower bound of the trace (bench/lp_bound.py), integrated over it."""
+    module = load_lp_bound()
+    catalog = catalog_for(spec)
+    templates = nodepool_templates(spec.nodepools, spec.nodeclasses, [])
+    started = time.perf_counter()
+    result = integrate(trace, lp_bound_function(module, templates, catalog), interval)
+    print(f"lower bound: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

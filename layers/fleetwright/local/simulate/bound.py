@@ -1,0 +1,115 @@
+"""The lower bound beside the policies: the LP bound of ``bench/lp_bound.py`` (column generation over
+the NodePools' instance types, the same bound the packing benches report) of the pods running, integrated
+over the trace.
+
+The trace is cut into intervals of ``interval`` seconds; over each, the pods running through the whole
+interval (a subset of those running at any moment of it) are packed by the LP relaxation, so each
+interval's bound is below the cost of any cluster at any moment of it, and their sum is a lower bound on
+the replay's instance dollars (it ignores node start, the 60 s billing minimum and every constraint but
+requests). Nodes are the LP solution's (fractional) node count.
+
+The bound needs the repository's ``bench/lp_bound.py`` and scipy (development dependencies):
+:func:`load_lp_bound` finds it from the working directory or this package's checkout, or returns None.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetwright.local.simulate.engine import pod_object
+from fleetwright.local.simulate.report import Figures
+from fleetwright.local.simulate.trace import Trace, TracePod
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.kube import pod_from_object
+from fleetwright.model.pod import Pod
+from fleetwright.scheduling.types import NodePoolTemplate
+
+DEFAULT_INTERVAL_SECONDS = 300.0
+DEFAULT_TIME_LIMIT_SECONDS = 5.0
+BOUND_POLICY = "lower bound"
+
+# ($/h, nodes) of packing these pods on new nodes.
+BoundFunction = Callable[[Sequence[Pod]], tuple[float, float]]
+
+
+def _find_bench(start: Path) -> Path | None:
+    for base in (start, *start.parents):
+        candidate = base / "bench" / "lp_bound.py"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_lp_bound() -> Any | None:
+    """The ``lp_bound`` module of the repository's benches, or None when it (or scipy) is missing."""
+    if "lp_bound" in sys.modules:
+        return sys.modules["lp_bound"]
+    path = _find_bench(Path.cwd()) or _find_bench(Path(__file__).resolve().parent)
+    if path is None:
+        return None
+    spec = importlib.util.spec_from_file_location("lp_bound", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules["lp_bound"] = module
+        spec.loader.exec_module(module)
+    except ImportError:  # scipy missing
+        sys.modules.pop("lp_bound", None)
+        return None
+    return module
+
+
+def lp_bound_function(
+    module: Any,
+    templates: Sequence[NodePoolTemplate],
+    instance_types: list[InstanceType],
+    time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+) -> BoundFunction:
+    """The bench's LP bound of pods on new nodes of ``templates`` (one solve per distinct pod mix)."""
+    solved: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[float, float]] = {}
+
+    def bound(pods: Sequence[Pod]) -> tuple[float, float]:
+        if not pods:
+            return 0.0, 0.0
+        problem = module.packing_problem(pods, instance_types, (), templates)
+        key = (tuple(problem.classes), tuple(problem.demand))
+        if key not in solved:
+            result = module.lp_bound(problem, time_limit)
+            solved[key] = (float(result.value), float(result.nodes))
+        return solved[key]
+
+    return bound
+
+
+def _pods(trace: Trace) -> list[tuple[TracePod, Pod]]:
+    converted: dict[tuple[str, str, int], Pod] = {}
+    pairs = []
+    for item in trace.pods:
+        key = (item.cpu, item.memory, item.gpu)
+        if key not in converted:
+            converted[key] = pod_from_object(pod_object(item))
+        pairs.append((item, converted[key]))
+    return pairs
+
+
+def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTERVAL_SECONDS) -> Figures:
+    """The bound's dollars, node-hours and peak (fractional) nodes over ``trace``."""
+    pairs = _pods(trace)
+    dollars = node_hours = peak = 0.0
+    start = 0.0
+    while start < trace.duration:
+        stop = min(start + interval, trace.duration)
+        running = [
+            pod for item, pod in pairs if item.start <= start and (item.end is None or item.end >= stop)
+        ]
+        hourly, nodes = bound(running)
+        dollars += hourly * (stop - start) / 3600
+        node_hours += nodes * (stop - start) / 3600
+        peak = max(peak, nodes)
+        start = stop
+    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True)

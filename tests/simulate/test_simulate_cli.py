@@ -1,0 +1,93 @@
+"""``fleetwright simulate`` from the command line: inputs read as ``fleetwright plan`` reads them, the
+table and the JSON report, errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetwright.cli import main
+from tests.simulate.conftest import NODECLASS, nodepool
+
+M5_LARGE = 0.096
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(nodepool(budget="100%") + "\n---\n" + NODECLASS)
+    trace = tmp_path / "trace.csv"
+    trace.write_text("name,start,end,cpu,memory\np0,5,605,1,1Gi\np1,5,605,1,1Gi\np2,5,605,1,1Gi\n")
+    return pools, trace
+
+
+def test_json_report_has_each_policy_and_the_lower_bound(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    assert main(["simulate", "-f", str(pools), "--trace", str(trace), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in report["policies"]] == ["default", "FewerNodes", "lower bound"]
+    default = report["policies"][0]
+    # The trace ends at 605 s: three m5.large billed from 16 s (running) to 605 s.
+    assert default["dollars"]["instances"] == pytest.approx(3 * M5_LARGE * (605 - 16) / 3600, abs=1e-6)
+    assert default["dollars"]["volumes"] == "not modelled yet"
+    assert default["launchesByType"] == {"m5.large": 3}
+    assert default["podPendingSeconds"]["max"] == 46.0
+    bound = report["policies"][2]
+    assert 0 < bound["dollars"]["instances"] <= default["dollars"]["instances"]
+
+
+def test_table_lists_the_policies_side_by_side(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    assert (
+        main(["simulate", "-f", str(pools), "--trace", str(trace), "--no-bound", "--policies", "default"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "instance $" in out
+    assert "pending p99 (s)" in out
+    assert "not modelled yet" in out
+
+
+def test_an_unknown_policy_is_a_usage_error(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    assert main(["simulate", "-f", str(pools), "--trace", str(trace), "--policies", "Cheapest"]) == 2
+    assert "unknown policy Cheapest" in capsys.readouterr().err
+
+
+def test_a_malformed_trace_is_a_usage_error_naming_its_line(
+    files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, _ = files
+    path = tmp_path / "bad.csv"
+    path.write_text("name,start,end,cpu,memory\np0,5,10,1,1Gi\np1,50,10,1,1Gi\n")
+    assert main(["simulate", "-f", str(pools), "--trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and ":3" in err, err
+
+
+def test_a_missing_nodeclass_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(nodepool())
+    trace = tmp_path / "trace.csv"
+    trace.write_text("name,start,end,cpu,memory\np0,5,605,1,1Gi\n")
+    assert main(["simulate", "-f", str(pools), "--trace", str(trace)]) == 2
+    assert "EC2NodeClass" in capsys.readouterr().err
+
+
+def test_policies_replayed_in_parallel_give_the_same_report(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    base = ["simulate", "-f", str(pools), "--trace", str(trace), "-o", "json", "--no-bound"]
+    assert main(base) == 0
+    one_by_one = json.loads(capsys.readouterr().out)
+    assert main([*base, "--jobs", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == one_by_one
