@@ -9,6 +9,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from fleetwright.commands import Subparsers
 
@@ -128,6 +129,21 @@ def add_cli(subparsers: Subparsers) -> None:
     local = command_group(
         subparsers, "local", "local stand-ins for the cloud: Kubernetes API emulator, simulators"
     )
+    _add_up(local)
+
+
+def _node_start_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node-start-scale",
+        type=float,
+        default=1.0,
+        help="new nodes' start (EC2 boot, registration, Ready, startup taints) times this (default 1: "
+        "EKS's published figures, about 50 s; docs/emulator.md)",
+    )
+
+
+def _add_up(local: Any) -> None:
+    """Register ``fleetwright local up``."""
     up = local.add_parser(
         "up",
         help="run the sandbox (moto server, API emulator, provisioner) until interrupted",
@@ -150,13 +166,3 @@ def add_cli(subparsers: Subparsers) -> None:
     )
     _node_start_option(up)
     up.set_defaults(handler=_up)
-
-
-def _node_start_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--node-start-scale",
-        type=float,
-        default=1.0,
-        help="new nodes' start (EC2 boot, registration, Ready, startup taints) times this (default 1: "
-        "EKS's published figures, about 50 s; docs/emulator.md)",
-    )

@@ -91,13 +91,15 @@ class Faults:
         """Answer again: the held requests go on (their clients may have given up on them)."""
         self._answering.set()
 
-    def hold_if_hung(self, longest: float = 120.0) -> None:
-        """Block the request's thread while the server hangs (at most ``longest`` real seconds)."""
+    def hold_if_hung(self, longest: float = 120.0) -> bool:
+        """Block the request's thread while the server hangs (at most ``longest`` real seconds); True when
+        it held the request (which is then never answered: its client gave up on it)."""
         if self._answering.is_set():
-            return
+            return False
         with self._lock:
             self.hung_requests += 1
         self._answering.wait(longest)
+        return True
 
     # -- outage ----------------------------------------------------------------------------------------
 

@@ -216,7 +216,9 @@ class RequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
-        self.server.faults.hold_if_hung()
+        if self.server.faults.hold_if_hung():
+            self.close_connection = True  # a held request is never answered
+            return
         if self.server.faults.is_down():
             self._reset_connection()
             return
