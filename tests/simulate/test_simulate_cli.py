@@ -33,7 +33,10 @@ def test_json_report_has_each_policy_and_the_lower_bound(
     default = report["policies"][0]
     # The trace ends at 605 s: three m5.large billed from 16 s (running) to 605 s.
     assert default["dollars"]["instances"] == pytest.approx(3 * M5_LARGE * (605 - 16) / 3600, abs=1e-6)
-    assert default["dollars"]["volumes"] == "not modelled yet"
+    # Each m5.large boots AL2023's default 20 GiB gp3 root volume, $0.08 per GiB-month (730 h).
+    assert default["dollars"]["volumes"] == pytest.approx(3 * 20 * 0.08 / 730 * (605 - 16) / 3600, abs=1e-6)
+    assert default["dollars"]["addresses"] == 0  # private subnets, no associatePublicIPAddress
+    assert default["dollars"]["credits"] == "not modelled yet"
     assert default["launchesByType"] == {"m5.large": 3}
     assert default["podPendingSeconds"]["max"] == 46.0
     bound = report["policies"][2]
@@ -51,7 +54,8 @@ def test_table_lists_the_policies_side_by_side(
     out = capsys.readouterr().out
     assert "instance $" in out
     assert "pending p99 (s)" in out
-    assert "not modelled yet" in out
+    assert "volume $" in out
+    assert "not modelled yet" in out  # CPU credits
 
 
 def test_an_unknown_policy_is_a_usage_error(

@@ -79,9 +79,10 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
         progress=_progress(sys.stderr),
         jobs=args.jobs,
     )
-    rows = [figures(name, outcomes[POLICIES[name]], START_EPOCH) for name in names]
+    rows = [figures(name, outcomes[POLICIES[name]], START_EPOCH, args.region) for name in names]
     notes: dict[str, Any] = {
-        "billing": "instances per second while running, 60 s minimum; volumes, public IPv4: not modelled yet",
+        "billing": "instances per second while running, 60 s minimum; volumes and public IPv4 over the same "
+        "seconds at the node bill's prices; CPU credits: not modelled yet",
         "nodeStart": _start_json(spec.start),
     }
     if not args.no_bound:

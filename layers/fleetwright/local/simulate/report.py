@@ -1,8 +1,10 @@
 """The figures of a replay, side by side per policy: a table for people and JSON for scripts.
 
 Instance dollars follow EC2's Linux billing: per second while the instance is ``running`` (from the end
-of its boot until it starts shutting down), at least 60 seconds per instance. Volumes, public IPv4
-addresses and burstable credits are not modelled yet: their columns say so rather than print a zero.
+of its boot until it starts shutting down), at least 60 seconds per instance. Volumes and public IPv4
+addresses are priced by the node bill (:func:`fleetwright.catalog.bill.node_bill`, from each launch's
+EC2NodeClass) over the same seconds. Burstable credits are not modelled yet: their row says so rather
+than print a zero.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.catalog.bill import DEFAULT_REGION, node_class_view
 from fleetwright.local.simulate.cloud import SimInstance
 from fleetwright.local.simulate.engine import Outcome
 
@@ -68,6 +71,8 @@ class Figures:
     by_type: dict[str, int] = field(default_factory=dict)
     interruptions: int = 0
     bound: bool = False  # the lower bound: no pods, launches or disruptions
+    volume_dollars: float = 0.0
+    address_dollars: float = 0.0
 
     @property
     def launches_per_node(self) -> float:
@@ -87,8 +92,9 @@ class Figures:
             "policy": self.policy,
             "dollars": {
                 "instances": round(self.instance_dollars, 6),
-                "volumes": NOT_MODELLED,
-                "addresses": NOT_MODELLED,
+                "volumes": round(self.volume_dollars, 6),
+                "addresses": round(self.address_dollars, 6),
+                "credits": NOT_MODELLED,
             },
             "nodeHours": round(self.node_hours, 4),
             "peakNodes": int(self.peak_nodes),
@@ -103,14 +109,17 @@ class Figures:
         }
 
 
-def figures(policy: str, outcome: Outcome, start: float) -> Figures:
+def figures(policy: str, outcome: Outcome, start: float, region: str = DEFAULT_REGION) -> Figures:
     """The figures of one replay (``start``: the epoch of the replay's time zero)."""
     end = start + outcome.duration
-    dollars = hours = 0.0
+    dollars = hours = volumes = addresses = 0.0
     by_type: dict[str, int] = {}
     for instance in outcome.instances:
         seconds = billed_seconds(instance, end, start)
         dollars += instance.price * seconds / 3600
+        view = node_class_view(instance.request.node_class, region)
+        volumes += view.volumes_per_hour() * seconds / 3600
+        addresses += view.address_per_hour() * seconds / 3600
         stop = end if instance.ended_at is None else min(instance.ended_at, end)
         hours += max(0.0, stop - instance.running_at) / 3600
         by_type[instance.launched.instance_type] = by_type.get(instance.launched.instance_type, 0) + 1
@@ -137,6 +146,8 @@ def figures(policy: str, outcome: Outcome, start: float) -> Figures:
         dict(outcome.disruptions),
         by_type,
         outcome.interruptions,
+        volume_dollars=volumes,
+        address_dollars=addresses,
     )
 
 
@@ -149,8 +160,9 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
 
     lines: list[list[str]] = [
         ["instance $", *(f"{r.instance_dollars:.2f}" for r in rows)],
-        ["volume $", *(cell(r, NOT_MODELLED) for r in rows)],
-        ["public IPv4 $", *(cell(r, NOT_MODELLED) for r in rows)],
+        ["volume $", *(cell(r, f"{r.volume_dollars:.2f}") for r in rows)],
+        ["public IPv4 $", *(cell(r, f"{r.address_dollars:.2f}") for r in rows)],
+        ["CPU credits $", *(cell(r, NOT_MODELLED) for r in rows)],
         ["node-hours", *(f"{r.node_hours:.1f}" for r in rows)],
         ["peak nodes", *(f"{r.peak_nodes:.1f}" if r.bound else str(int(r.peak_nodes)) for r in rows)],
         ["launches", *(cell(r, str(r.launches)) for r in rows)],
