@@ -31,23 +31,17 @@ def state_client(backend: str = MEMORY, region: str = "us-east-1") -> Iterator[A
         return
     if backend != MOTO:
         raise ValueError(f"unknown state backend {backend!r}")
+    from unittest import mock
+
     import boto3  # type: ignore[import-untyped]
     from moto import mock_aws
 
-    fake = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": region}
-    saved = {key: os.environ.get(key) for key in fake}
-    os.environ.update(fake)
-    try:
-        with mock_aws():
-            client = boto3.client("dynamodb", region_name=region)
-            create_state_table(client, STATE_TABLE)
-            yield client
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    from fleetwright.local.sandbox import FAKE_CREDENTIALS
+
+    with mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}), mock_aws():
+        client = boto3.client("dynamodb", region_name=region)
+        create_state_table(client, STATE_TABLE)
+        yield client
 
 
 def replay(
