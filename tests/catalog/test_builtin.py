@@ -56,6 +56,7 @@ def test_m5_large(catalog, moto_zones):
 
 
 def test_offerings_follow_ec2_zones_and_usage_classes(catalog, moto_zones):
+    assert len(catalog) > 500
     for name, it in catalog.items():
         on_demand = {o.zone for o in it.offerings if o.capacity_type == "on-demand"}
         spot = {o.zone for o in it.offerings if o.capacity_type == "spot"}
@@ -126,6 +127,7 @@ def test_offerings_carry_zone_ids(catalog):
 
 def test_pod_eni_follows_vpc_limits(catalog):
     limits = vpc_limits()
+    assert len(catalog) > 500 and any(it.capacity.get("vpc.amazonaws.com/pod-eni") for it in catalog.values())
     for name, it in catalog.items():
         entry = limits.get(name, {})
         expected = entry.get("branch_interfaces") if entry.get("trunking") else None

@@ -112,6 +112,7 @@ def test_walkthrough_candidates_leave_out_burstable_types_that_would_run_on_surp
     run: Run, tmp_path: Path
 ) -> None:
     doc = plan_json(run, walkthrough(tmp_path))
+    assert doc["nodeClaims"]
     for claim in doc["nodeClaims"]:
         # Each node's pods request 2 or 3 CPUs: no T type's baseline covers them, so none is a candidate
         # EC2 could launch in place of the cheapest by bill.

@@ -121,7 +121,9 @@ def test_nodeclaim_columns_read_its_labels(apiserver: ApiServer, kubectl: Kubect
 def test_stored_objects_read_as_the_same_karpenter_objects(apiserver: ApiServer, path: Path) -> None:
     """The schema keeps every field Fleetwright reads: what the server stores (pruned and defaulted)
     parses to the same model as the file."""
-    for index, doc in enumerate(d for d in yaml.safe_load_all(path.read_text()) if d):
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert docs, f"{path} holds no document"
+    for index, doc in enumerate(docs):
         plural = "nodepools" if doc["kind"] == "NodePool" else "ec2nodeclasses"
         group = doc["apiVersion"].split("/")[0]
         rt = served(apiserver, plural, group)
