@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit cdk-synth bench clean venv
+.PHONY: demo test quick lint typecheck unit cdk-synth bench clean venv
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +29,12 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	.ci/install-kubectl
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --durations=25
+
+# The fast subset for the edit loop: tests that start no moto, emulator, workflow harness or CDK synthesis
+# and are not marked slow (tests/conftest.py). `make test` runs everything.
+quick: $(STAMP)
+	$(BIN)/pytest -n 2 -m "not slow"
 
 cdk-synth: $(STAMP)
 	.ci/cdk-synth

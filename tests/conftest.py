@@ -5,6 +5,11 @@ Every EC2 client created while a test under one of :data:`STRICT_SUITES` runs ge
 ``Session.create_client``). A test opts out of one rule with
 ``@pytest.mark.lenient_ec2("RuleName", reason="why")``; a reason is required. moto's subnet address pool is
 made safe for the provisioner's concurrent launches in every suite (``thread_safe_moto``).
+
+Tests that start a world — moto, the Kubernetes emulator, a workflow harness or a CDK synthesis — are
+marked ``slow`` here, by the fixtures they request (:data:`WORLD_FIXTURES`), so ``make quick``
+(``pytest -m "not slow"``) runs the pure tests alone; slow tests without such a fixture carry the marker
+themselves.
 """
 
 from __future__ import annotations
@@ -20,6 +25,11 @@ from fleetwright.local.aws_fakes import thread_safe_moto
 from tests.aws.strict import RULES, StrictEc2
 
 TESTS = Path(__file__).parent
+# Fixtures that start moto, the emulator, a workflow harness or a CDK synthesis (see the module docstring).
+WORLD_FIXTURES = frozenset(
+    {"aws", "world", "make_rig", "synthesis", "chaos", "harness", "interruptions", "apiserver", "dynamodb"}
+)
+SLOW_SUITES = frozenset({"infra"})  # every module synthesizes the CDK app
 STRICT_SUITES = frozenset(
     {"aws", "provisioning", "interruption", "disruption", "termination", "chaos", "security"}
 )
@@ -31,6 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "lenient_ec2(*rules, reason): turn the named strict EC2 rules off for this test (reason required)",
     )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if WORLD_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _suite(item) in SLOW_SUITES:
+            item.add_marker(pytest.mark.slow)
 
 
 def _skipped_rules(node: pytest.Item) -> frozenset[str]:
@@ -45,12 +61,17 @@ def _skipped_rules(node: pytest.Item) -> frozenset[str]:
     return frozenset(skipped)
 
 
-def _in_strict_suite(node: pytest.Item) -> bool:
+def _suite(node: pytest.Item) -> str | None:
+    """The directory under tests/ holding ``node`` (None for tests/'s own modules)."""
     try:
         relative = Path(node.path).resolve().relative_to(TESTS.resolve())
     except ValueError:
-        return False
-    return len(relative.parts) > 1 and relative.parts[0] in STRICT_SUITES
+        return None
+    return relative.parts[0] if len(relative.parts) > 1 else None
+
+
+def _in_strict_suite(node: pytest.Item) -> bool:
+    return _suite(node) in STRICT_SUITES
 
 
 @pytest.fixture(autouse=True)

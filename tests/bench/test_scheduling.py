@@ -71,6 +71,7 @@ def test_karpenter_mix_never_exceeds_binding_limits(types: list[InstanceType]) -
     assert all(anti_affinity_pods(claim) <= 1 for claim in results.new_claims)
 
 
+@pytest.mark.slow
 def test_karpenter_mix_of_20000_pods_needs_4000_nodes(types: list[InstanceType]) -> None:
     _, plan = karpenter_plan(karpenter_pods(20000), types)
     out = io.StringIO()

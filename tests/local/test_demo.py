@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fleetwright.cli import main
+
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
 
 ROOT = Path(__file__).resolve().parents[2]
 

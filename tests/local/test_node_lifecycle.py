@@ -23,6 +23,8 @@ from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, Sa
 from fleetwright.model import labels as wk
 from tests.local.helpers import wait_for
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from fleetwright.model.quantity import CPU, MEMORY, QuantityError, parse_quantity, parse_resource
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+
 SUFFIXES = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 
 

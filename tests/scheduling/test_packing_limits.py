@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,8 @@ from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import SMALL_CATALOG, itype, nodepool, pod
 from tests.scheduling.test_repack import TYPES, cpu_and_memory_pods, optimum
+
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
 
 # Six families over three shapes (CPU-, balanced, memory-rich), four sizes each, prices like EC2's.
 SHAPES = {"c": (2, 4, 0.085), "m": (2, 8, 0.096), "r": (2, 16, 0.126)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from fleetwright.scheduling.compat import allowed_offerings
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import SMALL_CATALOG, ZONES, node, nodepool, pod
+
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
 
 CPUS = ["100m", "250m", "500m", "1", "1500m", "3"]
 MEMS = ["100Mi", "512Mi", "1Gi", "2Gi", "4Gi", "10Gi"]

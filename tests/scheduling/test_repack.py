@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from fleetwright.scheduling.repack import Option, node_total, pack, undominated
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import itype, nodepool, pod, req
+
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
 
 # A CPU-rich and a memory-rich type at the same price, and a large one that is dear per resource.
 TYPES = [

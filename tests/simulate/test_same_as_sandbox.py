@@ -23,6 +23,8 @@ from fleetwright.model.instancetype import InstanceType
 from tests.local.helpers import wait_for
 from tests.simulate.conftest import NODECLASS, nodepool
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+
 ZONES = frozenset({"us-east-1a", "us-east-1b", "us-east-1c"})  # the sandbox's subnets
 PODS_OF_THE_TRACE = [
     TracePod("big-0", 5.0, None, "1500m", "1Gi"),
