@@ -6,7 +6,8 @@ The trace is cut into intervals of ``interval`` seconds; over each, the pods run
 interval (a subset of those running at any moment of it) are packed by the LP relaxation, so each
 interval's bound is below the cost of any cluster at any moment of it, and their sum is a lower bound on
 the replay's instance dollars (it ignores node start, the 60 s billing minimum and every constraint but
-requests). Nodes are the LP solution's (fractional) node count.
+requests). Nodes are the LP solution's (fractional) node count; their rises are the launches a
+clairvoyant cluster following the bound would make (:func:`~fleetwright.local.simulate.report.nodes_needed`).
 
 The bound needs the repository's ``bench/lp_bound.py`` and scipy (development dependencies):
 :func:`load_lp_bound` finds it from the working directory or this package's checkout, or returns None.
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetwright.local.simulate.engine import pod_object
-from fleetwright.local.simulate.report import Figures
+from fleetwright.local.simulate.report import Figures, Point
 from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kube import pod_from_object
@@ -98,9 +99,11 @@ def _pods(trace: Trace) -> list[tuple[TracePod, Pod]]:
 
 
 def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTERVAL_SECONDS) -> Figures:
-    """The bound's dollars, node-hours and peak (fractional) nodes over ``trace``."""
+    """The bound's dollars, node-hours and peak (fractional) nodes over ``trace``, and its series: one
+    point an interval (its nodes and $/h), and one at the trace's end."""
     pairs = _pods(trace)
     dollars = node_hours = peak = 0.0
+    series: list[Point] = []
     start = 0.0
     while start < trace.duration:
         stop = min(start + interval, trace.duration)
@@ -111,5 +114,8 @@ def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTE
         dollars += hourly * (stop - start) / 3600
         node_hours += nodes * (stop - start) / 3600
         peak = max(peak, nodes)
+        series.append(Point(start, nodes, hourly))
         start = stop
-    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True)
+    last = series[-1] if series else Point(0.0, 0.0, 0.0)
+    series.append(Point(trace.duration, last.nodes, last.hourly))
+    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True, series=series)

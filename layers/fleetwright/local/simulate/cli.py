@@ -41,6 +41,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from fleetwright.plan import PlanError
 
     try:
+        if args.plot:
+            from fleetwright.local.simulate.plot import check_target
+
+            check_target(args.plot)
         rows, notes, duration = _run(args)
     except (DocumentError, PlanError, TraceError, ValueError) as error:
         print(str(error) if isinstance(error, DocumentError) else f"error: {error}", file=sys.stderr)
@@ -52,6 +56,20 @@ def _simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(rows, duration))
         for key, value in notes.items():
             print(f"{key}: {value}")
+    return _plot(args, rows, duration) if args.plot else EXIT_OK
+
+
+def _plot(args: argparse.Namespace, rows: list[Any], duration: float) -> int:
+    """Draw the plot after the report is out (a plot that fails to write loses no figures)."""
+    from pathlib import Path
+
+    from fleetwright.local.simulate.plot import PlotError, plot
+
+    try:
+        plot(rows, args.plot, title=f"{Path(args.trace).name}: {duration / 3600:.2f} h replayed")
+    except PlotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -67,6 +85,8 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
         NodeStart(args.boot_seconds, args.register_seconds, args.ready_seconds, args.startup_taint_seconds),
     )
     trace = read_trace(args.trace)
+    if args.until is not None:
+        trace = trace.cut(args.until)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     unknown = [name for name in names if name not in POLICIES]
     if unknown:
@@ -155,7 +175,15 @@ def add_cli(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--region", default="us-east-1", help="region of the built-in catalog")
     parser.add_argument("--trace", required=True, metavar="FILE", help="the workload trace (CSV)")
+    parser.add_argument(
+        "--until", type=float, metavar="SECONDS", help="replay only the trace's first SECONDS seconds"
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw nodes and $/h over time per policy and the bound (needs matplotlib)",
+    )
     parser.add_argument(
         "--policies", default="default,FewerNodes", help="comma-separated (default, FewerNodes, LowestCost)"
     )
