@@ -101,7 +101,8 @@ def diurnal_trace(count: int, hours: float, seed: int) -> Trace:
     return Trace(tuple(pods), duration)
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The bench's options (see the module's docstring)."""
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--shipped", action="store_true", help="the shipped traces (the default)")
@@ -114,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bound", action="store_true")
     parser.add_argument("--plot-dir", metavar="DIR", help="write each trace's plot (PNG) there")
     parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     spec = WorldSpec([nodepool()], [nodeclass()], builtin_catalog("us-east-1"))
     for label, trace in traces(args):
         print(f"trace: {label}", flush=True)
