@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.plot_dir:
             from fleetwright.local.simulate.plot import plot
 
-            target = Path(args.plot_dir) / f"{label.split()[0].removesuffix('.csv')}.png"
+            target = Path(args.plot_dir) / f"{label.split(':')[0].removesuffix('.csv')}.png"
             plot(rows, target, title=label)
             print(f"plot: {target}", flush=True)
     print(f"machine: {machine()}")
