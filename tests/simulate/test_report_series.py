@@ -5,15 +5,17 @@ bound would make."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 
 import pytest
 
-from fleetwright.local.simulate.bound import integrate
+from fleetwright.local.simulate.bound import integrate, lp_bound_function
 from fleetwright.local.simulate.report import Figures, Point, figures, nodes_needed, render_table
 from fleetwright.local.simulate.runner import replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
 from fleetwright.model.pod import Pod
+from tests.scheduling.builders import pod
 from tests.simulate.conftest import nodepool, pods, trace
 
 M5_LARGE = 0.096  # on-demand $/h in the built-in us-east-1 catalog
@@ -76,3 +78,31 @@ def test_the_table_divides_launches_by_the_nodes_needed() -> None:
     assert row.split()[-3:] == ["4.00", "3", "needed"]  # 12 launches / 3 nodes needed
     assert policy.as_json(bound.nodes_needed)["launchesPerNodeNeeded"] == 4.0
     assert "launches / node needed" not in render_table([policy], 600.0)
+
+
+def test_solves_stopped_by_the_time_limit_are_counted_and_noted() -> None:
+    class Result:
+        def __init__(self, kind: str) -> None:
+            self.kind, self.value, self.nodes = kind, 1.0, 1.0
+
+    class Module:
+        EXACT = "exact LP"
+
+        @staticmethod
+        def packing_problem(pods: Sequence[Pod], *_: object) -> SimpleNamespace:
+            return SimpleNamespace(classes=[len(pods)], demand=[len(pods)])
+
+        @staticmethod
+        def lp_bound(problem: SimpleNamespace, time_limit: float) -> Result:
+            return Result("Farley" if problem.classes[0] > 1 else "exact LP")
+
+    solver = lp_bound_function(Module(), [], [], time_limit=2.0)
+    assert solver.note() is None
+    one, two = (pod(f"p{i}") for i in range(2))
+    for mix in ([one], [one, two], [one, two]):  # the same mix twice is solved once
+        solver(mix)
+    assert solver.stopped == 1
+    assert solver.note() == (
+        "1 of 2 LP solves stopped at the 2 s time limit: their intervals have a weaker bound and an "
+        "approximate node count (--bound-time-limit)"
+    )

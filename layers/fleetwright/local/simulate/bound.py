@@ -65,26 +65,56 @@ def load_lp_bound() -> Any | None:
     return module
 
 
+class LPBoundFunction:
+    """The bench's LP bound of pods on new nodes of ``templates`` (one solve per distinct pod mix),
+    counting the solves the time limit stopped: their dollars are still a lower bound (a Farley bound),
+    but weaker, and their node count is that of the last restricted master, not of the LP optimum, so
+    both then depend on how fast the machine was."""
+
+    def __init__(
+        self,
+        module: Any,
+        templates: Sequence[NodePoolTemplate],
+        instance_types: list[InstanceType],
+        time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+    ) -> None:
+        self.module = module
+        self.templates = list(templates)
+        self.instance_types = instance_types
+        self.time_limit = time_limit
+        self.solved: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[float, float]] = {}
+        self.stopped = 0  # solves the time limit stopped
+
+    def __call__(self, pods: Sequence[Pod]) -> tuple[float, float]:
+        if not pods:
+            return 0.0, 0.0
+        problem = self.module.packing_problem(pods, self.instance_types, (), self.templates)
+        key = (tuple(problem.classes), tuple(problem.demand))
+        if key not in self.solved:
+            result = self.module.lp_bound(problem, self.time_limit)
+            self.stopped += result.kind != self.module.EXACT
+            self.solved[key] = (float(result.value), float(result.nodes))
+        return self.solved[key]
+
+    def note(self) -> str | None:
+        """A line for the report when some solve was stopped, else None."""
+        if not self.stopped:
+            return None
+        limit = f"{self.time_limit:g} s"
+        return (
+            f"{self.stopped} of {len(self.solved)} LP solves stopped at the {limit} time limit: "
+            "their intervals have a weaker bound and an approximate node count (--bound-time-limit)"
+        )
+
+
 def lp_bound_function(
     module: Any,
     templates: Sequence[NodePoolTemplate],
     instance_types: list[InstanceType],
     time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
-) -> BoundFunction:
+) -> LPBoundFunction:
     """The bench's LP bound of pods on new nodes of ``templates`` (one solve per distinct pod mix)."""
-    solved: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[float, float]] = {}
-
-    def bound(pods: Sequence[Pod]) -> tuple[float, float]:
-        if not pods:
-            return 0.0, 0.0
-        problem = module.packing_problem(pods, instance_types, (), templates)
-        key = (tuple(problem.classes), tuple(problem.demand))
-        if key not in solved:
-            result = module.lp_bound(problem, time_limit)
-            solved[key] = (float(result.value), float(result.nodes))
-        return solved[key]
-
-    return bound
+    return LPBoundFunction(module, templates, instance_types, time_limit)
 
 
 def _pods(trace: Trace) -> list[tuple[TracePod, Pod]]:

@@ -110,7 +110,10 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
         if module is None:
             notes[BOUND_POLICY] = "not computed: bench/lp_bound.py and scipy are needed"
         else:
-            rows.append(integrate(trace, _bound_function(module, spec), args.bound_interval))
+            solver = _bound_function(module, spec, args.bound_time_limit)
+            rows.append(integrate(trace, solver, args.bound_interval))
+            if solver.note():
+                notes[BOUND_POLICY] = solver.note()
     for name, outcome in zip(names, (outcomes[POLICIES[n]] for n in names), strict=True):
         for error in outcome.errors[:5]:
             print(f"warning: {name}: {error}", file=sys.stderr)
@@ -150,13 +153,14 @@ def _spec(args: argparse.Namespace, start: Any) -> Any:
     )
 
 
-def _bound_function(module: Any, spec: Any) -> Any:
+def _bound_function(module: Any, spec: Any, time_limit: float) -> Any:
     from fleetwright.local.simulate.bound import lp_bound_function
     from fleetwright.local.simulate.runner import catalog_for
     from fleetwright.scheduling.templates import nodepool_templates
 
     catalog = catalog_for(spec)
-    return lp_bound_function(module, nodepool_templates(spec.nodepools, spec.nodeclasses, []), catalog)
+    templates = nodepool_templates(spec.nodepools, spec.nodeclasses, [])
+    return lp_bound_function(module, templates, catalog, time_limit)
 
 
 def add_cli(subparsers: Subparsers) -> None:
@@ -193,6 +197,13 @@ def add_cli(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
     parser.add_argument("--bound-interval", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument(
+        "--bound-time-limit",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="time limit of each LP solve of the bound (a stopped solve gives a weaker bound)",
+    )
     from fleetwright.local.nodestart import NodeStart
 
     start = NodeStart.default  # the emulator's node start (docs/emulator.md)
