@@ -204,9 +204,22 @@ def add_cli(subparsers: Subparsers) -> None:
         metavar="SECONDS",
         help="time limit of each LP solve of the bound (a stopped solve gives a weaker bound)",
     )
+    _add_start_options(parser)
+    parser.add_argument(
+        "--spot-interruptions",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="interruption warnings per spot instance per hour, through the interruption handler",
+    )
+    parser.set_defaults(handler=_simulate)
+
+
+def _add_start_options(parser: argparse.ArgumentParser) -> None:
+    """The node start's phases, the emulator's by default (docs/emulator.md)."""
     from fleetwright.local.nodestart import NodeStart
 
-    start = NodeStart.default  # the emulator's node start (docs/emulator.md)
+    start = NodeStart.default
     parser.add_argument(
         "--boot-seconds", type=float, default=start.boot_seconds, help="EC2 pending → running"
     )
@@ -222,11 +235,3 @@ def add_cli(subparsers: Subparsers) -> None:
         default=start.startup_taint_seconds,
         help="Ready → startup taints removed",
     )
-    parser.add_argument(
-        "--spot-interruptions",
-        type=float,
-        default=0.0,
-        metavar="RATE",
-        help="interruption warnings per spot instance per hour, through the interruption handler",
-    )
-    parser.set_defaults(handler=_simulate)
