@@ -2,7 +2,7 @@
 
 Usage: python bench/day.py [--shipped | --trace FILE ... | --pods N] [--hours H] [--seed 42]
                            [--policies default,FewerNodes] [--bound-interval 300]
-                           [--bound-time-limit 5] [--no-bound]
+                           [--bound-time-limit 30] [--no-bound]
                            [--plot-dir DIR] [--profile]
 
 The traces: by default (``--shipped``) the two shipped days, examples/traces/azure-vm-day.csv (Azure VMs
@@ -113,7 +113,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--policies", default="default,FewerNodes")
     parser.add_argument("--bound-interval", type=float, default=300.0)
-    parser.add_argument("--bound-time-limit", type=float, default=5.0, help="seconds per LP solve")
+    parser.add_argument("--bound-time-limit", type=float, default=30.0, help="seconds per LP solve")
     parser.add_argument("--no-bound", action="store_true")
     parser.add_argument("--plot-dir", metavar="DIR", help="write each trace's plot (PNG) there")
     parser.add_argument("--profile", action="store_true")

@@ -30,7 +30,7 @@ from fleetwright.model.pod import Pod
 from fleetwright.scheduling.types import NodePoolTemplate
 
 DEFAULT_INTERVAL_SECONDS = 300.0
-DEFAULT_TIME_LIMIT_SECONDS = 5.0
+DEFAULT_TIME_LIMIT_SECONDS = 30.0
 BOUND_POLICY = "lower bound"
 
 # ($/h, nodes) of packing these pods on new nodes.

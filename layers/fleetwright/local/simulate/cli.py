@@ -200,7 +200,7 @@ def add_cli(subparsers: Subparsers) -> None:
     parser.add_argument(
         "--bound-time-limit",
         type=float,
-        default=5.0,
+        default=30.0,
         metavar="SECONDS",
         help="time limit of each LP solve of the bound (a stopped solve gives a weaker bound)",
     )
