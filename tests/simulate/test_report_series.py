@@ -102,6 +102,9 @@ def test_solves_stopped_by_the_time_limit_are_counted_and_noted() -> None:
     for mix in ([one], [one, two], [one, two]):  # the same mix twice is solved once
         solver(mix)
     assert solver.stopped == 1
+    bound = integrate(trace(pods(2, 0.0, None), 600.0), solver, 300.0)
+    assert bound.approximate  # marked in the table: "~1 needed"
+    assert "~1 needed" in render_table([bound], 600.0)
     assert solver.note() == (
         "1 of 2 LP solves stopped at the 2 s time limit: their intervals have a weaker bound and an "
         "approximate node count (--bound-time-limit)"

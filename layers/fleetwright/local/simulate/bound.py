@@ -148,4 +148,5 @@ def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTE
         start = stop
     last = series[-1] if series else Point(0.0, 0.0, 0.0)
     series.append(Point(trace.duration, last.nodes, last.hourly))
-    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True, series=series)
+    stopped = getattr(bound, "stopped", 0) > 0  # an LPBoundFunction whose time limit stopped a solve
+    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True, series=series, approximate=stopped)

@@ -133,6 +133,7 @@ class Figures:
     volume_dollars: float = 0.0
     address_dollars: float = 0.0
     series: list[Point] = field(default_factory=list, repr=False)
+    approximate: bool = False  # the lower bound: some LP solve stopped at its time limit
 
     @property
     def launches_per_node(self) -> float:
@@ -159,6 +160,7 @@ class Figures:
                 "nodeHours": round(self.node_hours, 4),
                 "peakNodes": round(self.peak_nodes, 2),
                 "nodesNeeded": self.nodes_needed,
+                "approximate": self.approximate,
             }
         per_needed = self.launches_per_node_needed(needed)
         return {
@@ -241,7 +243,7 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
 
     def per_needed(row: Figures) -> str:
         if row.bound:
-            return f"{row.nodes_needed} needed"
+            return f"{'~' if row.approximate else ''}{row.nodes_needed} needed"
         ratio = row.launches_per_node_needed(needed)
         return "-" if ratio is None else f"{ratio:.2f}"
 
