@@ -95,3 +95,57 @@ def test_policies_replayed_in_parallel_give_the_same_report(
     one_by_one = json.loads(capsys.readouterr().out)
     assert main([*base, "--jobs", "2"]) == 0
     assert json.loads(capsys.readouterr().out) == one_by_one
+
+
+def test_the_json_report_divides_launches_by_the_nodes_the_bound_needed(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    args = ["simulate", "-f", str(pools), "--trace", str(trace), "-o", "json", "--policies", "default"]
+    assert main(args) == 0
+    default, bound = json.loads(capsys.readouterr().out)["policies"]
+    # Three 1-CPU pods, one per m5.large: the bound needs 3 nodes, the replay launches 3.
+    assert bound["nodesNeeded"] == 3
+    assert default["launches"] == 3
+    assert default["launchesPerNodeNeeded"] == 1.0
+
+
+def test_plot_writes_a_png_of_both_panels(
+    files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    target = tmp_path / "day.png"
+    assert main(["simulate", "-f", str(pools), "--trace", str(trace), "--plot", str(target)]) == 0
+    data = target.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1000, 650)
+    assert len(data) > 20_000  # two panels of lines, labels and a legend, not an empty canvas
+    assert "instance $" in capsys.readouterr().out  # the table is printed as well
+
+
+@pytest.mark.parametrize("where", ["missing/day.png", "."])
+def test_plot_to_a_path_that_cannot_be_written_is_a_usage_error_before_the_replay(
+    files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    pools, trace = files
+    target = tmp_path / where
+    assert main(["simulate", "-f", str(pools), "--trace", str(trace), "--plot", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "cannot write the plot" in captured.err
+    assert captured.out == ""  # nothing replayed
+
+
+def test_until_replays_the_first_seconds_of_the_trace(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools, trace = files
+    base = ["simulate", "-f", str(pools), "--trace", str(trace), "-o", "json", "--policies", "default"]
+    assert main([*base, "--until", "300"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["durationSeconds"] == 300
+    # The three m5.large run from 16 s to the cut.
+    assert report["policies"][0]["dollars"]["instances"] == pytest.approx(3 * M5_LARGE * (300 - 16) / 3600)
+    assert main([*base, "--until", "0"]) == 2
+    assert "positive number of seconds" in capsys.readouterr().err

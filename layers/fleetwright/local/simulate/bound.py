@@ -6,7 +6,8 @@ The trace is cut into intervals of ``interval`` seconds; over each, the pods run
 interval (a subset of those running at any moment of it) are packed by the LP relaxation, so each
 interval's bound is below the cost of any cluster at any moment of it, and their sum is a lower bound on
 the replay's instance dollars (it ignores node start, the 60 s billing minimum and every constraint but
-requests). Nodes are the LP solution's (fractional) node count.
+requests). Nodes are the LP solution's (fractional) node count; their rises are the launches a
+clairvoyant cluster following the bound would make (:func:`~fleetwright.local.simulate.report.nodes_needed`).
 
 The bound needs the repository's ``bench/lp_bound.py`` and scipy (development dependencies):
 :func:`load_lp_bound` finds it from the working directory or this package's checkout, or returns None.
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetwright.local.simulate.engine import pod_object
-from fleetwright.local.simulate.report import Figures
+from fleetwright.local.simulate.report import Figures, Point
 from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.kube import pod_from_object
@@ -29,7 +30,7 @@ from fleetwright.model.pod import Pod
 from fleetwright.scheduling.types import NodePoolTemplate
 
 DEFAULT_INTERVAL_SECONDS = 300.0
-DEFAULT_TIME_LIMIT_SECONDS = 5.0
+DEFAULT_TIME_LIMIT_SECONDS = 30.0
 BOUND_POLICY = "lower bound"
 
 # ($/h, nodes) of packing these pods on new nodes.
@@ -64,26 +65,56 @@ def load_lp_bound() -> Any | None:
     return module
 
 
+class LPBoundFunction:
+    """The bench's LP bound of pods on new nodes of ``templates`` (one solve per distinct pod mix),
+    counting the solves the time limit stopped: their dollars are still a lower bound (a Farley bound),
+    but weaker, and their node count is that of the last restricted master, not of the LP optimum, so
+    both then depend on how fast the machine was."""
+
+    def __init__(
+        self,
+        module: Any,
+        templates: Sequence[NodePoolTemplate],
+        instance_types: list[InstanceType],
+        time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+    ) -> None:
+        self.module = module
+        self.templates = list(templates)
+        self.instance_types = instance_types
+        self.time_limit = time_limit
+        self.solved: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[float, float]] = {}
+        self.stopped = 0  # solves the time limit stopped
+
+    def __call__(self, pods: Sequence[Pod]) -> tuple[float, float]:
+        if not pods:
+            return 0.0, 0.0
+        problem = self.module.packing_problem(pods, self.instance_types, (), self.templates)
+        key = (tuple(problem.classes), tuple(problem.demand))
+        if key not in self.solved:
+            result = self.module.lp_bound(problem, self.time_limit)
+            self.stopped += result.kind != self.module.EXACT
+            self.solved[key] = (float(result.value), float(result.nodes))
+        return self.solved[key]
+
+    def note(self) -> str | None:
+        """A line for the report when some solve was stopped, else None."""
+        if not self.stopped:
+            return None
+        limit = f"{self.time_limit:g} s"
+        return (
+            f"{self.stopped} of {len(self.solved)} LP solves stopped at the {limit} time limit: "
+            "their intervals have a weaker bound and an approximate node count (--bound-time-limit)"
+        )
+
+
 def lp_bound_function(
     module: Any,
     templates: Sequence[NodePoolTemplate],
     instance_types: list[InstanceType],
     time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
-) -> BoundFunction:
+) -> LPBoundFunction:
     """The bench's LP bound of pods on new nodes of ``templates`` (one solve per distinct pod mix)."""
-    solved: dict[tuple[tuple[Any, ...], tuple[int, ...]], tuple[float, float]] = {}
-
-    def bound(pods: Sequence[Pod]) -> tuple[float, float]:
-        if not pods:
-            return 0.0, 0.0
-        problem = module.packing_problem(pods, instance_types, (), templates)
-        key = (tuple(problem.classes), tuple(problem.demand))
-        if key not in solved:
-            result = module.lp_bound(problem, time_limit)
-            solved[key] = (float(result.value), float(result.nodes))
-        return solved[key]
-
-    return bound
+    return LPBoundFunction(module, templates, instance_types, time_limit)
 
 
 def _pods(trace: Trace) -> list[tuple[TracePod, Pod]]:
@@ -98,9 +129,11 @@ def _pods(trace: Trace) -> list[tuple[TracePod, Pod]]:
 
 
 def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTERVAL_SECONDS) -> Figures:
-    """The bound's dollars, node-hours and peak (fractional) nodes over ``trace``."""
+    """The bound's dollars, node-hours and peak (fractional) nodes over ``trace``, and its series: one
+    point an interval (its nodes and $/h), and one at the trace's end."""
     pairs = _pods(trace)
     dollars = node_hours = peak = 0.0
+    series: list[Point] = []
     start = 0.0
     while start < trace.duration:
         stop = min(start + interval, trace.duration)
@@ -111,5 +144,9 @@ def integrate(trace: Trace, bound: BoundFunction, interval: float = DEFAULT_INTE
         dollars += hourly * (stop - start) / 3600
         node_hours += nodes * (stop - start) / 3600
         peak = max(peak, nodes)
+        series.append(Point(start, nodes, hourly))
         start = stop
-    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True)
+    last = series[-1] if series else Point(0.0, 0.0, 0.0)
+    series.append(Point(trace.duration, last.nodes, last.hourly))
+    stopped = getattr(bound, "stopped", 0) > 0  # an LPBoundFunction whose time limit stopped a solve
+    return Figures(BOUND_POLICY, dollars, node_hours, peak, 0, bound=True, series=series, approximate=stopped)

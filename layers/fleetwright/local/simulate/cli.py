@@ -41,6 +41,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from fleetwright.plan import PlanError
 
     try:
+        if args.plot:
+            from fleetwright.local.simulate.plot import check_target
+
+            check_target(args.plot)
         rows, notes, duration = _run(args)
     except (DocumentError, PlanError, TraceError, ValueError) as error:
         print(str(error) if isinstance(error, DocumentError) else f"error: {error}", file=sys.stderr)
@@ -52,6 +56,20 @@ def _simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(rows, duration))
         for key, value in notes.items():
             print(f"{key}: {value}")
+    return _plot(args, rows, duration) if args.plot else EXIT_OK
+
+
+def _plot(args: argparse.Namespace, rows: list[Any], duration: float) -> int:
+    """Draw the plot after the report is out (a plot that fails to write loses no figures)."""
+    from pathlib import Path
+
+    from fleetwright.local.simulate.plot import PlotError, plot
+
+    try:
+        plot(rows, args.plot, title=f"{Path(args.trace).name}: {duration / 3600:.2f} h replayed")
+    except PlotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -67,6 +85,8 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
         NodeStart(args.boot_seconds, args.register_seconds, args.ready_seconds, args.startup_taint_seconds),
     )
     trace = read_trace(args.trace)
+    if args.until is not None:
+        trace = trace.cut(args.until)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     unknown = [name for name in names if name not in POLICIES]
     if unknown:
@@ -90,7 +110,10 @@ def _run(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any], float]:
         if module is None:
             notes[BOUND_POLICY] = "not computed: bench/lp_bound.py and scipy are needed"
         else:
-            rows.append(integrate(trace, _bound_function(module, spec), args.bound_interval))
+            solver = _bound_function(module, spec, args.bound_time_limit)
+            rows.append(integrate(trace, solver, args.bound_interval))
+            if solver.note():
+                notes[BOUND_POLICY] = solver.note()
     for name, outcome in zip(names, (outcomes[POLICIES[n]] for n in names), strict=True):
         for error in outcome.errors[:5]:
             print(f"warning: {name}: {error}", file=sys.stderr)
@@ -130,13 +153,14 @@ def _spec(args: argparse.Namespace, start: Any) -> Any:
     )
 
 
-def _bound_function(module: Any, spec: Any) -> Any:
+def _bound_function(module: Any, spec: Any, time_limit: float) -> Any:
     from fleetwright.local.simulate.bound import lp_bound_function
     from fleetwright.local.simulate.runner import catalog_for
     from fleetwright.scheduling.templates import nodepool_templates
 
     catalog = catalog_for(spec)
-    return lp_bound_function(module, nodepool_templates(spec.nodepools, spec.nodeclasses, []), catalog)
+    templates = nodepool_templates(spec.nodepools, spec.nodeclasses, [])
+    return lp_bound_function(module, templates, catalog, time_limit)
 
 
 def add_cli(subparsers: Subparsers) -> None:
@@ -155,7 +179,15 @@ def add_cli(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--region", default="us-east-1", help="region of the built-in catalog")
     parser.add_argument("--trace", required=True, metavar="FILE", help="the workload trace (CSV)")
+    parser.add_argument(
+        "--until", type=float, metavar="SECONDS", help="replay only the trace's first SECONDS seconds"
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="draw nodes and $/h over time per policy and the bound (needs matplotlib)",
+    )
     parser.add_argument(
         "--policies", default="default,FewerNodes", help="comma-separated (default, FewerNodes, LowestCost)"
     )
@@ -165,9 +197,29 @@ def add_cli(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--no-bound", action="store_true", help="skip the LP lower bound")
     parser.add_argument("--bound-interval", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument(
+        "--bound-time-limit",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="time limit of each LP solve of the bound (a stopped solve gives a weaker bound)",
+    )
+    _add_start_options(parser)
+    parser.add_argument(
+        "--spot-interruptions",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="interruption warnings per spot instance per hour, through the interruption handler",
+    )
+    parser.set_defaults(handler=_simulate)
+
+
+def _add_start_options(parser: argparse.ArgumentParser) -> None:
+    """The node start's phases, the emulator's by default (docs/emulator.md)."""
     from fleetwright.local.nodestart import NodeStart
 
-    start = NodeStart.default  # the emulator's node start (docs/emulator.md)
+    start = NodeStart.default
     parser.add_argument(
         "--boot-seconds", type=float, default=start.boot_seconds, help="EC2 pending → running"
     )
@@ -183,11 +235,3 @@ def add_cli(subparsers: Subparsers) -> None:
         default=start.startup_taint_seconds,
         help="Ready → startup taints removed",
     )
-    parser.add_argument(
-        "--spot-interruptions",
-        type=float,
-        default=0.0,
-        metavar="RATE",
-        help="interruption warnings per spot instance per hour, through the interruption handler",
-    )
-    parser.set_defaults(handler=_simulate)

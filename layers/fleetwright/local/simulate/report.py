@@ -1,5 +1,9 @@
 """The figures of a replay, side by side per policy: a table for people and JSON for scripts.
 
+Each policy's figures carry its cluster over time (:class:`Point`: nodes alive and the $/h of running
+instances, their volumes and addresses), taken from the instances' launch, running and end times after
+the replay, one point a change, so the replay does no extra work for it.
+
 Instance dollars follow EC2's Linux billing: per second while the instance is ``running`` (from the end
 of its boot until it starts shutting down), at least 60 seconds per instance. Volumes and public IPv4
 addresses are priced by the node bill (:func:`fleetwright.catalog.bill.node_bill`, from each launch's
@@ -55,6 +59,61 @@ def peak_nodes(instances: Sequence[SimInstance], end: float) -> int:
     return peak
 
 
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The cluster from ``at`` (seconds from the replay's start) until the next point: ``nodes`` alive
+    (launched, not shutting down; fractional for the lower bound) and ``hourly``, the $/h of the
+    running instances, their volumes and public IPv4 addresses (the lower bound: its instances)."""
+
+    at: float
+    nodes: float
+    hourly: float
+
+
+def timeline(
+    instances: Sequence[SimInstance], start: float, duration: float, region: str = DEFAULT_REGION
+) -> list[Point]:
+    """The cluster over the replay, a point at 0, at each launch, start of running and end, and at
+    ``duration`` (``start``: the epoch of the replay's time zero)."""
+    end = start + duration
+    changes: list[tuple[float, int, float]] = []  # (epoch, nodes, $/h)
+    for instance in instances:
+        view = node_class_view(instance.request.node_class, region)
+        rate = instance.price + view.volumes_per_hour() + view.address_per_hour()
+        stop = end if instance.ended_at is None else min(instance.ended_at, end)
+        changes.append((instance.launched_at, 1, 0.0))
+        changes.append((stop, -1, 0.0))
+        if instance.running_at < stop:
+            changes.append((instance.running_at, 0, rate))
+            changes.append((stop, 0, -rate))
+    changes.sort(key=lambda change: change[0])
+    points = [Point(0.0, 0, 0.0)]
+    nodes, hourly = 0, 0.0
+    for at, delta, dollars in changes:
+        if at >= end:
+            break
+        nodes += delta
+        hourly += dollars
+        seconds = max(0.0, at - start)
+        if points[-1].at == seconds:
+            points.pop()
+        points.append(Point(seconds, nodes, hourly if abs(hourly) > 1e-9 else 0.0))
+    points.append(Point(duration, points[-1].nodes, points[-1].hourly))
+    return points
+
+
+def nodes_needed(series: Sequence[Point]) -> int:
+    """The launches a clairvoyant cluster following ``series`` makes: the whole nodes of its first
+    point, then every rise of the whole nodes from one point to the next (a node count of 2.3 needs 3;
+    LP noise of a millionth of a node is ignored)."""
+    needed = previous = 0
+    for point in series:
+        whole = max(0, math.ceil(point.nodes - 1e-6))
+        needed += max(0, whole - previous)
+        previous = whole
+    return needed
+
+
 @dataclass
 class Figures:
     """One policy's figures (see docs/simulate.md, "Replay")."""
@@ -73,21 +132,37 @@ class Figures:
     bound: bool = False  # the lower bound: no pods, launches or disruptions
     volume_dollars: float = 0.0
     address_dollars: float = 0.0
+    series: list[Point] = field(default_factory=list, repr=False)
+    approximate: bool = False  # the lower bound: some LP solve stopped at its time limit
 
     @property
     def launches_per_node(self) -> float:
         """Launches for each node of the peak (1.0: never a node more than the peak needed)."""
         return self.launches / self.peak_nodes if self.peak_nodes else 0.0
 
-    def as_json(self) -> dict[str, Any]:
-        """The JSON form (``fleetwright simulate -o json``)."""
+    @property
+    def nodes_needed(self) -> int:
+        """The lower bound's nodes needed (:func:`nodes_needed` of its series)."""
+        return nodes_needed(self.series)
+
+    def launches_per_node_needed(self, needed: int | None) -> float | None:
+        """Launches for each node the lower bound needed (None without the bound; 1.0: the target)."""
+        if needed is None or self.bound:
+            return None
+        return self.launches / needed if needed else 0.0
+
+    def as_json(self, needed: int | None = None) -> dict[str, Any]:
+        """The JSON form (``fleetwright simulate -o json``); ``needed``: the lower bound's nodes needed."""
         if self.bound:
             return {
                 "policy": self.policy,
                 "dollars": {"instances": round(self.instance_dollars, 6)},
                 "nodeHours": round(self.node_hours, 4),
                 "peakNodes": round(self.peak_nodes, 2),
+                "nodesNeeded": self.nodes_needed,
+                "approximate": self.approximate,
             }
+        per_needed = self.launches_per_node_needed(needed)
         return {
             "policy": self.policy,
             "dollars": {
@@ -100,6 +175,7 @@ class Figures:
             "peakNodes": int(self.peak_nodes),
             "launches": self.launches,
             "launchesPerPeakNode": round(self.launches_per_node, 3),
+            "launchesPerNodeNeeded": None if per_needed is None else round(per_needed, 3),
             "launchesByType": dict(sorted(self.by_type.items())),
             "podPendingSeconds": {k: round(v, 3) for k, v in self.pending.items()},
             "podsNeverRan": self.never_ran,
@@ -148,15 +224,28 @@ def figures(policy: str, outcome: Outcome, start: float, region: str = DEFAULT_R
         outcome.interruptions,
         volume_dollars=volumes,
         address_dollars=addresses,
+        series=timeline(outcome.instances, start, outcome.duration, region),
     )
+
+
+def needed_of(rows: Sequence[Figures]) -> int | None:
+    """The lower bound's nodes needed, when the rows have the bound."""
+    return next((r.nodes_needed for r in rows if r.bound), None)
 
 
 def render_table(rows: Sequence[Figures], duration: float) -> str:
     """The policies side by side, one column each."""
     header = ["", *(r.policy for r in rows)]
+    needed = needed_of(rows)
 
     def cell(row: Figures, value: str) -> str:
         return "-" if row.bound else value
+
+    def per_needed(row: Figures) -> str:
+        if row.bound:
+            return f"{'~' if row.approximate else ''}{row.nodes_needed} needed"
+        ratio = row.launches_per_node_needed(needed)
+        return "-" if ratio is None else f"{ratio:.2f}"
 
     lines: list[list[str]] = [
         ["instance $", *(f"{r.instance_dollars:.2f}" for r in rows)],
@@ -168,6 +257,8 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
         ["launches", *(cell(r, str(r.launches)) for r in rows)],
         ["launches / peak node", *(cell(r, f"{r.launches_per_node:.2f}") for r in rows)],
     ]
+    if needed is not None:
+        lines.append(["launches / node needed", *(per_needed(r) for r in rows)])
     for key in (*(f"p{p}" for p in PERCENTILES), "max"):
         lines.append([f"pending {key} (s)", *(cell(r, f"{r.pending.get(key, 0.0):.1f}") for r in rows)])
     lines.append(["pods never ran", *(cell(r, str(r.never_ran)) for r in rows)])
@@ -187,4 +278,6 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
 
 def report_json(rows: Sequence[Figures], duration: float, notes: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON document of ``fleetwright simulate -o json``."""
-    return {"durationSeconds": duration, "policies": [r.as_json() for r in rows], "notes": dict(notes)}
+    needed = needed_of(rows)
+    policies = [r.as_json(needed) for r in rows]
+    return {"durationSeconds": duration, "policies": policies, "notes": dict(notes)}

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from fleetwright.local.apiserver.resources import NAMESPACES
 from fleetwright.local.simulate.dynamo import MemoryDynamoDB
 from fleetwright.local.simulate.engine import Outcome, Replay, seeded_claim_ids
 from fleetwright.local.simulate.trace import Trace
@@ -57,6 +58,7 @@ def replay(
     down (tests look inside)."""
     with state_client(backend, spec.region) as client, seeded_claim_ids(seed):
         world = build_world(spec, STATE_TABLE, client)
+        create_namespaces(world, trace)
         replaying = Replay(
             world, trace, progress=progress, spot_interruptions=spec.spot_interruptions, seed=seed
         )
@@ -64,6 +66,14 @@ def replay(
         if keep is not None:
             keep(world)
         return outcome
+
+
+def create_namespaces(world: World, trace: Trace) -> None:
+    """The namespaces of the trace's pods, as the cluster the trace came from had them (a pod in a
+    namespace that does not exist is refused)."""
+    for namespace in sorted({pod.namespace for pod in trace.pods}):
+        if world.store.try_get(NAMESPACES, None, namespace) is None:
+            world.store.create(NAMESPACES, {"metadata": {"name": namespace}})
 
 
 def replay_policies(

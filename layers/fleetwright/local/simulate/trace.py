@@ -6,7 +6,8 @@ replay; this module holds only the record types, so each side can be built and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +34,18 @@ class Trace:
 
     pods: tuple[TracePod, ...]
     duration: float
+
+    def cut(self, until: float) -> Trace:
+        """The trace's first ``until`` seconds: pods starting at or after ``until`` dropped, pods still
+        running then left without an end (running when the trace ends), the duration ``until``. A cut at
+        or past the duration gives the trace unchanged."""
+        if not math.isfinite(until) or until <= 0:
+            raise ValueError(f"cannot cut a trace at {until} s: give a positive number of seconds")
+        if until >= self.duration:
+            return self
+        pods = tuple(
+            pod if pod.end is not None and pod.end <= until else replace(pod, end=None)
+            for pod in self.pods
+            if pod.start < until
+        )
+        return Trace(pods, until)
