@@ -102,8 +102,8 @@ def test_a_budget_blocked_drain_two_weeks_long_continues_across_executions_and_e
         seconds_to_deadline=14 * DAY,
         reason="ScheduledChange",
         drainIntervalSeconds=5,
-        maxDrainIntervalSeconds=400,
-        passesPerExecution=200,
+        maxDrainIntervalSeconds=1200,
+        passesPerExecution=100,
     )
     started = time.monotonic()
     first = harness.start(request, name=f"{instance['InstanceId']}-ScheduledChange")
@@ -113,7 +113,7 @@ def test_a_budget_blocked_drain_two_weeks_long_continues_across_executions_and_e
     names = _check_chain(harness, executions, instance["InstanceId"])
     assert names[1] == f"{instance['InstanceId']}-ScheduledChange-c1"
     drains = harness.outputs("drain")
-    assert len(drains) > 3000
+    assert len(drains) > 1000  # two weeks of passes at most 20 minutes apart
     assert executions[-1]["status"] == "SUCCEEDED"
     # at the deadline the pod the budget protected is deleted, the instance terminated, the Node deleted
     assert drains[-1]["drain"]["deleted"] == ["default/db-0"]
