@@ -164,9 +164,10 @@ class FleetwrightAutoscaler(Construct):
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
-    ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
-    policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
-    ``provisioner``,
+    ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``function_policies`` (each
+    function's own managed policy, by construct id; ``controller_policy``, every built-in function's
+    statements together, is made on first use), ``dashboard`` (``dashboard`` (None below
+    ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``), ``provisioner``,
     ``interruption_handling`` and ``disruption`` (None without them); ``functions`` lists the functions
     added so far and
     ``access_entries`` the EKS access entries of their roles.
@@ -554,9 +555,9 @@ class FleetwrightAutoscaler(Construct):
         """The disruption function (docs/disruption.md) on a one-minute EventBridge schedule, one pass at a
         time: it may start termination workflows (:meth:`grant_terminations`); launching replacements,
         terminating orphaned instances and deleting launch templates (only those tagged for this cluster)
-        come with the controller policy. Alarms on failing passes (and, above ``Monitoring.ESSENTIAL``, near
-        its limits). Needs
-        :meth:`add_interruption_handling` first (the termination workflow)."""
+        come with its own policy (``DISRUPTION``). Alarms on failing passes (and, above
+        ``Monitoring.ESSENTIAL``, near its limits). Needs :meth:`add_interruption_handling` first (the
+        termination workflow)."""
         if self.interruption_handling is None:
             raise ValueError("add_disruption needs the termination workflow: call add_interruption_handling")
         self.dashboard.add_section("Disruption")
