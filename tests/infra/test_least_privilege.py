@@ -97,6 +97,7 @@ from tests.security.calls import (
 )
 from tests.state.conftest import TABLE
 
+NODE_ROLE = "KarpenterNodeRole-test"
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # What Lambda itself calls with a function's role: its log stream (every function) and, for the function
@@ -109,27 +110,35 @@ ON_THE_FUNCTIONS_BEHALF = {
 }
 # Calls of paths these flows do not take: (module, boto3 method) making each, and why it is not here.
 LAUNCH_PATHS = {
+    # listed once per test session (seconds in moto) and put back at every cold start
     "ec2:DescribeInstanceTypes": ("aws/instancetypes.py", "describe_instance_types"),
     "ec2:DescribeInstanceTypeOfferings": ("aws/instancetypes.py", "describe_instance_type_offerings"),
+    # amiSelectorTerms by id, name or tags; capacityReservationSelectorTerms; placementGroupSelector
     "ec2:DescribeImages": ("aws/amis.py", "describe_images"),
     "ec2:DescribeCapacityReservations": ("aws/capacityreservations.py", "describe_capacity_reservations"),
     "ec2:DescribePlacementGroups": ("aws/placementgroups.py", "describe_placement_groups"),
-    "iam:GetInstanceProfile": ("aws/instanceprofiles.py", "get_instance_profile"),
+    # an instance profile that holds another role (changed by hand) is given the EC2NodeClass's role
+    "iam:RemoveRoleFromInstanceProfile": ("aws/instanceprofiles.py", "remove_role_from_instance_profile"),
+    # the NodePools parameter (read when the function starts) and AMI parameters read one at a time
+    "ssm:GetParameter": ("config/settings.py", "get_parameter"),
+    # the connection made when the function starts (runtime/connections.py)
+    "eks:DescribeCluster": ("aws/cluster.py", "describe_cluster"),
+}
+# The first launch made the instance profile of the EC2NodeClass's role; the others find it.
+PROFILE_MADE = {
     "iam:CreateInstanceProfile": ("aws/instanceprofiles.py", "create_instance_profile"),
     "iam:TagInstanceProfile": ("aws/instanceprofiles.py", "create_instance_profile"),
     "iam:AddRoleToInstanceProfile": ("aws/instanceprofiles.py", "add_role_to_instance_profile"),
-    "iam:RemoveRoleFromInstanceProfile": ("aws/instanceprofiles.py", "remove_role_from_instance_profile"),
-    "ssm:GetParameter": ("config/settings.py", "get_parameter"),
-    "eks:DescribeCluster": ("aws/cluster.py", "describe_cluster"),
 }
 NOT_REACHED_HERE: dict[str, dict[str, tuple[str, str]]] = {
     PROVISIONER: LAUNCH_PATHS,
     INTERRUPTION: {
         **LAUNCH_PATHS,
+        **PROFILE_MADE,
         # a replacement whose launch template the provisioner has not made yet (a new AMI, another pool)
         "ec2:CreateLaunchTemplate": ("aws/launchtemplates.py", "create_launch_template"),
     },
-    DISRUPTION: LAUNCH_PATHS,
+    DISRUPTION: {**LAUNCH_PATHS, **PROFILE_MADE},
     TERMINATION: {
         "eks:DescribeCluster": ("aws/cluster.py", "describe_cluster"),
         # a drain longer than one execution continues in a new one
@@ -470,11 +479,23 @@ def node_names(world: World) -> set[str]:  # noqa: F811
     return {n["metadata"]["name"] for n in world.client.list(NODES).items}
 
 
+def nodeclass_naming_a_role(world: World) -> dict[str, Any]:  # noqa: F811
+    """The EC2NodeClass naming an IAM role (its instance profile is made by the first launch)."""
+    trust = {
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ]
+    }
+    world.aws.clients.iam.create_role(RoleName=NODE_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+    spec = {k: v for k, v in NODECLASS["spec"].items() if k != "instanceProfile"}
+    return {**NODECLASS, "spec": {**spec, "role": NODE_ROLE}}
+
+
 def run_every_function(world: World, acting: Acting, listing: RegionListing) -> None:  # noqa: F811
     """The flows of the module docstring, checked as they go (a flow that did nothing would prove
     nothing)."""
     world.wall.now = time.time()
-    world.client.create(EC2_NODE_CLASSES, NODECLASS)
+    world.client.create(EC2_NODE_CLASSES, nodeclass_naming_a_role(world))
     empty_at_once = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
     world.client.create(NODE_POOLS, nodepool_doc("default", "c5.large", disruption=empty_at_once))
     functions = Functions(world, acting, listing)
