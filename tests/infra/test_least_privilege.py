@@ -5,23 +5,26 @@ How the calls are found: the functions' flows run against moto and the Kubernete
 function at a time, and every request is recorded under the function making it (``tests/security/calls.py``:
 botocore's ``_make_api_call``, which every client call and paginator page goes through, and a bearer token
 per function). The flows are those of the deployed functions, wired as their runtime modules wire them,
-each function with a cloud provider of its own (no cache shared between functions): provisioning passes
-(pending pods, one with a volume, one fitting nowhere; watching; a warm pass on the cluster cache; the
-Powertools idempotency record of a scheduled run), registration, a disruption pass on the cluster cache
-consolidating an empty node, an interruption whose drain a PodDisruptionBudget blocks until its deadline
-(a replacement launched), an interruption for a stopped instance, garbage collection of a Node whose
-instance is gone, NodeClaim objects deleted at the end; the termination workflow's steps run in-process
-and are attributed to the termination steps.
+each function with connections of its own and starting cold after another function ran (nothing one
+function cached serves another): provisioning passes (pending pods, one with a volume, one fitting nowhere;
+watching; a warm pass on the cluster cache; the Powertools idempotency record of a scheduled run, and of
+one that failed), the EC2NodeClass's instance profile made for its role, registration, consolidation of an
+empty node, an interruption (two events) whose drain a PodDisruptionBudget blocks until its deadline, with
+a replacement, drift replacing a node, an interruption for a stopped instance, a node given back by the
+sweep, ``kubectl delete node``, a launch that never registers, garbage collection of a Node whose instance
+is gone, of an instance nobody knows and of launch templates, NodeClaim objects deleted at the end. The
+termination workflow's steps run in-process and are attributed to the termination steps.
 
 Recording the calls the code makes, rather than walking its source for ``client.<operation>(`` statically,
 is what makes the check honest: a static walk cannot tell which function reaches a shared module (the
 state table, the cloud provider) or which item actions a transaction holds, and it would list calls no
 function makes. What the dynamic record cannot see is declared below, each with its reason:
-:data:`ON_THE_FUNCTIONS_BEHALF` (what Lambda itself calls with the function's role) and
-:data:`NOT_REACHED_HERE` (calls of paths these flows do not take, each named by the module and boto3
-method that make it, which the test checks are still there). Step Functions runs in-process here, so its
-three operations are recorded from the stand-in's methods (``calls.Acting.standing_in``), one for one with
-``workflow/starter.py``'s ``StepFunctionsStarter``.
+:data:`ON_THE_FUNCTIONS_BEHALF` (what Lambda itself calls with the function's role),
+:data:`NOT_REACHED_HERE` (AWS calls of paths these flows do not take, each named by the module and boto3
+method that make it, which the test checks are still there) and :data:`KUBERNETES_NOT_REACHED_HERE`. A
+declared call that the flows do make fails the test, so the declarations cannot outgrow what is unseen.
+Step Functions runs in-process here, so its three operations are recorded from the stand-in's methods
+(``calls.Acting.standing_in``), one for one with ``workflow/starter.py``'s ``StepFunctionsStarter``.
 """
 
 from __future__ import annotations
@@ -146,7 +149,7 @@ NOT_REACHED_HERE: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 # Kubernetes requests of paths these flows do not take, and why.
-REPEATED_EVENT = "a repeated Event is counted with a patch (kube/events.py); these flows repeat none of its"
+REPEATED_EVENT = "a repeated Event is counted with a patch (kube/events.py); these flows repeat none"
 KUBERNETES_NOT_REACHED_HERE: dict[str, dict[tuple[str, str, str], str]] = {
     PROVISIONER: {},
     DISRUPTION: {("", "events", "patch"): REPEATED_EVENT},
