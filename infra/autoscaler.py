@@ -30,7 +30,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -53,11 +52,19 @@ from fleetwright.config import (
 )
 from fleetwright.observability.metrics import ENV_PUBLISHED_METRICS
 from infra import controller_metrics as cm
-from infra.controller_policy import ControllerPolicy, ControllerResources
+from infra.controller_policy import (
+    DISRUPTION,
+    INTERRUPTION,
+    PROVISIONER,
+    TERMINATION,
+    ControllerPolicy,
+    ControllerResources,
+    FunctionPermissions,
+)
 from infra.dashboard import FleetwrightDashboard
 from infra.function_network import FunctionNetwork, VpcOptions
 from infra.interruption_queue import VISIBILITY_TIMEOUT, VISIBILITY_TO_TIMEOUT_RATIO, InterruptionQueue
-from infra.kubernetes_access import controller_access_entry
+from infra.kubernetes_access import controller_access_entry, kubernetes_groups
 from infra.layer import ARCHITECTURE, RUNTIME, FleetwrightLayer
 from infra.node_role import NodeRole
 from infra.nodepool_parameter import NodePoolParameter, nodepools_digest
@@ -101,6 +108,9 @@ EVENT_FUNCTION_MEMORY = 512  # MB
 # throttled step is retried by the workflow). Replacements launch one at a time under the provisioner's
 # lease anyway.
 INTERRUPTION_CONCURRENCY = 5
+# What Lambda's SQS poller needs from the consuming function's role (the AWS Lambda developer guide's
+# "Execution role permissions" for Amazon SQS).
+QUEUE_CONSUMER_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 TERMINATION_STEPS_CONCURRENCY = 20
 
 
@@ -154,9 +164,10 @@ class FleetwrightAutoscaler(Construct):
 
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
-    ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
-    policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
-    ``provisioner``,
+    ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``function_policies`` (each
+    function's own managed policy, by construct id; ``controller_policy``, every built-in function's
+    statements together, is made on first use), ``dashboard`` (``dashboard`` (None below
+    ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``), ``provisioner``,
     ``interruption_handling`` and ``disruption`` (None without them); ``functions`` lists the functions
     added so far and
     ``access_entries`` the EKS access entries of their roles.
@@ -214,13 +225,13 @@ class FleetwrightAutoscaler(Construct):
         self.controller_resources = ControllerResources(
             cluster_name=cluster_name,
             node_role=self.node_role.role,
-            queue=self.interruption.queue,
             table=self.state_table,
             nodepool_parameter=self.nodepool_parameter,
         )
-        self.controller_policy = ControllerPolicy(
-            self, "ControllerPolicy", resources=self.controller_resources
-        )
+        # Each built-in function's own policy, by function; the policy of every built-in function together
+        # is made only when asked for (grant_controller without permissions, controller_policy).
+        self.function_policies: dict[str, ControllerPolicy] = {}
+        self._controller_policy: ControllerPolicy | None = None
         if alarm_topic is None:
             Annotations.of(self).add_warning_v2(
                 "fleetwright:no-alarm-topic",
@@ -281,13 +292,47 @@ class FleetwrightAutoscaler(Construct):
             ENV_NODEPOOLS_DIGEST: nodepools_digest(self.nodepools),
         }
 
-    def grant_controller(self, role: iam.IRole) -> None:
-        """Give ``role`` the controller policy (for functions or roles created outside this construct)."""
-        role.add_managed_policy(self.controller_policy)
+    @property
+    def controller_policy(self) -> ControllerPolicy:
+        """The policy of every built-in function together (made on first use): for functions added with
+        :meth:`add_function` without ``permissions`` and roles of your own."""
+        if self._controller_policy is None:
+            self._controller_policy = ControllerPolicy(
+                self, "ControllerPolicy", resources=self.controller_resources
+            )
+        return self._controller_policy
 
-    def grant_kubernetes(self, role: iam.IRole, construct_id: str | None = None) -> eks.CfnAccessEntry:
-        """An EKS access entry putting ``role`` in the ``fleetwright`` Kubernetes group (docs/rbac.yaml);
-        one per role, however many functions share it."""
+    @property
+    def controller_policies(self) -> list[ControllerPolicy]:
+        """Every policy made so far: the functions' own, then the controller policy if it was made."""
+        made = [self._controller_policy] if self._controller_policy is not None else []
+        return [*self.function_policies.values(), *made]
+
+    def grant_controller(
+        self, role: iam.IRole, permissions: FunctionPermissions | None = None, construct_id: str | None = None
+    ) -> ControllerPolicy:
+        """Give ``role`` a policy: one of its own with ``permissions`` (named ``<construct_id>Policy``),
+        else :attr:`controller_policy`."""
+        if permissions is None:
+            policy = self.controller_policy
+        else:
+            name = construct_id or Names.unique_id(role)
+            policy = ControllerPolicy(
+                self, f"{name}Policy", resources=self.controller_resources, permissions=permissions
+            )
+            self.function_policies[name] = policy
+        role.add_managed_policy(policy)
+        return policy
+
+    def grant_kubernetes(
+        self,
+        role: iam.IRole,
+        construct_id: str | None = None,
+        permissions: FunctionPermissions | None = None,
+    ) -> eks.CfnAccessEntry:
+        """An EKS access entry putting ``role`` in the Kubernetes group of the built-in function
+        ``permissions`` describe, else in every function's group (docs/rbac.yaml); one per role, however
+        many functions share it."""
         key = role.node.path
         if key not in self.access_entries:
             self.access_entries[key] = controller_access_entry(
@@ -295,6 +340,7 @@ class FleetwrightAutoscaler(Construct):
                 f"{construct_id or Names.unique_id(role)}AccessEntry",
                 cluster_name=self.cluster_name,
                 role=role,
+                groups=kubernetes_groups(permissions),
             )
         return self.access_entries[key]
 
@@ -312,9 +358,11 @@ class FleetwrightAutoscaler(Construct):
         retry_attempts: int | None = None,
         max_event_age: Duration | None = None,
         error_alarm: bool = True,
+        permissions: FunctionPermissions | None = None,
     ) -> lambda_.Function:
-        """A controller function: arm64, the shared layer, its own execution role (the controller policy,
-        writing to its log group, an EKS access entry), the common environment (plus ``environment``), a log
+        """A controller function: arm64, the shared layer, its own execution role (its policy: one with
+        ``permissions`` when given, else the controller policy; writing to its log group; an EKS access
+        entry), the common environment (plus ``environment``), a log
         group kept one month, a dashboard row and (unless ``error_alarm`` is False) an error alarm; in the
         VPC's subnets when the autoscaler has ``vpc``.
 
@@ -351,15 +399,22 @@ class FleetwrightAutoscaler(Construct):
         )
         if self.network is not None:
             self.network.attach(function)
-        self.register_function(function, error_alarm=error_alarm)
+        self.register_function(function, error_alarm=error_alarm, permissions=permissions)
         return function
 
-    def register_function(self, function: lambda_.IFunction, *, error_alarm: bool = True) -> None:
-        """Give a function (built here or elsewhere) the controller policy and Kubernetes access through
-        its role; add it to the dashboard and, unless ``error_alarm`` is False, alarm on its errors."""
+    def register_function(
+        self,
+        function: lambda_.IFunction,
+        *,
+        error_alarm: bool = True,
+        permissions: FunctionPermissions | None = None,
+    ) -> None:
+        """Give a function (built here or elsewhere) a policy (:meth:`grant_controller`) and Kubernetes
+        access through its role; add it to the dashboard and, unless ``error_alarm`` is False, alarm on its
+        errors."""
         if function.role is not None:
-            self.grant_controller(function.role)
-            self.grant_kubernetes(function.role, function.node.id)
+            self.grant_controller(function.role, permissions, function.node.id)
+            self.grant_kubernetes(function.role, function.node.id, permissions)
         self.dashboard.add_function_widgets(function)
         if error_alarm:
             self.dashboard.add_alarm(
@@ -396,13 +451,17 @@ class FleetwrightAutoscaler(Construct):
                 f"visibility timeout ({VISIBILITY_TIMEOUT.to_seconds():.0f} s) "
                 f"/ {VISIBILITY_TO_TIMEOUT_RATIO}"
             )
-        function.add_event_source(
-            event_sources.SqsEventSource(
-                self.interruption.queue,
-                batch_size=batch_size,
-                report_batch_item_failures=True,
-                max_concurrency=max_concurrency,
-            )
+        queue = self.interruption.queue
+        # What the event source mapping's poller does with the function's role, and no more (CDK's
+        # SqsEventSource would also grant ChangeMessageVisibility and GetQueueUrl, which it never calls).
+        queue.grant(function, *QUEUE_CONSUMER_ACTIONS)
+        function.add_event_source_mapping(
+            # SqsEventSource's id, so the mapping keeps its logical id.
+            f"SqsEventSource:{Names.node_unique_id(queue.node)}",
+            event_source_arn=queue.queue_arn,
+            batch_size=batch_size,
+            report_batch_item_failures=True,
+            max_concurrency=max_concurrency,
         )
 
     def add_provisioner(
@@ -430,6 +489,7 @@ class FleetwrightAutoscaler(Construct):
             # The next scheduled invocation is the retry.
             retry_attempts=0,
             max_event_age=PROVISIONER_MAX_EVENT_AGE,
+            permissions=PROVISIONER,
         )
         if self.monitoring is not Monitoring.ESSENTIAL:
             alarms.append(self.dashboard.add_limit_alarm("Provisioner", cm.PROVISIONER_SERVICE))
@@ -461,6 +521,7 @@ class FleetwrightAutoscaler(Construct):
             reserved_concurrency=TERMINATION_STEPS_CONCURRENCY,
             # Its errors are the workflow's to retry (TransientError) or to report (the failure alarm).
             error_alarm=False,
+            permissions=TERMINATION,
         )
         workflow = TerminationWorkflow(self, "TerminationWorkflow", step_function=steps)
         self.dashboard.add_alarm(workflow.failure_alarm)
@@ -482,6 +543,7 @@ class FleetwrightAutoscaler(Construct):
                 ENV_ACCOUNT: Aws.ACCOUNT_ID,
             },
             reserved_concurrency=INTERRUPTION_CONCURRENCY,
+            permissions=INTERRUPTION,
         )
         handling = InterruptionHandling(handler, steps, workflow)
         self.interruption_handling = handling
@@ -493,9 +555,9 @@ class FleetwrightAutoscaler(Construct):
         """The disruption function (docs/disruption.md) on a one-minute EventBridge schedule, one pass at a
         time: it may start termination workflows (:meth:`grant_terminations`); launching replacements,
         terminating orphaned instances and deleting launch templates (only those tagged for this cluster)
-        come with the controller policy. Alarms on failing passes (and, above ``Monitoring.ESSENTIAL``, near
-        its limits). Needs
-        :meth:`add_interruption_handling` first (the termination workflow)."""
+        come with its own policy (``DISRUPTION``). Alarms on failing passes (and, above
+        ``Monitoring.ESSENTIAL``, near its limits). Needs :meth:`add_interruption_handling` first (the
+        termination workflow)."""
         if self.interruption_handling is None:
             raise ValueError("add_disruption needs the termination workflow: call add_interruption_handling")
         self.dashboard.add_section("Disruption")
@@ -517,6 +579,7 @@ class FleetwrightAutoscaler(Construct):
             # The next scheduled invocation is the retry.
             retry_attempts=0,
             max_event_age=DISRUPTION_MAX_EVENT_AGE,
+            permissions=DISRUPTION,
         )
         if self.monitoring is not Monitoring.ESSENTIAL:
             alarms.append(self.dashboard.add_limit_alarm("Disruption", cm.DISRUPTION_SERVICE))

@@ -18,6 +18,7 @@ from infra.controller_policy import (
     CREATED_RESOURCE_TYPES,
     PUBLIC_RESOURCE_TYPES,
     SHARED_RESOURCE_TYPES,
+    ControllerPolicy,
     instance_profile_prefix,
 )
 from infra.node_role import NODE_MANAGED_POLICIES
@@ -66,47 +67,8 @@ def acknowledge_findings(autoscaler: FleetwrightAutoscaler) -> None:
             )
         ],
     )
-    NagSuppressions.add_resource_suppressions(
-        autoscaler.controller_policy,
-        [
-            NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                reason="Read-only EC2 Describe* and pricing:GetProducts do not support resource-level "
-                "permissions; the EC2 reads are limited to the stack's region.",
-                applies_to=["Resource::*"],
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                reason="Instances, volumes, network interfaces, fleets, Spot requests and launch templates "
-                "get new IDs at launch; every statement on them requires the fleetwright.io/cluster tag "
-                "of this cluster (aws:RequestTag when created, aws:ResourceTag afterwards).",
-                applies_to=[f"Resource::{_EC2}:<AWS::AccountId>:{kind}/*" for kind in CREATED_RESOURCE_TYPES],
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                reason="The AMIs, snapshots, subnets and security groups a launch uses are chosen by the "
-                "EC2NodeClass selectors at run time; a launch only reads them.",
-                applies_to=[f"Resource::{_EC2}::{kind}/*" for kind in PUBLIC_RESOURCE_TYPES]
-                + [f"Resource::{_EC2}:*:{kind}/*" for kind in SHARED_RESOURCE_TYPES],
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                reason="EKS-optimized AMI IDs are public SSM parameters under /aws/service/; their names "
-                "depend on the Kubernetes version and AMI family.",
-                applies_to=["Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*"],
-            ),
-            NagPackSuppression(
-                id="AwsSolutions-IAM5",
-                reason="Instance profiles for EC2NodeClass roles are created at run time, named "
-                "<cluster>_<hash of the role>; only that prefix, and changes only to profiles tagged for "
-                "this cluster.",
-                applies_to=[
-                    "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/"
-                    f"{instance_profile_prefix(autoscaler.cluster_name)}*"
-                ],
-            ),
-        ],
-    )
+    for policy in autoscaler.controller_policies:
+        _acknowledge_policy(policy, autoscaler.cluster_name)
     if autoscaler.network is not None:
         NagSuppressions.add_resource_suppressions(
             autoscaler.network.attach_policy,
@@ -163,3 +125,67 @@ def _acknowledge_functions(autoscaler: FleetwrightAutoscaler) -> None:
             ),
         ],
     )
+
+
+def _acknowledge_policy(policy: ControllerPolicy, cluster_name: str) -> None:
+    """The wildcards of one function's policy, each acknowledged only where its statements hold it."""
+    permissions = policy.permissions
+    created = (
+        CREATED_RESOURCE_TYPES
+        if permissions.launches
+        else tuple(
+            kind
+            for kind, held in (
+                ("instance", permissions.terminates),
+                ("launch-template", permissions.deletes_launch_templates),
+            )
+            if held
+        )
+    )
+    acknowledgements = [
+        NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="Read-only EC2 Describe* and pricing:GetProducts do not support resource-level "
+            "permissions; the EC2 reads are limited to the stack's region.",
+            applies_to=["Resource::*"],
+        ),
+        NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="Instances, volumes, network interfaces, fleets, Spot requests and launch templates "
+            "get new IDs at launch; every statement on them requires the fleetwright.io/cluster tag "
+            "of this cluster (aws:RequestTag when created, aws:ResourceTag afterwards).",
+            applies_to=[f"Resource::{_EC2}:<AWS::AccountId>:{kind}/*" for kind in created],
+        ),
+    ]
+    if permissions.launches:
+        acknowledgements += _launch_acknowledgements(cluster_name)
+    NagSuppressions.add_resource_suppressions(policy, acknowledgements)
+
+
+def _launch_acknowledgements(cluster_name: str) -> list[NagPackSuppression]:
+    """The wildcards of the launch statements: what a launch uses, AMI parameters, instance profiles."""
+    return [
+        NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="The AMIs, snapshots, subnets and security groups a launch uses are chosen by the "
+            "EC2NodeClass selectors at run time; a launch only reads them.",
+            applies_to=[f"Resource::{_EC2}::{kind}/*" for kind in PUBLIC_RESOURCE_TYPES]
+            + [f"Resource::{_EC2}:*:{kind}/*" for kind in SHARED_RESOURCE_TYPES],
+        ),
+        NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="EKS-optimized AMI IDs are public SSM parameters under /aws/service/; their names "
+            "depend on the Kubernetes version and AMI family.",
+            applies_to=["Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*"],
+        ),
+        NagPackSuppression(
+            id="AwsSolutions-IAM5",
+            reason="Instance profiles for EC2NodeClass roles are created at run time, named "
+            "<cluster>_<hash of the role>; only that prefix, and changes only to profiles tagged for "
+            "this cluster.",
+            applies_to=[
+                "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/"
+                f"{instance_profile_prefix(cluster_name)}*"
+            ],
+        ),
+    ]

@@ -72,7 +72,6 @@ class FleetwrightStack(Stack):
                 a.nodepool_parameter.parameter_name,
                 "SSM parameter with the NodePools",
             ),
-            ("ControllerPolicyArn", a.controller_policy.managed_policy_arn, "Policy of the controller"),
         ]
         if a.dashboard.dashboard is not None:
             outputs.append(("DashboardName", a.dashboard.dashboard.dashboard_name, "CloudWatch dashboard"))

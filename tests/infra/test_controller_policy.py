@@ -1,4 +1,5 @@
-"""The controller's IAM policy: every statement, with its resources and conditions."""
+"""The controller functions' IAM policies: one per function, every statement with its resources and
+conditions; launching, deleting and the NodePools only where the function does them."""
 
 from __future__ import annotations
 
@@ -22,11 +23,89 @@ CREATED = [
         "spot-instances-request",
     )
 ]
+FUNCTIONS = ("Provisioner", "InterruptionHandler", "Disruption", "TerminationSteps")
+LAUNCH = [
+    "LaunchFromSharedResources",
+    "LaunchFromClusterLaunchTemplates",
+    "CreateOnlyClusterTaggedResources",
+    "TagOnlyWhileCreating",
+    "PassNodeRole",
+    "CreateClusterInstanceProfiles",
+    "ManageClusterInstanceProfiles",
+    "ReadClusterInstanceProfiles",
+    "ReadPrices",
+    "ReadPublicAmiParameters",
+]
+COMMON = ["TerminateClusterInstances", "ReadEc2", "DescribeCluster", "ReadWriteState"]
+SIDS = {
+    "Provisioner": [*LAUNCH, *COMMON, "ReadNodePools"],
+    "InterruptionHandler": [*LAUNCH, *COMMON, "ReadNodePools"],
+    "Disruption": [*LAUNCH, *COMMON, "ReadNodePools", "DeleteClusterLaunchTemplates"],
+    "TerminationSteps": COMMON,
+}
+LAUNCH_READS = [
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DescribeCapacityReservations",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribePlacementGroups",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSpotPriceHistory",
+    "ec2:DescribeSubnets",
+]
+EC2_READS = {
+    "Provisioner": LAUNCH_READS,
+    "InterruptionHandler": LAUNCH_READS,
+    # Garbage collection reads the AMI a launch template boots.
+    "Disruption": [*LAUNCH_READS, "ec2:DescribeLaunchTemplateVersions"],
+    "TerminationSteps": ["ec2:DescribeInstances"],
+}
+
+EVERY_ITEM_ACTION = [
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+]
+TABLE = {
+    # Powertools idempotency deletes a failed run's record.
+    "Provisioner": EVERY_ITEM_ACTION,
+    "InterruptionHandler": [a for a in EVERY_ITEM_ACTION if a != "dynamodb:DeleteItem"],
+    # Emptiness markers and the sweep's sightings are deleted.
+    "Disruption": EVERY_ITEM_ACTION,
+    # The claim book: read the claims, finalize one.
+    "TerminationSteps": ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+}
 
 
-def _statements(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
-    _, policy = only(synthesis.fleetwright.resources("AWS::IAM::ManagedPolicy"))
-    statements = render(policy["Properties"]["PolicyDocument"]["Statement"])
+def _policies(synthesis: Synthesis) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The managed policy (logical id, body) attached to each built-in function's role, by function."""
+    stack = synthesis.fleetwright
+    policies = stack.resources("AWS::IAM::ManagedPolicy")
+    roles = stack.resources("AWS::IAM::Role")
+    found = {}
+    for function in FUNCTIONS:
+        _, body = only(
+            {
+                k: f
+                for k, f in stack.resources("AWS::Lambda::Function").items()
+                if k.startswith(f"Fleetwright{function}") and "Role" in f["Properties"]
+            }
+        )
+        role = roles[render(body["Properties"]["Role"]).removeprefix("${").split(".")[0]]
+        (reference,) = render(role["Properties"]["ManagedPolicyArns"])
+        policy_id = reference.removeprefix("${").removesuffix("}")
+        found[function] = (policy_id, policies[policy_id])
+    return found
+
+
+def _statements(synthesis: Synthesis, function: str) -> dict[str, dict[str, Any]]:
+    statements = render(_policies(synthesis)[function][1]["Properties"]["PolicyDocument"]["Statement"])
     return {s["Sid"]: s for s in statements}
 
 
@@ -34,9 +113,6 @@ def _ids(synthesis: Synthesis) -> dict[str, str]:
     stack = synthesis.fleetwright
     return {
         "role": node_role(stack)[0],
-        "queue": next(
-            k for k, r in stack.resources("AWS::SQS::Queue").items() if "RedrivePolicy" in r["Properties"]
-        ),
         "table": only(stack.resources("AWS::DynamoDB::Table"))[0],
         "parameter": only(stack.resources("AWS::SSM::Parameter"))[0],
     }
@@ -46,12 +122,12 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """What docs/iam.md promises, statement by statement."""
+def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[str, Any]]:
+    """What docs/iam.md promises for ``function``'s policy, statement by statement."""
     request_tag = {f"aws:RequestTag/{CLUSTER_TAG}": CLUSTER}
     resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": CLUSTER}
     profiles = f"arn:{P}:iam::{A}:instance-profile/{CLUSTER}_*"
-    return {
+    catalog = {
         "LaunchFromSharedResources": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
             "Resource": [
@@ -82,34 +158,18 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
                 }
             },
         },
-        "LabelClusterInstances": {
-            "Action": ["ec2:CreateTags"],
+        "TerminateClusterInstances": {
+            "Action": ["ec2:TerminateInstances"],
             "Resource": [f"{EC2}:{A}:instance/*"],
-            "Condition": {
-                "StringEquals": resource_tag,
-                "ForAllValues:StringEquals": {"aws:TagKeys": ["fleetwright.io/nodeclaim", "Name"]},
-            },
+            "Condition": {"StringEquals": resource_tag},
         },
-        "DeleteOnlyClusterResources": {
-            "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-            "Resource": [f"{EC2}:{A}:instance/*", f"{EC2}:{A}:launch-template/*"],
+        "DeleteClusterLaunchTemplates": {
+            "Action": ["ec2:DeleteLaunchTemplate"],
+            "Resource": [f"{EC2}:{A}:launch-template/*"],
             "Condition": {"StringEquals": resource_tag},
         },
         "ReadEc2": {
-            "Action": [
-                "ec2:DescribeAvailabilityZones",
-                "ec2:DescribeCapacityReservations",
-                "ec2:DescribeImages",
-                "ec2:DescribeInstanceTypeOfferings",
-                "ec2:DescribeInstanceTypes",
-                "ec2:DescribeInstances",
-                "ec2:DescribeLaunchTemplateVersions",
-                "ec2:DescribeLaunchTemplates",
-                "ec2:DescribePlacementGroups",
-                "ec2:DescribeSecurityGroups",
-                "ec2:DescribeSpotPriceHistory",
-                "ec2:DescribeSubnets",
-            ],
+            "Action": EC2_READS[function],
             "Resource": ["*"],
             "Condition": {"StringEquals": {"aws:RequestedRegion": R}},
         },
@@ -140,66 +200,65 @@ def expected_statements(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
             "Condition": {"StringEquals": request_tag},
         },
         "ManageClusterInstanceProfiles": {
-            "Action": [
-                "iam:AddRoleToInstanceProfile",
-                "iam:RemoveRoleFromInstanceProfile",
-                "iam:DeleteInstanceProfile",
-            ],
+            "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
             "Resource": [profiles],
             "Condition": {"StringEquals": resource_tag},
         },
         "ReadClusterInstanceProfiles": {"Action": ["iam:GetInstanceProfile"], "Resource": [profiles]},
-        "ConsumeInterruptionQueue": {
-            "Action": [
-                "sqs:ReceiveMessage",
-                "sqs:DeleteMessage",
-                "sqs:ChangeMessageVisibility",
-                "sqs:GetQueueAttributes",
-                "sqs:GetQueueUrl",
-            ],
-            "Resource": ["${" + ids["queue"] + ".Arn}"],
-        },
-        "ReadWriteState": {
-            "Action": [
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:DeleteItem",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:ConditionCheckItem",
-            ],
-            "Resource": ["${" + ids["table"] + ".Arn}"],
-        },
+        "ReadWriteState": {"Action": TABLE[function], "Resource": ["${" + ids["table"] + ".Arn}"]},
     }
+    return {sid: catalog[sid] for sid in SIDS[function]}
 
 
-def test_policy_has_exactly_the_documented_statements(synthesis: Synthesis) -> None:
-    assert sorted(_statements(synthesis)) == sorted(expected_statements(_ids(synthesis)))
+def test_each_function_has_its_own_policy(synthesis: Synthesis) -> None:
+    policies = _policies(synthesis)
+    assert len({policy_id for policy_id, _ in policies.values()}) == len(FUNCTIONS)
+    assert len(synthesis.fleetwright.resources("AWS::IAM::ManagedPolicy")) == len(FUNCTIONS)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_policy_has_exactly_the_documented_statements(synthesis: Synthesis, function: str) -> None:
+    assert sorted(_statements(synthesis, function)) == sorted(expected_statements(_ids(synthesis), function))
 
 
 @pytest.mark.parametrize(
-    "sid", sorted(expected_statements({"role": "", "queue": "", "table": "", "parameter": ""}))
+    ("function", "sid"),
+    [(f, sid) for f in FUNCTIONS for sid in SIDS[f]],
 )
-def test_statement(synthesis: Synthesis, sid: str) -> None:
-    statement = _statements(synthesis)[sid]
-    expected = expected_statements(_ids(synthesis))[sid]
+def test_statement(synthesis: Synthesis, function: str, sid: str) -> None:
+    statement = _statements(synthesis, function)[sid]
+    expected = expected_statements(_ids(synthesis), function)[sid]
     assert statement["Effect"] == "Allow"
     assert sorted(_as_list(statement["Action"])) == sorted(expected["Action"])
     assert sorted(_as_list(statement["Resource"])) == sorted(expected["Resource"])
     assert statement.get("Condition") == expected.get("Condition")
 
 
-def test_no_statement_allows_every_action_of_a_service(synthesis: Synthesis) -> None:
-    actions = [a for s in _statements(synthesis).values() for a in _as_list(s["Action"])]
+def test_only_the_launching_functions_can_launch_or_pass_the_node_role(synthesis: Synthesis) -> None:
+    def actions(function: str) -> set[str]:
+        return {a for s in _statements(synthesis, function).values() for a in _as_list(s["Action"])}
+
+    launching = {"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "iam:PassRole"}
+    assert launching <= actions("Provisioner")
+    assert not launching & actions("TerminationSteps")
+    assert not {a for a in actions("TerminationSteps") if a.startswith("iam:")}
+    assert "ec2:DeleteLaunchTemplate" not in actions("Provisioner") | actions("InterruptionHandler")
+    every = set().union(*(actions(f) for f in FUNCTIONS))
+    assert "iam:DeleteInstanceProfile" not in every
+    assert not {a for a in every if a.startswith("sqs:")}
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_no_statement_allows_every_action_of_a_service(synthesis: Synthesis, function: str) -> None:
+    actions = [a for s in _statements(synthesis, function).values() for a in _as_list(s["Action"])]
     assert not [a for a in actions if "*" in a]
 
 
-def test_only_reads_use_unscoped_resources(synthesis: Synthesis) -> None:
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_only_reads_use_unscoped_resources(synthesis: Synthesis, function: str) -> None:
     unscoped = {
         a
-        for s in _statements(synthesis).values()
+        for s in _statements(synthesis, function).values()
         if "*" in _as_list(s["Resource"])
         for a in _as_list(s["Action"])
     }

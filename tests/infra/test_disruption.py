@@ -145,7 +145,7 @@ def test_disruption_launches_only_cluster_tagged_replacements(synthesis: Synthes
     )
 
 
-def test_disruption_reads_and_writes_the_state_table_and_joins_the_kubernetes_group(
+def test_disruption_reads_and_writes_the_state_table_and_joins_its_kubernetes_group(
     synthesis: Synthesis,
 ) -> None:
     stack = synthesis.fleetwright
@@ -158,7 +158,7 @@ def test_disruption_reads_and_writes_the_state_table_and_joins_the_kubernetes_gr
         if render(e["Properties"]["PrincipalArn"]) == "${" + _role_id(synthesis) + ".Arn}"
     ]
     assert entry["ClusterName"] == CLUSTER
-    assert entry["KubernetesGroups"] == ["fleetwright"]
+    assert entry["KubernetesGroups"] == ["fleetwright-disruption"]
 
 
 def test_failing_disruption_raises_alarms(synthesis: Synthesis) -> None:

@@ -140,16 +140,18 @@ def test_a_nodepool_change_changes_every_functions_configuration(
     assert digest == hashlib.sha256(parameter["Properties"]["Value"].encode()).hexdigest()[:16]
 
 
-def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_logs(
+def test_every_function_role_has_a_policy_of_its_own_and_writes_only_its_own_logs(
     synthesis: Synthesis,
 ) -> None:
     stack = synthesis.fleetwright
-    policy_id, _ = only(stack.resources("AWS::IAM::ManagedPolicy"))
+    policies = stack.resources("AWS::IAM::ManagedPolicy")
+    attached = []
     for description in FUNCTIONS.values():
         _, function = function_by_description(stack, description)
         role_id = _function_role(function)
         role = stack.raw["Resources"][role_id]["Properties"]
-        assert render(role["ManagedPolicyArns"]) == ["${" + policy_id + "}"]
+        [policy] = render(role["ManagedPolicyArns"])
+        attached.append(logical_id(policy))
         log_group = logical_id(render(function["Properties"]["LoggingConfig"]["LogGroup"]))
         logs = [s for s in _role_statements(stack, role_id) if "logs:" in json.dumps(s["Action"])]
         assert logs == [
@@ -159,6 +161,8 @@ def test_every_function_role_has_the_controller_policy_and_writes_only_its_own_l
                 "Resource": "${" + log_group + ".Arn}",
             }
         ]
+    # one policy per function (test_controller_policy checks what each holds)
+    assert sorted(attached) == sorted(policies)
 
 
 def test_interruption_and_disruption_start_workflows_and_the_steps_continue_them(
@@ -182,18 +186,13 @@ def test_interruption_and_disruption_start_workflows_and_the_steps_continue_them
         [executions] = grants[starter].pop("states:DescribeExecution")
         assert executions.endswith(":*") and ":execution:" in executions and machine_id in executions
     # Everything else the disruption function does (launch, terminate, delete launch templates, the
-    # state table) comes with the controller policy, scoped by the cluster tag (test_controller_policy).
+    # state table) comes with its own policy, scoped by the cluster tag (test_controller_policy).
     # The sweep lists the workflow's running executions.
     assert grants["disruption"].pop("states:ListExecutions") == ["${" + machine_id + "}"]
     assert grants["disruption"] == {}
     handler = grants["interruption"]
-    assert set(handler) == {
-        "sqs:ReceiveMessage",
-        "sqs:ChangeMessageVisibility",
-        "sqs:GetQueueUrl",
-        "sqs:DeleteMessage",
-        "sqs:GetQueueAttributes",
-    }
+    # What Lambda's poller calls with the function's role, and nothing else on the queue.
+    assert set(handler) == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
     assert all(resources == ["${" + queue_id + ".Arn}"] for resources in handler.values())
 
 
@@ -213,7 +212,7 @@ def _rbac_documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def test_function_roles_join_the_group_the_rbac_manifest_binds(synthesis: Synthesis) -> None:
+def test_each_function_role_joins_its_own_group_the_rbac_manifest_binds(synthesis: Synthesis) -> None:
     stack = synthesis.fleetwright
     manifest = _rbac_documents((REPO_ROOT / "docs" / "rbac.yaml").read_text())
     # The manifest to apply is the one docs/kubernetes.md explains.
@@ -222,22 +221,26 @@ def test_function_roles_join_the_group_the_rbac_manifest_binds(synthesis: Synthe
     )
     assert explained is not None
     assert manifest == _rbac_documents(explained.group(1))
-    [binding] = [d for d in manifest if d["kind"] == "ClusterRoleBinding"]
-    [role] = [d for d in manifest if d["kind"] == "ClusterRole"]
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    groups = [s["name"] for s in binding["subjects"] if s["kind"] == "Group"]
-    assert len(groups) == 1
+    roles = {d["metadata"]["name"] for d in manifest if d["kind"] == "ClusterRole"}
+    # Each ClusterRole is bound to the one group of the same name, and nothing else is bound.
+    bound = {}
+    for binding in (d for d in manifest if d["kind"] == "ClusterRoleBinding"):
+        [subject] = binding["subjects"]
+        assert subject["kind"] == "Group"
+        bound[subject["name"]] = binding["roleRef"]["name"]
+    assert bound == {name: name for name in roles}
 
     entries = {
         render(e["Properties"]["PrincipalArn"]): e["Properties"]
         for e in stack.resources("AWS::EKS::AccessEntry").values()
         if e["Properties"]["Type"] == "STANDARD"
     }
-    function_roles = {
-        "${" + _function_role(function_by_description(stack, d)[1]) + ".Arn}" for d in FUNCTIONS.values()
+    groups = {
+        "${" + _function_role(function_by_description(stack, d)[1]) + ".Arn}": [f"fleetwright-{name}"]
+        for name, d in FUNCTIONS.items()
     }
-    assert set(entries) == function_roles
+    assert {arn: entry["KubernetesGroups"] for arn, entry in entries.items()} == groups
+    assert {g for [g] in groups.values()} == roles  # one group per function, every group used
     for entry in entries.values():
         assert entry["ClusterName"] == CLUSTER
-        assert entry["KubernetesGroups"] == groups
-        assert "AccessPolicies" not in entry  # permissions come from the ClusterRole alone
+        assert "AccessPolicies" not in entry  # permissions come from the ClusterRoles alone

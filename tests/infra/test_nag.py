@@ -47,9 +47,12 @@ def test_checks_ran_and_every_acknowledgement_was_needed(synthesis: Synthesis) -
         if "was triggered but suppressed" in text
     }
     assert suppressed == {
-        # the node role's AWS managed policies and the controller policy's wildcards
+        # the node role's AWS managed policies and the wildcards of each function's policy
         ("Node/Role", "AwsSolutions-IAM4"),
-        ("ControllerPolicy", "AwsSolutions-IAM5"),
+        ("ProvisionerPolicy", "AwsSolutions-IAM5"),
+        ("InterruptionHandlerPolicy", "AwsSolutions-IAM5"),
+        ("DisruptionPolicy", "AwsSolutions-IAM5"),
+        ("TerminationStepsPolicy", "AwsSolutions-IAM5"),
         # DescribeExecution on the workflow's executions; the state machine's invoke, logging and tracing
         ("InterruptionHandlerRole/DefaultPolicy", "AwsSolutions-IAM5"),
         ("DisruptionRole/DefaultPolicy", "AwsSolutions-IAM5"),
@@ -63,9 +66,10 @@ def test_checks_ran_and_every_acknowledgement_was_needed(synthesis: Synthesis) -
 
 def test_each_acknowledgement_gives_a_reason(synthesis: Synthesis) -> None:
     acknowledgements = _acknowledgements(synthesis)
-    # node role managed policies, controller wildcards, DescribeExecution (two roles), the state machine's,
+    # node role managed policies, the wildcards of the three launching functions' policies and of the
+    # termination steps' (Describe reads, instance/*), DescribeExecution (two roles), the state machine's,
     # the delivery dead-letter queue
-    assert len(acknowledgements) == 1 + 5 + 2 + 2 + 1
+    assert len(acknowledgements) == 1 + 3 * 5 + 2 + 2 + 2 + 1
     for _, rule in acknowledgements:
         assert len(str(rule["reason"])) >= 60, rule
         if rule["id"] in GRANULAR_RULES:

@@ -27,7 +27,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::IAM::Policy": FUNCTIONS + 2,
         "AWS::IAM::InstanceProfile": 1,
         "AWS::EKS::AccessEntry": 1 + FUNCTIONS,  # nodes, one per function role
-        "AWS::IAM::ManagedPolicy": 1,
+        "AWS::IAM::ManagedPolicy": FUNCTIONS,  # each function's own (docs/iam.md)
         "AWS::SSM::Parameter": 1,
         "AWS::CloudWatch::Dashboard": 1,
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
@@ -211,7 +211,6 @@ def test_dead_letter_alarm_and_dashboard(synthesis: Synthesis) -> None:
 def test_outputs_name_what_an_operator_needs(synthesis: Synthesis) -> None:
     outputs = synthesis.fleetwright.raw["Outputs"]
     assert sorted(outputs) == [
-        "ControllerPolicyArn",
         "DashboardName",
         "DisruptionLogGroup",
         "InterruptionHandlerLogGroup",
