@@ -51,7 +51,7 @@ from fleetwright.config import (
     ENV_STATE_MACHINE,
     ENV_TABLE,
 )
-from fleetwright.observability.metrics import ENV_PUBLISHED_METRICS
+from fleetwright.observability.metrics import ENV_WITHHELD_METRICS
 from infra import controller_metrics as cm
 from infra.controller_policy import ControllerPolicy, ControllerResources
 from infra.dashboard import FleetwrightDashboard
@@ -155,7 +155,7 @@ class FleetwrightAutoscaler(Construct):
     Parts: ``layer``, ``state_table``, ``nodepool_parameter`` (the validated documents, in SSM),
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
     ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``controller_policy`` (a managed
-    policy), ``dashboard`` (``dashboard`` (None below ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``),
+    policy), ``dashboard`` (``dashboard``, ``alarms``, ``dlq_alarm``),
     ``provisioner``,
     ``interruption_handling`` and ``disruption`` (None without them); ``functions`` lists the functions
     added so far and
@@ -237,7 +237,7 @@ class FleetwrightAutoscaler(Construct):
             delivery_dead_letter_queue=self.interruption.delivery_dead_letter_queue,
             table=self.state_table,
             alarm_topic=alarm_topic,
-            with_dashboard=self.monitoring is Monitoring.FULL,
+            level=self.monitoring.value,
         )
         if with_functions:
             self.provisioner = self.add_provisioner(reserved_concurrency=provisioner_reserved_concurrency)
@@ -246,6 +246,7 @@ class FleetwrightAutoscaler(Construct):
             )
             if disruption:
                 self.disruption = self.add_disruption(disruption_options)
+        self.dashboard.add_overview()
 
     def _node_role_name(self, requested: str | None) -> str | None:
         """``requested``, else the one role the EC2NodeClasses name; warns about roles nodes cannot use."""
@@ -549,11 +550,9 @@ class FleetwrightAutoscaler(Construct):
 
     def _service_environment(self, service: str) -> dict[str, str]:
         """Powertools' service name (the ``service`` metric dimension) and the metrics namespace; below
-        ``Monitoring.FULL``, the only metrics to publish: those the alarms read."""
+        ``Monitoring.FULL``, the series the monitoring level leaves out (``controller_metrics.WITHHELD``)."""
         environment = {ENV_SERVICE: service, ENV_METRICS_NAMESPACE: cm.NAMESPACE}
-        if self.monitoring is not Monitoring.FULL:
-            published = (
-                cm.ESSENTIAL_ALARM_METRICS if self.monitoring is Monitoring.ESSENTIAL else cm.ALARM_METRICS
-            )
-            environment[ENV_PUBLISHED_METRICS] = ",".join(published)
+        withheld = cm.WITHHELD[self.monitoring.value]
+        if withheld:
+            environment[ENV_WITHHELD_METRICS] = ",".join(withheld)
         return environment
