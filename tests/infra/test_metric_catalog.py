@@ -237,3 +237,121 @@ def test_unreadable_dimensions_fail_loudly(source: str) -> None:
     [(scope, call)] = list(_metrics_calls(ast.parse(source)))
     with pytest.raises(AssertionError):
         _dimensions(scope, call)
+
+
+# Karpenter v1.14's metrics reference (karpenter.sh, "Metrics"): the karpenter_* names.
+KARPENTER_METRICS = [
+    "consolidation_score",
+    "consolidation_moves_total",
+    "build_info",
+    "nodeclaims_unhealthy_disrupted_total",
+    "nodeclaims_termination_duration_seconds",
+    "nodeclaims_terminated_total",
+    "nodeclaims_instance_termination_duration_seconds",
+    "nodeclaims_disrupted_total",
+    "nodeclaims_created_total",
+    "nodes_total_pod_requests",
+    "nodes_total_pod_limits",
+    "nodes_total_daemon_requests",
+    "nodes_total_daemon_limits",
+    "nodes_termination_duration_seconds",
+    "nodes_terminated_total",
+    "nodes_system_overhead",
+    "nodes_lifetime_duration_seconds",
+    "nodes_drained_total",
+    "nodes_current_lifetime_seconds",
+    "nodes_created_total",
+    "nodes_allocatable",
+    "pods_unstarted_time_seconds",
+    "pods_unbound_time_seconds",
+    "pods_state",
+    "pods_startup_duration_seconds",
+    "pods_scheduling_decision_duration_seconds",
+    "pods_provisioning_unstarted_time_seconds",
+    "pods_provisioning_unbound_time_seconds",
+    "pods_provisioning_startup_duration_seconds",
+    "pods_provisioning_scheduling_undecided_time_seconds",
+    "pods_provisioning_bound_duration_seconds",
+    "pods_eviction_requests_total",
+    "pods_drained_total",
+    "pods_bound_duration_seconds",
+    "voluntary_disruption_queue_failures_total",
+    "voluntary_disruption_failed_validations_total",
+    "voluntary_disruption_eligible_nodes",
+    "voluntary_disruption_decisions_total",
+    "voluntary_disruption_decisions_by_nodepool_total",
+    "voluntary_disruption_decision_evaluation_duration_seconds",
+    "voluntary_disruption_consolidation_timeouts_total",
+    "scheduler_unschedulable_pods_count",
+    "scheduler_unfinished_work_seconds",
+    "scheduler_scheduling_duration_seconds",
+    "scheduler_queue_depth",
+    "scheduler_pending_pods_by_effective_zone_count",
+    "scheduler_ignored_pods_count",
+    "nodepools_usage",
+    "nodepools_nodes_consuming_budgets",
+    "nodepools_limit",
+    "nodepools_cost_tracker_errors_total",
+    "nodepools_cost_total",
+    "nodepools_allowed_disruptions",
+    "interruption_received_messages_total",
+    "interruption_message_queue_duration_seconds",
+    "interruption_instance_status_unhealthy_total",
+    "interruption_deleted_messages_total",
+    "cluster_utilization_percent",
+    "cluster_state_unsynced_time_seconds",
+    "cluster_state_synced",
+    "cluster_state_node_count",
+    "cloudprovider_instance_type_offering_price_estimate",
+    "cloudprovider_instance_type_offering_available",
+    "cloudprovider_instance_type_memory_bytes",
+    "cloudprovider_instance_type_cpu_cores",
+    "cloudprovider_instance_termination_failures_total",
+    "cloudprovider_instance_launch_failures_total",
+    "cloudprovider_errors_total",
+    "cloudprovider_duration_seconds",
+    "cloudprovider_batcher_batch_time_seconds",
+    "cloudprovider_batcher_batch_size",
+]
+# AWS's own metrics of the deployed resources the mapping may name.
+AWS_METRICS = {
+    "ExecutionTime",
+    "ExecutionsStarted",
+    "Succeeded",
+    "Failed",
+    "TimedOut",
+    "Aborted",
+    "NumberOfMessagesDeleted",
+    "ApproximateAgeOfOldestMessage",
+    "Errors",
+    "Duration",
+    "Invocations",
+    "Throttles",
+}
+
+
+def _mapping_rows() -> list[tuple[str, str]]:
+    """(Karpenter column, Fleetwright column) of the tables under docs/metrics.md's mapping section."""
+    text = (REPO_ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("## Karpenter's metrics and Fleetwright's", 1)[1]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| `")]
+    return [(row[1], row[2]) for row in rows]
+
+
+def test_the_karpenter_mapping_covers_every_karpenter_metric_once() -> None:
+    named = [name for karpenter, _ in _mapping_rows() for name in re.findall(r"`karpenter_(\w+)`", karpenter)]
+    assert sorted(named) == sorted(KARPENTER_METRICS)
+
+
+def test_the_karpenter_mapping_names_only_metrics_the_code_writes() -> None:
+    checked = 0
+    for _, fleetwright in _mapping_rows():
+        for name, dimensions in re.findall(r"`([A-Z]\w+)(?:\{([\w,=]+)\})?`", fleetwright):
+            if name in AWS_METRICS:
+                continue
+            spec = cm.BY_NAME.get(name)
+            assert spec is not None, f"docs/metrics.md names {name}, which no code writes"
+            keys = {d.split("=")[0] for d in dimensions.split(",")} if dimensions else set()
+            assert any(keys <= set(dims) for dims in spec.dimension_sets), f"{name}{{{dimensions}}}"
+            checked += 1
+    assert checked > 30
