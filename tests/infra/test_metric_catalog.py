@@ -24,7 +24,7 @@ LAYER = REPO_ROOT / "layers"
 INDIRECT = {"fleetwright/observability/limits.py": {limits.DURATION_OF_TIMEOUT, limits.MEMORY_OF_LIMIT}}
 QUERY = re.compile(
     r"SELECT (?P<function>[A-Z]+)\((?P<name>\w+)\) FROM (?:SCHEMA\((?P<schema>[^)]*)\)|(?P<namespace>\w+))"
-    r"(?: WHERE (?P<where>.*?))?(?: GROUP BY (?P<group>\w+))?$"
+    r"(?: WHERE (?P<where>.*?))?(?: GROUP BY (?P<group>\w+(?:, \w+)*))?$"
 )
 
 
@@ -129,7 +129,8 @@ def _query_line(query: str) -> Line:
     match = QUERY.match(query)
     assert match, f"a query the test cannot read: {query}"
     where = match["where"] or ""
-    keys = set(re.findall(r"(\w+) (?:=|IN) ", where)) | ({match["group"]} if match["group"] else set())
+    groups = set(match["group"].split(", ")) if match["group"] else set()
+    keys = set(re.findall(r"(\w+) (?:=|IN) ", where)) | groups
     service = re.search(r"service = '([\w-]+)'", where)
     schema = match["schema"]
     if schema is not None:
@@ -355,3 +356,42 @@ def test_the_karpenter_mapping_names_only_metrics_the_code_writes() -> None:
             assert any(keys <= set(dims) for dims in spec.dimension_sets), f"{name}{{{dimensions}}}"
             checked += 1
     assert checked > 30
+
+
+# AWS's metrics the Grafana boards may read, by namespace.
+AWS_NAMESPACES = {
+    "AWS/Lambda": {"Duration", "Invocations", "Errors", "Throttles"},
+    "AWS/States": {"ExecutionTime", "ExecutionsStarted", "ExecutionsSucceeded", "ExecutionsFailed"},
+    "AWS/SQS": {"ApproximateAgeOfOldestMessage", "NumberOfMessagesDeleted"},
+}
+
+
+def _grafana_lines(board: dict[str, Any]) -> tuple[list[Line], list[str]]:
+    """The custom metrics a Grafana board's CloudWatch targets read, and its problems with AWS's metrics."""
+    lines: list[Line] = []
+    problems: list[str] = []
+    for panel in board["panels"]:
+        for target in panel["targets"]:
+            if target.get("metricQueryType") == 1:
+                lines.append(_query_line(target["sqlExpression"]))
+                continue
+            namespace, name = target["namespace"], target["metricName"]
+            if namespace != cm.NAMESPACE:
+                if name not in AWS_NAMESPACES.get(namespace, set()):
+                    problems.append(f"{panel['title']}: {namespace} {name}")
+                continue
+            assert target["matchExact"] is True, panel["title"]
+            dimensions = dict(target["dimensions"])
+            service = dimensions.pop("service", None)
+            own = tuple(sorted(dimensions))
+            lines.append(Line(name, None if service == "*" else service, own, own, "plain", panel["title"]))
+    return lines, problems
+
+
+@pytest.mark.parametrize("board", ["capacity", "performance"])
+def test_the_grafana_boards_read_only_metrics_the_code_writes(board: str) -> None:
+    path = REPO_ROOT / "examples" / "grafana" / f"fleetwright-{board}.json"
+    lines, problems = _grafana_lines(json.loads(path.read_text(encoding="utf-8")))
+    assert len(lines) >= 6
+    # Grafana reads whatever the deployment writes: checked against what monitoring=full publishes.
+    assert problems + _problems(lines, "full") == []
