@@ -117,6 +117,37 @@ def test_the_default_dashboards_fit_the_free_tier(watching: Any, economy: Any, s
     assert _dashboard_metrics(synthesis.fleetwright.raw) > 50
 
 
+def _titles(template: Template) -> list[str]:
+    [dashboard] = _resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    return [w["properties"].get("title", "") for w in body["widgets"]]
+
+
+@pytest.mark.parametrize("mode", ["watching", "economy"])
+def test_the_default_dashboard_answers_what_a_karpenter_user_watches(
+    mode: str, request: pytest.FixtureRequest
+) -> None:
+    titles = " | ".join(_titles(request.getfixturevalue(mode)[0]))
+    for subject in (
+        "Pending pods",
+        "node startup",
+        "$/h",
+        "Nodes launched",
+        "launch errors",
+        "Nodes terminated by reason",
+        "Disruption decisions by reason",
+        "blocked by why",
+        "Interruption events by kind",
+        "Termination workflows by outcome",
+        "Errors",
+        "timeout",
+        "peak memory",
+    ):
+        assert subject in titles, subject
+    # Both levels split the nodes by NodePool and capacity type only where they pay for it.
+    assert ("Nodes by NodePool; their $/h (right)" in titles) is (mode == "watching")
+
+
 def test_economy_keeps_the_alarms_that_protect_nodes_and_pods(economy: Any) -> None:
     template, messages = economy
     assert len(_resources(template, "AWS::CloudWatch::Dashboard")) == 1
