@@ -5,8 +5,10 @@ Usage: python bench/cost.py [--markdown]
 Prints, for an idle cluster and for 100 / 1,000 / 10,000 nodes, in the default watching mode and in
 economy mode, the monthly cost per service. Prices: AWS's public price pages for us-east-1 (arm64 Lambda,
 Step Functions Standard, DynamoDB on-demand, SQS standard, CloudWatch), read 2026-11-24; free tiers are
-not subtracted (an account uses them for other things too). Every input is a named constant below, with
-where it comes from, so changing one (memory, schedule, how long the provisioner watches) shows its effect.
+not subtracted (an account uses them for other things too), except CloudWatch's three free dashboards of up
+to 50 metrics: the default dashboard fits one, and a line shows the bill of an account that has used them
+up. Every input is a named constant below, with where it comes from, so changing one (memory, schedule,
+how long the provisioner watches) shows its effect.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ LOGS_INGESTED_GB = 0.50
 LOGS_STORED_GB_MONTH = 0.03
 CUSTOM_METRIC_MONTH = 0.30  # first 10,000 metrics
 ALARM_METRIC_MONTH = 0.10  # standard resolution, per metric an alarm reads
-DASHBOARD_MONTH = 3.00  # beyond the account's first three
+DASHBOARD_MONTH = 3.00  # beyond the account's first three (free: up to 50 metrics each)
 # EventBridge: events of AWS services (EC2 and Health, the interruption rules) are free; the two
 # schedule rules invoke their targets without an event charge (https://aws.amazon.com/eventbridge/pricing/).
 
@@ -50,28 +52,38 @@ class MonitoringLevel:
     """What one ``monitoring`` level (infra/settings.py, ``Monitoring``) deploys and publishes."""
 
     alarm_metrics: int  # metrics the alarms read (counted in the synthesized templates)
-    dashboards: int
-    # Series written every minute by an idle cluster.
+    # Series written every minute by an idle cluster (infra/controller_metrics.py, ``idle_series``).
     idle_metrics: int
-    # Whether the per-NodePool, instance-type and capacity-type series of a busy cluster are published.
-    every_metric: bool
+    # Whether the dashboard fits a free one (at most 50 metrics: the overview alone).
+    dashboard_in_free_tier: bool
+    # Whether the node count and cost are also written per NodePool and per capacity type.
+    node_splits: bool = True
+    dashboards: int = 1
 
 
-# Checked against the synthesized templates by tests/infra/test_cost_options.py.
+# Checked against the synthesized templates and infra/controller_metrics.py by
+# tests/infra/test_cost_options.py.
 MONITORING = {
-    # The dashboard, every metric, 12 alarms reading 17 metrics (the workflow-execution alarm 3, the
-    # dead-letter alarm 2 with the rules' delivery dead-letter queue, the near-limit ones 2 each). Idle
-    # metrics: the provisioner's PendingPods, SchedulingDuration, DurationOfTimeout, MemoryOfLimit; the
-    # disruption function's DisruptionDecisionDuration, DisruptionCandidates, NodeCount (total and per
-    # NodePool), ClusterHourlyCost, DurationOfTimeout, MemoryOfLimit.
-    "full": MonitoringLevel(alarm_metrics=17, dashboards=1, idle_metrics=11, every_metric=True),
-    # The same alarms; only the metrics they read: DurationOfTimeout and MemoryOfLimit of the two scheduled
-    # functions every minute, the rest (ProvisioningErrors, RegistrationTimeouts, TerminationFailures,
-    # DisruptionErrors, InterruptionMessagesRejected) only when something fails.
-    "alarms": MonitoringLevel(alarm_metrics=17, dashboards=0, idle_metrics=4, every_metric=False),
-    # Without the two near-limit alarms: 10 alarms reading 13 metrics, none written by an idle cluster.
-    "essential": MonitoringLevel(alarm_metrics=13, dashboards=0, idle_metrics=0, every_metric=False),
+    # 12 alarms reading 17 metrics (the workflow-execution alarm 3, the dead-letter alarm 2 with the rules'
+    # delivery dead-letter queue, the near-limit ones 2 each). Idle series: the provisioner's PendingPods,
+    # DurationOfTimeout, MemoryOfLimit; the disruption function's NodeCount and ClusterHourlyCost totals,
+    # DisruptionCandidates, DisruptionDecisionDuration, DurationOfTimeout, MemoryOfLimit. The dashboard's
+    # detailed sections take it past 50 metrics.
+    "full": MonitoringLevel(alarm_metrics=17, idle_metrics=9, dashboard_in_free_tier=False),
+    # The same alarms; the two diagnostics of the disruption pass left out.
+    "alarms": MonitoringLevel(alarm_metrics=17, idle_metrics=7, dashboard_in_free_tier=True),
+    # 10 alarms reading 13 metrics, none written by an idle cluster; idle series: PendingPods and the
+    # NodeCount and ClusterHourlyCost totals.
+    "essential": MonitoringLevel(
+        alarm_metrics=13, idle_metrics=3, dashboard_in_free_tier=True, node_splits=False
+    ),
 }
+# With nodes: NodeCount and ClusterHourlyCost per NodePool (one) and per capacity type (on-demand, spot).
+SPLIT_SERIES = 2 * (1 + 2)
+# Series written on launches and removals (NodeClaimsLaunched, HourlyCostLaunched, NodesRegistered,
+# NodesInitialized, NodeStartupDuration, NodesDisrupted, DisruptionCommands, DisruptionSavingsPerHour,
+# NodesTerminated, PodsEvicted, TerminationWorkflowsStarted), besides one per instance type launched.
+EVENT_SERIES = 11
 # SQS: Lambda's event source mapping long-polls (20 s) the interruption queue with 5 pollers when idle.
 SQS_POLLERS = 5
 SQS_LONG_POLL_SECONDS = 20
@@ -131,6 +143,8 @@ class Deployment:
     event_memory_mb: int = 512  # interruption handler and termination steps
     provisioner_timeout: int = 60
     monitoring: str = "alarms"  # "essential" by default in economy mode
+    # Whether the account's three free dashboards have room for Fleetwright's (docs/cost.md).
+    free_dashboard: bool = True
 
 
 WATCHING = Deployment("watching (default)")
@@ -200,11 +214,17 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
     log_gb = (
         2 * invocations * 1.5e3 + removals * 2 * 2e3 + removals * STEP_INVOCATIONS_PER_REMOVAL * 1e3
     ) / 1e9
-    # Custom metrics: the idle ones, plus (with every metric published) per-NodePool and per-instance-type
-    # series once nodes come and go. Metrics written only on failures are not counted.
+    # Custom metrics: the idle ones; with nodes, the per-NodePool and per-capacity-type series of the node
+    # count and cost (when the level publishes them), and the series written on launches and removals,
+    # billed for the hours they are written in (CloudWatch prorates a metric by the hour).
     level = MONITORING[deployment.monitoring]
-    busy = 6 + min(40, cluster.nodes // 50) if cluster.nodes and level.every_metric else 0
-    metrics = level.idle_metrics + busy
+    metrics: float = level.idle_metrics
+    if cluster.nodes:
+        events_per_hour = cluster.nodes * cluster.node_churn_per_day / 24
+        hours_written = 1 - math.exp(-events_per_hour)  # share of the hours with at least one
+        event_series = EVENT_SERIES + min(40, cluster.nodes // 50)  # + one per instance type launched
+        metrics += (SPLIT_SERIES if level.node_splits else 0) + event_series * hours_written
+    free = level.dashboard_in_free_tier and deployment.free_dashboard
     sqs_requests = SQS_POLLERS * MINUTES_PER_MONTH * 60 / SQS_LONG_POLL_SECONDS + interruption_invocations * 2
     return {
         "Lambda compute": gb_seconds * LAMBDA_GB_SECOND,
@@ -215,7 +235,7 @@ def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
         "CloudWatch Logs": log_gb * (LOGS_INGESTED_GB + LOGS_STORED_GB_MONTH * LOG_RETENTION_MONTHS),
         "custom metrics": metrics * CUSTOM_METRIC_MONTH,
         "alarms": level.alarm_metrics * ALARM_METRIC_MONTH,
-        "dashboard": level.dashboards * DASHBOARD_MONTH,
+        "dashboard": 0.0 if free else level.dashboards * DASHBOARD_MONTH,
     }
 
 
@@ -281,7 +301,10 @@ def main() -> None:
     )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    print("USD per month, us-east-1 prices of 2026-11-24, free tiers not subtracted")
+    print(
+        "USD per month, us-east-1 prices of 2026-11-24, free tiers not subtracted but the dashboard's "
+        "(one of the account's 3 free dashboards)"
+    )
     print(table((WATCHING, ECONOMY), args.markdown))
     print()
     print("Other settings (idle cluster):")
@@ -293,6 +316,9 @@ def main() -> None:
             monitoring="full",
         ),
         replace(WATCHING, name="watching, monitoring=full", monitoring="full"),
+        replace(
+            WATCHING, name="watching, the account's 3 free dashboards used elsewhere", free_dashboard=False
+        ),
         replace(WATCHING, name="watching, monitoring=essential", monitoring="essential"),
         replace(WATCHING, name="watching, provisioner 1,024 MB", provisioner_memory_mb=1024),
         replace(
@@ -303,6 +329,9 @@ def main() -> None:
         ),
         replace(ECONOMY, name="economy, provisioner 1,024 MB", provisioner_memory_mb=1024),
         replace(ECONOMY, name="economy, monitoring=alarms", monitoring="alarms"),
+        replace(
+            ECONOMY, name="economy, the account's 3 free dashboards used elsewhere", free_dashboard=False
+        ),
         replace(ECONOMY, name="economy, disruption 512 MB", disruption_memory_mb=512),
     )
     for lever in levers:

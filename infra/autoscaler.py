@@ -50,7 +50,7 @@ from fleetwright.config import (
     ENV_STATE_MACHINE,
     ENV_TABLE,
 )
-from fleetwright.observability.metrics import ENV_PUBLISHED_METRICS
+from fleetwright.observability.metrics import ENV_WITHHELD_METRICS
 from infra import controller_metrics as cm
 from infra.controller_policy import (
     DISRUPTION,
@@ -166,8 +166,8 @@ class FleetwrightAutoscaler(Construct):
     ``interruption`` (``queue``, ``dead_letter_queue``, ``rules``, ``delivery_dead_letter_queue``),
     ``node_role`` (``role``, ``instance_profile``, ``access_entry``), ``function_policies`` (each
     function's own managed policy, by construct id; ``controller_policy``, every built-in function's
-    statements together, is made on first use), ``dashboard`` (``dashboard`` (None below
-    ``Monitoring.FULL``), ``alarms``, ``dlq_alarm``), ``provisioner``,
+    statements together, is made on first use), ``dashboard`` (``dashboard``, ``alarms``, ``dlq_alarm``),
+    ``provisioner``,
     ``interruption_handling`` and ``disruption`` (None without them); ``functions`` lists the functions
     added so far and
     ``access_entries`` the EKS access entries of their roles.
@@ -248,7 +248,7 @@ class FleetwrightAutoscaler(Construct):
             delivery_dead_letter_queue=self.interruption.delivery_dead_letter_queue,
             table=self.state_table,
             alarm_topic=alarm_topic,
-            with_dashboard=self.monitoring is Monitoring.FULL,
+            level=self.monitoring.value,
         )
         if with_functions:
             self.provisioner = self.add_provisioner(reserved_concurrency=provisioner_reserved_concurrency)
@@ -257,6 +257,7 @@ class FleetwrightAutoscaler(Construct):
             )
             if disruption:
                 self.disruption = self.add_disruption(disruption_options)
+        self.dashboard.add_overview()
 
     def _node_role_name(self, requested: str | None) -> str | None:
         """``requested``, else the one role the EC2NodeClasses name; warns about roles nodes cannot use."""
@@ -612,11 +613,9 @@ class FleetwrightAutoscaler(Construct):
 
     def _service_environment(self, service: str) -> dict[str, str]:
         """Powertools' service name (the ``service`` metric dimension) and the metrics namespace; below
-        ``Monitoring.FULL``, the only metrics to publish: those the alarms read."""
+        ``Monitoring.FULL``, the series the monitoring level leaves out (``controller_metrics.WITHHELD``)."""
         environment = {ENV_SERVICE: service, ENV_METRICS_NAMESPACE: cm.NAMESPACE}
-        if self.monitoring is not Monitoring.FULL:
-            published = (
-                cm.ESSENTIAL_ALARM_METRICS if self.monitoring is Monitoring.ESSENTIAL else cm.ALARM_METRICS
-            )
-            environment[ENV_PUBLISHED_METRICS] = ",".join(published)
+        withheld = cm.WITHHELD[self.monitoring.value]
+        if withheld:
+            environment[ENV_WITHHELD_METRICS] = ",".join(withheld)
         return environment

@@ -14,6 +14,8 @@ leave an empty graph behind.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
@@ -25,7 +27,8 @@ from fleetwright.interruption import controller as interruption
 from fleetwright.kube import events
 from fleetwright.observability import limits
 from fleetwright.observability import metrics as provisioning
-from fleetwright.provisioning import nodepool_source
+from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, SECONDS, series_key
+from fleetwright.provisioning import nodepool_source, nodepool_status
 from fleetwright.termination import steps as termination
 
 NAMESPACE = "Fleetwright"
@@ -45,6 +48,7 @@ INSUFFICIENT_CAPACITY_RECOVERED = provisioning.INSUFFICIENT_CAPACITY_RECOVERED
 HOURLY_COST_LAUNCHED = provisioning.HOURLY_COST_LAUNCHED
 NODES_REGISTERED = provisioning.NODES_REGISTERED
 NODES_INITIALIZED = provisioning.NODES_INITIALIZED
+NODE_STARTUP_DURATION = provisioning.NODE_STARTUP_DURATION
 REGISTRATION_TIMEOUTS = provisioning.REGISTRATION_TIMEOUTS
 PROVISIONING_ERRORS = provisioning.PASS_ERRORS
 LEASE_LOST = provisioning.LEASE_LOST
@@ -56,6 +60,7 @@ LIMIT_ALARM_FRACTION = limits.WARNING_FRACTION
 NO_NODEPOOLS = nodepool_source.NO_NODEPOOLS
 INVALID_KARPENTER_OBJECTS = nodepool_source.INVALID_KARPENTER_OBJECTS
 NODEPOOL_READ_ERRORS = nodepool_source.NODEPOOL_READ_ERRORS
+STATUS_WRITE_ERRORS = nodepool_status.STATUS_WRITE_ERRORS
 NODECLAIM_SYNC_ERRORS = nodeclaim_objects.SYNC_ERRORS
 NODE_SYNC_ERRORS = registration.NODE_SYNC_ERRORS
 EVENTS_NOT_RECORDED = events.EVENTS_NOT_RECORDED
@@ -99,9 +104,119 @@ DELETION_RETRIES = deletion.DELETION_RETRIES
 DELETION_ERRORS = deletion.DELETION_ERRORS
 NODE_COUNT = disruption.NODE_COUNT
 CLUSTER_HOURLY_COST = disruption.CLUSTER_HOURLY_COST
+DISRUPTION_BLOCKED = disruption.DISRUPTION_BLOCKED
 
-# The custom metrics the stack's alarms read, by monitoring level (infra.settings.Monitoring): below
-# ``full`` the built-in functions publish only these (``FLEETWRIGHT_PUBLISHED_METRICS``). The essential
+# Claims are launched, registered and synced by whichever function needs a node: the provisioner, and the
+# disruption and interruption functions for replacements.
+CLAIM_SERVICES = (PROVISIONER_SERVICE, DISRUPTION_SERVICE, INTERRUPTION_SERVICE)
+ALL_SERVICES = (*CLAIM_SERVICES, TERMINATION_SERVICE)
+SCHEDULED_SERVICES = (PROVISIONER_SERVICE, DISRUPTION_SERVICE)
+POOL = ("NodePool",)
+CAPACITY = ("CapacityType",)
+# The gauges of Fleetwright's nodes: a total, one series per NodePool and one per capacity type.
+NODE_SPLITS = ((), POOL, CAPACITY)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric the functions write: its unit, the sets of dimensions of its own it is written with
+    (each a sorted tuple; ``()`` for the series with only ``service``), the services that write it, and
+    whether every scheduled pass writes it (``every_pass``: billed every month even on an idle cluster;
+    the others are written when something happens, and CloudWatch bills a series only for the hours it is
+    written in)."""
+
+    name: str
+    unit: str
+    dimension_sets: tuple[tuple[str, ...], ...]
+    services: tuple[str, ...]
+    every_pass: bool = False
+
+
+def _spec(
+    name: str, services: str | tuple[str, ...], *dimensions: str, unit: str = COUNT, every_pass: bool = False
+) -> MetricSpec:
+    """A metric written with one set of dimensions."""
+    services = (services,) if isinstance(services, str) else services
+    return MetricSpec(name, unit, (tuple(sorted(dimensions)),), services, every_pass)
+
+
+# Every metric the code writes, with the dimensions it writes it with: tests/infra/test_metric_catalog.py
+# reads every ``metrics.add`` call of the layer and checks this list against them, and the dashboard, the
+# alarms and examples/grafana/ may graph only what is listed here (docs/metrics.md).
+CATALOG: tuple[MetricSpec, ...] = (
+    # Provisioning (docs/provisioner.md)
+    _spec(PENDING_PODS, PROVISIONER_SERVICE, every_pass=True),
+    _spec(BATCH_SIZE, PROVISIONER_SERVICE),
+    _spec(SCHEDULING_DURATION, PROVISIONER_SERVICE, unit=MILLISECONDS),
+    _spec(UNSCHEDULABLE_PODS, PROVISIONER_SERVICE),
+    _spec(NO_NODEPOOLS, PROVISIONER_SERVICE),
+    _spec(NODEPOOL_READ_ERRORS, PROVISIONER_SERVICE),
+    _spec(INVALID_KARPENTER_OBJECTS, PROVISIONER_SERVICE, "Kind"),
+    _spec(STATUS_WRITE_ERRORS, PROVISIONER_SERVICE, "Kind"),
+    # Claims: launches, registration, NodeClaim objects (any function that launches)
+    _spec(PROVISIONING_ERRORS, CLAIM_SERVICES),
+    _spec(LEASE_LOST, CLAIM_SERVICES),
+    _spec(CLAIMS_LAUNCHED, CLAIM_SERVICES, "CapacityType", "InstanceType", "NodePool"),
+    _spec(HOURLY_COST_LAUNCHED, CLAIM_SERVICES, *POOL, unit=NONE),
+    _spec(INSUFFICIENT_CAPACITY_RECOVERED, CLAIM_SERVICES, *POOL),
+    _spec(LAUNCH_ERRORS, CLAIM_SERVICES, "ErrorCode", "NodePool"),
+    _spec(NODES_REGISTERED, CLAIM_SERVICES, *POOL),
+    _spec(NODES_INITIALIZED, CLAIM_SERVICES, *POOL),
+    _spec(NODE_STARTUP_DURATION, CLAIM_SERVICES, *POOL, unit=SECONDS),
+    _spec(REGISTRATION_TIMEOUTS, CLAIM_SERVICES, *POOL),
+    _spec(NODE_SYNC_ERRORS, CLAIM_SERVICES),
+    _spec(NODECLAIM_SYNC_ERRORS, CLAIM_SERVICES, "Operation"),
+    _spec(STATIC_LIMIT_REACHED, CLAIM_SERVICES, *POOL),
+    _spec(EVENTS_NOT_RECORDED, ALL_SERVICES, "Reason"),
+    # How close a scheduled invocation came to its Lambda limits
+    _spec(DURATION_OF_TIMEOUT, SCHEDULED_SERVICES, unit=NONE, every_pass=True),
+    _spec(MEMORY_OF_LIMIT, SCHEDULED_SERVICES, unit=NONE, every_pass=True),
+    # Interruptions (docs/termination.md)
+    _spec(INTERRUPTION_EVENTS, INTERRUPTION_SERVICE, "Kind"),
+    _spec(INTERRUPTION_EVENTS_IGNORED, INTERRUPTION_SERVICE, "Reason"),
+    _spec(MESSAGES_REJECTED, INTERRUPTION_SERVICE, "Reason"),
+    _spec(DUPLICATE_EVENTS, INTERRUPTION_SERVICE),
+    _spec(REBALANCE_RECOMMENDATIONS, INTERRUPTION_SERVICE),
+    _spec(NODES_CLEANED_UP, INTERRUPTION_SERVICE, "State"),
+    _spec(INTERRUPTIONS_IN_PROGRESS, INTERRUPTION_SERVICE, "Kind"),
+    _spec(INTERRUPTION_ATTEMPTS_RETRIED, INTERRUPTION_SERVICE, "Kind"),
+    _spec(INTERRUPTION_ATTEMPTS_EXHAUSTED, INTERRUPTION_SERVICE, "Kind"),
+    _spec(WORKFLOWS_STARTED, INTERRUPTION_SERVICE, "Reason"),
+    _spec(REPLACEMENT_CLAIMS, INTERRUPTION_SERVICE),
+    _spec(REPLACEMENT_ERRORS, INTERRUPTION_SERVICE),
+    # The termination workflow's steps
+    _spec(NODES_TERMINATED, TERMINATION_SERVICE, "Reason"),
+    _spec(DISRUPTIONS_CALLED_OFF, TERMINATION_SERVICE, "Reason"),
+    _spec(PODS_EVICTED, TERMINATION_SERVICE),
+    _spec(EVICTIONS_BLOCKED, TERMINATION_SERVICE),
+    _spec(PODS_DELETED_AT_DEADLINE, TERMINATION_SERVICE),
+    _spec(VOLUME_ATTACHMENTS_UNREADABLE, TERMINATION_SERVICE),
+    _spec(DRAIN_API_ERRORS, TERMINATION_SERVICE),
+    _spec(WORKFLOW_CONTINUATIONS, TERMINATION_SERVICE),
+    _spec(TERMINATION_FAILURES, TERMINATION_SERVICE),
+    # Disruption (docs/disruption.md)
+    MetricSpec(NODE_COUNT, COUNT, NODE_SPLITS, (DISRUPTION_SERVICE,), every_pass=True),
+    MetricSpec(CLUSTER_HOURLY_COST, NONE, NODE_SPLITS, (DISRUPTION_SERVICE,), every_pass=True),
+    _spec(DISRUPTION_CANDIDATES, DISRUPTION_SERVICE, every_pass=True),
+    _spec(DECISION_DURATION, DISRUPTION_SERVICE, unit=MILLISECONDS, every_pass=True),
+    _spec(DISRUPTION_COMMANDS, DISRUPTION_SERVICE, "Method"),
+    _spec(DISRUPTION_SAVINGS, DISRUPTION_SERVICE, "Method", unit=NONE),
+    _spec(COMMANDS_INVALIDATED, DISRUPTION_SERVICE, "Method"),
+    _spec(DISRUPTION_BLOCKED, DISRUPTION_SERVICE, "Why"),
+    _spec(NODES_DISRUPTED, DISRUPTION_SERVICE, "Reason"),
+    _spec(NODES_REPAIRED, DISRUPTION_SERVICE, "Condition", "NodePool"),
+    _spec(NODE_REPAIR_BLOCKED, DISRUPTION_SERVICE, *POOL),
+    _spec(DISRUPTION_ERRORS, DISRUPTION_SERVICE, "Stage"),
+    _spec(GARBAGE_COLLECTED, DISRUPTION_SERVICE, "Kind"),
+    _spec(NODES_UNCORDONED_BY_SWEEP, DISRUPTION_SERVICE),
+    _spec(INTERRUPTIONS_REDRIVEN, DISRUPTION_SERVICE, "Kind"),
+    _spec(NODES_RETIRED, DISRUPTION_SERVICE, "Reason"),
+    _spec(DELETION_RETRIES, DISRUPTION_SERVICE),
+    _spec(DELETION_ERRORS, DISRUPTION_SERVICE),
+)
+BY_NAME = {spec.name: spec for spec in CATALOG}
+
+# The custom metrics the stack's alarms read, by monitoring level (infra.settings.Monitoring). The essential
 # ones are written only when something fails, so an idle cluster publishes none of them.
 ESSENTIAL_ALARM_METRICS = (
     PROVISIONING_ERRORS,
@@ -112,6 +227,52 @@ ESSENTIAL_ALARM_METRICS = (
 )
 # The near-limit alarms' metrics are written by every scheduled invocation.
 ALARM_METRICS = (*ESSENTIAL_ALARM_METRICS, DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT)
+
+# What each monitoring level (infra.settings.Monitoring, by value) leaves out
+# (``FLEETWRIGHT_WITHHELD_METRICS``, entries as ``fleetwright.observability.metrics.series_key`` writes
+# them): only series written by every
+# pass cost an idle cluster anything, so only those are chosen. ``alarms`` (the default when watching)
+# drops two diagnostics of the disruption pass; ``essential`` (economy) also the near-limit metrics (its
+# dashboard reads Lambda's own Duration and the REPORT lines' memory instead) and the per-NodePool and
+# per-capacity-type series of the node count and cost, keeping their totals.
+WITHHELD: dict[str, tuple[str, ...]] = {
+    "full": (),
+    "alarms": (DECISION_DURATION, DISRUPTION_CANDIDATES),
+    "essential": (
+        DECISION_DURATION,
+        DISRUPTION_CANDIDATES,
+        DURATION_OF_TIMEOUT,
+        MEMORY_OF_LIMIT,
+        *(
+            series_key(name, split)
+            for name in (NODE_COUNT, CLUSTER_HOURLY_COST)
+            for split in (POOL, CAPACITY)
+        ),
+    ),
+}
+
+
+def published(level: str, name: str, dimensions: tuple[str, ...] | None = None) -> bool:
+    """Whether the functions write ``name`` at monitoring ``level``: its series with exactly ``dimensions``
+    of its own, or (None) all of its series."""
+    withheld = WITHHELD[level]
+    if name in withheld:
+        return False
+    if dimensions is None:
+        return not any(entry.startswith(name + "{") for entry in withheld)
+    return series_key(name, dimensions) not in withheld
+
+
+def idle_series(level: str) -> list[str]:
+    """The series an idle cluster writes every month at ``level`` (each billed as one custom metric per
+    service writing it): those written by every pass, without their per-NodePool split (no nodes)."""
+    return [
+        f"{service}/{series_key(spec.name)}"
+        for spec in CATALOG
+        if spec.every_pass and published(level, spec.name, ())
+        for service in spec.services
+    ]
+
 
 MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -135,7 +296,7 @@ def metric(
 
 def insights(
     name: str,
-    service: str,
+    service: str | None,
     *,
     group_by: str | None = None,
     where: str = "",
@@ -144,15 +305,18 @@ def insights(
     label: str | None = None,
     dimensioned_only: bool = False,
 ) -> cloudwatch.MathExpression:
-    """A Metrics Insights query over every series of ``name`` from ``service``, one line per
-    ``group_by`` value (or one line in all); ``where`` adds a condition (``ErrorCode IN (...)``).
+    """A Metrics Insights query over every series of ``name`` from ``service`` (None: from every function),
+    one line per ``group_by`` value (or one line in all); ``where`` adds a condition (``ErrorCode IN (...)``).
 
     ``dimensioned_only`` leaves out the series without the ``group_by`` dimension (a metric also published
     as a total, like ``NodeCount``), which Metrics Insights would otherwise show as a group "Other"."""
     source = f"SCHEMA({NAMESPACE}, {group_by}, service)" if dimensioned_only and group_by else NAMESPACE
-    query = f"SELECT {function}({name}) FROM {source} WHERE service = '{service}'"
+    conditions = [f"service = '{service}'"] if service is not None else []
     if where:
-        query += f" AND {where}"
+        conditions.append(where)
+    query = f"SELECT {function}({name}) FROM {source}"
+    if conditions:
+        query += " WHERE " + " AND ".join(conditions)
     if group_by:
         query += f" GROUP BY {group_by}"
     # An empty label lets CloudWatch name each line by its GROUP BY value.

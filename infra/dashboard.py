@@ -1,20 +1,30 @@
 """The CloudWatch dashboard and the alarms that tell an operator Fleetwright needs attention.
 
-The dashboard opens with the interruption queue, its dead-letter queue and the state table; the
-autoscaler then adds a section per controller (:meth:`FleetwrightDashboard.add_section`): the provisioner's
-metrics (:meth:`add_provisioning_widgets`), the interruption handler's and the termination workflow's
-(:meth:`add_interruption_widgets`, :meth:`add_workflow_widgets`) and the disruption function's
-(:meth:`add_disruption_widgets`, :meth:`add_disruption_alarms`), each followed by its functions' Lambda
-rows (:meth:`add_function_widgets`). Metric names and queries are in :mod:`infra.controller_metrics`.
+Every deployment has the dashboard. It opens with an overview read at a glance (:meth:`add_overview`):
+pending pods and how long a node takes to start, nodes and their $/h by NodePool and capacity type,
+launches and terminations by reason, disruption decisions and what blocks them, interruptions, workflow
+outcomes, errors, and each function's longest run and peak memory against its limits. The overview reads
+only what the monitoring level publishes (``controller_metrics.WITHHELD``) and stays within the 50
+metrics of a dashboard in CloudWatch's free tier (docs/cost.md). With ``monitoring=full`` the controllers'
+detailed sections follow (:meth:`FleetwrightDashboard.add_section`): the interruption queue, its
+dead-letter queue and the state table, the provisioner's metrics (:meth:`add_provisioning_widgets`), the
+interruption handler's and the termination workflow's (:meth:`add_interruption_widgets`,
+:meth:`add_workflow_widgets`) and the disruption function's (:meth:`add_disruption_widgets`), each with its
+functions' Lambda rows (:meth:`add_function_widgets`). Metric names, the dimensions they are written with
+and queries are in :mod:`infra.controller_metrics`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
@@ -26,14 +36,24 @@ PERIOD = Duration.minutes(1)
 WIDGET_WIDTH = 12
 # Launches, errors and costs are rare events: five-minute sums read better than one-minute spikes.
 EVENT_PERIOD = Duration.minutes(5)
+OVERVIEW_WIDTH = 6  # four graphs a row
+# CloudWatch's free tier covers 3 dashboards of up to 50 metrics each (docs/cost.md).
+FREE_DASHBOARD_METRICS = 50
+# The functions' REPORT lines (text log format): peak memory and longest run, by log group.
+REPORT_QUERY = (
+    'filter @type = "REPORT"',
+    "stats max(@maxMemoryUsed / @memorySize) as peakShareOfMemory, max(@duration) as longestMs, "
+    "max(@memorySize / 1048576) as memoryMB, count(*) as invocations by @log",
+)
 
 
 class FleetwrightDashboard(Construct):
     """``dashboard`` and ``alarms``; ``dlq_alarm`` fires as soon as one interruption message is dead-lettered.
 
-    When ``alarm_topic`` is given, every alarm notifies it (on alarm and on recovery). With
-    ``with_dashboard=False`` only the alarms are deployed (a dashboard costs $3 a month, docs/cost.md):
-    ``dashboard`` is None and the widget methods add nothing.
+    When ``alarm_topic`` is given, every alarm notifies it (on alarm and on recovery). ``level`` is the
+    monitoring level (``infra.settings.Monitoring``'s value): the overview graphs only what the functions
+    publish at that level, and the detailed sections are added only at ``full`` (a dashboard of more than
+    50 metrics leaves CloudWatch's free tier; docs/cost.md).
     """
 
     def __init__(
@@ -47,16 +67,35 @@ class FleetwrightDashboard(Construct):
         table: dynamodb.ITable,
         delivery_dead_letter_queue: sqs.IQueue | None = None,
         alarm_topic: sns.ITopic | None = None,
-        with_dashboard: bool = True,
+        level: str = "full",
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = alarm_topic
+        self.level = level
+        self.detailed = level == "full"
         self.alarms: list[cloudwatch.Alarm] = []
-        self.dashboard = (
-            cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"Fleetwright-{cluster_name}"[:255])
-            if with_dashboard
-            else None
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"Fleetwright-{cluster_name}"[:255]
         )
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"# Fleetwright — cluster `{cluster_name}`", width=2 * WIDGET_WIDTH, height=1
+            )
+        )
+        # Filled by add_overview once the functions exist; rendered first.
+        self.overview = cloudwatch.Column()
+        self.dashboard.add_widgets(cast(cloudwatch.IWidget, self.overview))
+        self._services: set[str] = set()
+        self._functions: list[lambda_.IFunction] = []
+        self._log_groups: list[logs.ILogGroup] = []
+        self._state_machine: sfn.IStateMachine | None = None
+        self._dead_letters = _dead_letters(dead_letter_queue, delivery_dead_letter_queue)
+        self._limits = cloudwatch.GraphWidget(
+            title="Longest run / timeout; peak memory / limit",
+            left_annotations=[cloudwatch.HorizontalAnnotation(value=cm.LIMIT_ALARM_FRACTION, label="alarm")],
+            width=OVERVIEW_WIDTH,
+        )
+        self._errors = cloudwatch.GraphWidget(title="Errors", width=OVERVIEW_WIDTH)
         self.dlq_alarm = self.add_alarm(
             cloudwatch.Alarm(
                 self,
@@ -64,16 +103,11 @@ class FleetwrightDashboard(Construct):
                 alarm_description="Interruption events failed three times and were dead-lettered, or "
                 "EventBridge could not deliver them to the interruption queue; nodes may not have been "
                 "drained before they went away.",
-                metric=_dead_letters(dead_letter_queue, delivery_dead_letter_queue),
+                metric=self._dead_letters,
                 threshold=1,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            )
-        )
-        self._add_widgets(
-            cloudwatch.TextWidget(
-                markdown=f"# Fleetwright — cluster `{cluster_name}`", width=2 * WIDGET_WIDTH, height=1
             )
         )
         self._add_widgets(
@@ -103,9 +137,198 @@ class FleetwrightDashboard(Construct):
         )
 
     def _add_widgets(self, *widgets: cloudwatch.IWidget) -> None:
-        """A row of widgets on the dashboard, when there is one."""
-        if self.dashboard is not None:
+        """A row of the detailed sections (``monitoring=full`` only)."""
+        if self.detailed:
             self.dashboard.add_widgets(*widgets)
+
+    def _metric(
+        self, name: str, service: str, *, statistic: str = "Sum", period: Duration = EVENT_PERIOD
+    ) -> cloudwatch.Metric | None:
+        """``name``'s series without dimensions of its own, if the functions publish it at this level."""
+        if not cm.published(self.level, name, ()):
+            return None
+        return cm.metric(name, service, statistic=statistic, period=period)
+
+    def _insights(
+        self,
+        name: str,
+        service: str | None,
+        *,
+        group_by: str | None = None,
+        function: str = "SUM",
+        label: str | None = None,
+        dimensioned_only: bool = False,
+        period: Duration = EVENT_PERIOD,
+    ) -> cloudwatch.MathExpression | None:
+        """:func:`controller_metrics.insights`, if the functions publish what it reads at this level."""
+        series = (group_by,) if dimensioned_only and group_by else None
+        if not cm.published(self.level, name, series):
+            return None
+        return cm.insights(
+            name,
+            service,
+            group_by=group_by,
+            function=function,
+            label=label,
+            dimensioned_only=dimensioned_only,
+            period=period,
+        )
+
+    def _overview_row(self, *widgets: cloudwatch.IWidget | None) -> None:
+        """A row of the overview, without the graphs left with nothing to show at this level."""
+        shown = [w for w in widgets if w is not None]
+        if shown:
+            self.overview.add_widget(cast(cloudwatch.IWidget, cloudwatch.Row(*shown)))
+
+    def add_overview(self) -> None:
+        """The overview: capacity, churn and health rows for the controllers added so far (functions added
+        later still get their lines in the limits and errors graphs)."""
+        self._overview_row(*self._capacity_widgets())
+        self._overview_row(*self._churn_widgets())
+        self._overview_row(self._workflow_widget(), self._errors_widget(), self._limits)
+        if self._log_groups:
+            self._overview_row(
+                cloudwatch.LogQueryWidget(
+                    title="Each function's peak memory (share of its limit) and longest run (ms), from its "
+                    "REPORT lines",
+                    log_group_names=[group.log_group_name for group in self._log_groups],
+                    query_lines=list(REPORT_QUERY),
+                    view=cloudwatch.LogQueryVisualizationType.TABLE,
+                    width=2 * WIDGET_WIDTH,
+                    height=4,
+                )
+            )
+
+    def _capacity_widgets(self) -> list[cloudwatch.IWidget | None]:
+        """Pending pods and node startup; nodes and $/h by NodePool, by capacity type and in all."""
+        widgets: list[cloudwatch.IWidget | None] = []
+        if cm.PROVISIONER_SERVICE in self._services:
+            widgets.append(
+                _graph(
+                    "Pending pods; node startup (s, launch decision to initialized)",
+                    [
+                        self._metric(cm.PENDING_PODS, cm.PROVISIONER_SERVICE, statistic="Maximum"),
+                        self._metric(cm.UNSCHEDULABLE_PODS, cm.PROVISIONER_SERVICE, statistic="Maximum"),
+                    ],
+                    [
+                        self._insights(
+                            cm.NODE_STARTUP_DURATION, None, function="AVG", label="startup, average"
+                        ),
+                        self._insights(
+                            cm.NODE_STARTUP_DURATION, None, function="MAX", label="startup, longest"
+                        ),
+                    ],
+                )
+            )
+        if cm.DISRUPTION_SERVICE in self._services:
+            service = cm.DISRUPTION_SERVICE
+            for split, what in (("NodePool", "NodePool"), ("CapacityType", "capacity type")):
+                widgets.append(
+                    _graph(
+                        f"Nodes by {what}; their $/h (right)",
+                        [
+                            self._insights(
+                                cm.NODE_COUNT, service, group_by=split, function="MAX", dimensioned_only=True
+                            )
+                        ],
+                        [
+                            self._insights(
+                                cm.CLUSTER_HOURLY_COST,
+                                service,
+                                group_by=split,
+                                function="MAX",
+                                dimensioned_only=True,
+                            )
+                        ],
+                    )
+                )
+            widgets.append(
+                _graph(
+                    "Fleetwright's nodes; their $/h (right)",
+                    [self._metric(cm.NODE_COUNT, service, statistic="Maximum")],
+                    [self._metric(cm.CLUSTER_HOURLY_COST, service, statistic="Maximum")],
+                )
+            )
+        return widgets
+
+    def _churn_widgets(self) -> list[cloudwatch.IWidget | None]:
+        """Launches by the function that launched them, terminations by reason, disruption decisions and
+        what blocked them, interruptions by kind."""
+        launches = bool(self._services & set(cm.CLAIM_SERVICES))
+        return [
+            _graph(
+                "Nodes launched, by launching function; launch errors (right)",
+                [self._insights(cm.CLAIMS_LAUNCHED, None, group_by="service")],
+                [
+                    self._insights(cm.LAUNCH_ERRORS, None, label="launch errors"),
+                    self._insights(cm.INSUFFICIENT_CAPACITY_RECOVERED, None, label="launched after ICE"),
+                ],
+                stacked=True,
+            )
+            if launches
+            else None,
+            _graph(
+                "Nodes terminated by reason",
+                [self._insights(cm.NODES_TERMINATED, cm.TERMINATION_SERVICE, group_by="Reason")],
+                stacked=True,
+            )
+            if cm.TERMINATION_SERVICE in self._services
+            else None,
+            _graph(
+                "Disruption decisions by reason; nodes blocked by why (right)",
+                [self._insights(cm.NODES_DISRUPTED, cm.DISRUPTION_SERVICE, group_by="Reason")],
+                [
+                    self._insights(
+                        cm.DISRUPTION_BLOCKED, cm.DISRUPTION_SERVICE, group_by="Why", function="MAX"
+                    )
+                ],
+            )
+            if cm.DISRUPTION_SERVICE in self._services
+            else None,
+            _graph(
+                "Interruption events by kind; rejected (right)",
+                [self._insights(cm.INTERRUPTION_EVENTS, cm.INTERRUPTION_SERVICE, group_by="Kind")],
+                [self._insights(cm.MESSAGES_REJECTED, cm.INTERRUPTION_SERVICE, label="rejected")],
+                stacked=True,
+            )
+            if cm.INTERRUPTION_SERVICE in self._services
+            else None,
+        ]
+
+    def _workflow_widget(self) -> cloudwatch.IWidget | None:
+        """The termination workflow's executions by outcome (Step Functions' own metrics, free)."""
+        machine = self._state_machine
+        if machine is None:
+            return None
+        return _graph(
+            "Termination workflows by outcome",
+            [
+                machine.metric_started(period=EVENT_PERIOD),
+                machine.metric_succeeded(period=EVENT_PERIOD),
+                machine.metric_failed(period=EVENT_PERIOD),
+                machine.metric_timed_out(period=EVENT_PERIOD),
+                machine.metric_aborted(period=EVENT_PERIOD),
+            ],
+        )
+
+    def _errors_widget(self) -> cloudwatch.GraphWidget:
+        """Lambda errors of each function (added as they register) and the controllers' failure counts."""
+        lines: list[cloudwatch.IMetric | None] = [
+            self._metric(cm.PROVISIONING_ERRORS, cm.PROVISIONER_SERVICE)
+            if cm.PROVISIONER_SERVICE in self._services
+            else None,
+            self._insights(cm.DISRUPTION_ERRORS, cm.DISRUPTION_SERVICE, label=cm.DISRUPTION_ERRORS)
+            if cm.DISRUPTION_SERVICE in self._services
+            else None,
+            self._metric(cm.TERMINATION_FAILURES, cm.TERMINATION_SERVICE)
+            if cm.TERMINATION_SERVICE in self._services
+            else None,
+        ]
+        for line in lines:
+            if line is not None:
+                self._errors.add_right_metric(line)
+        self._errors.add_right_metric(self._dead_letters)
+        return self._errors
 
     def add_alarm(self, alarm: cloudwatch.Alarm) -> cloudwatch.Alarm:
         """Register ``alarm`` (wired to the alarm topic when there is one) and return it."""
@@ -117,8 +340,26 @@ class FleetwrightDashboard(Construct):
         return alarm
 
     def add_function_widgets(self, function: lambda_.IFunction, title: str | None = None) -> None:
-        """A row for one function: invocations, errors and throttles; duration (p50, p99)."""
+        """``function`` in the overview (its Lambda errors; its longest run over its timeout; its REPORT
+        lines), and with ``monitoring=full`` a row of its own: invocations, errors and throttles; duration
+        (p50, p99). Lambda's metrics are free."""
         name = title or function.node.id
+        self._errors.add_left_metric(function.metric_errors(period=EVENT_PERIOD, label=f"{name} errors"))
+        timeout = getattr(function, "timeout", None)
+        if isinstance(timeout, Duration):
+            line = f"d{len(self._functions)}"
+            self._limits.add_left_metric(
+                cloudwatch.MathExpression(
+                    expression=f"{line} / {timeout.to_milliseconds():.0f}",
+                    using_metrics={line: function.metric_duration(period=EVENT_PERIOD, statistic="Maximum")},
+                    label=f"{name}: longest run / timeout",
+                    period=EVENT_PERIOD,
+                )
+            )
+        self._functions.append(function)
+        log_group = getattr(function, "log_group", None) if isinstance(function, lambda_.Function) else None
+        if log_group is not None:
+            self._log_groups.append(log_group)
         self._add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{name}: invocations, errors and throttles",
@@ -137,13 +378,14 @@ class FleetwrightDashboard(Construct):
         )
 
     def add_section(self, title: str) -> None:
-        """A full-width heading; the widgets added next belong to it."""
+        """A full-width heading of the detailed sections; the widgets added next belong to it."""
         self._add_widgets(cloudwatch.TextWidget(markdown=f"## {title}", width=2 * WIDGET_WIDTH, height=1))
 
     def add_provisioning_widgets(self) -> None:
         """What the provisioner publishes: pending pods, launches by instance type and capacity type,
         launch and capacity errors, nodes registered, the hourly cost launched."""
         service = cm.PROVISIONER_SERVICE
+        self._services.add(service)
         self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Pending pods; batch size",
@@ -157,7 +399,7 @@ class FleetwrightDashboard(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Nodes launched by instance type",
-                left=[cm.insights(cm.CLAIMS_LAUNCHED, service, group_by="InstanceType", period=EVENT_PERIOD)],
+                left=[cm.insights(cm.CLAIMS_LAUNCHED, None, group_by="InstanceType", period=EVENT_PERIOD)],
                 stacked=True,
                 width=WIDGET_WIDTH,
             ),
@@ -165,17 +407,17 @@ class FleetwrightDashboard(Construct):
         self._add_widgets(
             cloudwatch.GraphWidget(
                 title="Nodes launched by capacity type",
-                left=[cm.insights(cm.CLAIMS_LAUNCHED, service, group_by="CapacityType", period=EVENT_PERIOD)],
+                left=[cm.insights(cm.CLAIMS_LAUNCHED, None, group_by="CapacityType", period=EVENT_PERIOD)],
                 stacked=True,
                 width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
                 title="Launch errors by EC2 error code; insufficient capacity, recovered",
-                left=[cm.insights(cm.LAUNCH_ERRORS, service, group_by="ErrorCode", period=EVENT_PERIOD)],
+                left=[cm.insights(cm.LAUNCH_ERRORS, None, group_by="ErrorCode", period=EVENT_PERIOD)],
                 right=[
                     cm.insights(
                         cm.LAUNCH_ERRORS,
-                        service,
+                        None,
                         where=cm.capacity_errors_condition(),
                         period=EVENT_PERIOD,
                         label="Insufficient capacity (all codes)",
@@ -184,7 +426,7 @@ class FleetwrightDashboard(Construct):
                     # found, next to the failures it could not avoid.
                     cm.insights(
                         cm.INSUFFICIENT_CAPACITY_RECOVERED,
-                        service,
+                        None,
                         period=EVENT_PERIOD,
                         label="Launched after insufficient capacity",
                     ),
@@ -198,8 +440,8 @@ class FleetwrightDashboard(Construct):
             cloudwatch.GraphWidget(
                 title="Nodes registered and initialized; registration timeouts",
                 left=[
-                    cm.insights(cm.NODES_REGISTERED, service, period=EVENT_PERIOD),
-                    cm.insights(cm.NODES_INITIALIZED, service, period=EVENT_PERIOD),
+                    cm.insights(cm.NODES_REGISTERED, None, period=EVENT_PERIOD),
+                    cm.insights(cm.NODES_INITIALIZED, None, period=EVENT_PERIOD),
                 ],
                 right=[cm.insights(cm.REGISTRATION_TIMEOUTS, service, period=EVENT_PERIOD)],
                 width=WIDGET_WIDTH,
@@ -220,9 +462,7 @@ class FleetwrightDashboard(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Hourly cost launched ($/h) by NodePool",
-                left=[
-                    cm.insights(cm.HOURLY_COST_LAUNCHED, service, group_by="NodePool", period=EVENT_PERIOD)
-                ],
+                left=[cm.insights(cm.HOURLY_COST_LAUNCHED, None, group_by="NodePool", period=EVENT_PERIOD)],
                 stacked=True,
                 width=WIDGET_WIDTH,
             ),
@@ -263,6 +503,7 @@ class FleetwrightDashboard(Construct):
         """What the interruption handler publishes: events by kind, rejected and duplicate messages,
         ignored events, nodes cleaned up, replacements."""
         service = cm.INTERRUPTION_SERVICE
+        self._services.add(service)
         third = 2 * WIDGET_WIDTH // 3
         self._add_widgets(
             cloudwatch.GraphWidget(
@@ -309,6 +550,8 @@ class FleetwrightDashboard(Construct):
         """The termination workflow: executions started, succeeded, failed, timed out, aborted (Step
         Functions' own metrics), why they were started, what the steps did, and the failure alarms."""
         steps = cm.TERMINATION_SERVICE
+        self._services.add(steps)
+        self._state_machine = state_machine
         third = 2 * WIDGET_WIDTH // 3
         self._add_widgets(
             cloudwatch.GraphWidget(
@@ -365,6 +608,7 @@ class FleetwrightDashboard(Construct):
         method, nodes disrupted by reason and repaired by condition, expected savings, garbage collected, what
         blocked disruption or repair, how long deciding took and errors by stage."""
         service = cm.DISRUPTION_SERVICE
+        self._services.add(service)
         third = 2 * WIDGET_WIDTH // 3
         self._add_widgets(
             cloudwatch.GraphWidget(
@@ -448,6 +692,9 @@ class FleetwrightDashboard(Construct):
         fraction = cm.LIMIT_ALARM_FRACTION
         duration = cm.metric(cm.DURATION_OF_TIMEOUT, service, statistic="Maximum", period=EVENT_PERIOD)
         memory = cm.metric(cm.MEMORY_OF_LIMIT, service, statistic="Maximum", period=EVENT_PERIOD)
+        for name, what in ((cm.DURATION_OF_TIMEOUT, "time used"), (cm.MEMORY_OF_LIMIT, "peak memory")):
+            line = cm.metric(name, service, statistic="Maximum", period=EVENT_PERIOD)
+            self._limits.add_left_metric(line.with_(label=f"{function_title}: {what} ({name})"))
         alarm = cloudwatch.Alarm(
             self,
             f"{function_title}NearLimits",
@@ -542,4 +789,21 @@ def _dead_letters(dead_letter_queue: sqs.IQueue, delivery: sqs.IQueue | None) ->
         using_metrics={"dead": dead, "undelivered": undelivered},
         period=period,
         label="Dead-lettered and undelivered interruption events",
+    )
+
+
+def _graph(
+    title: str,
+    left: Sequence[cloudwatch.IMetric | None],
+    right: Sequence[cloudwatch.IMetric | None] = (),
+    *,
+    stacked: bool = False,
+) -> cloudwatch.GraphWidget | None:
+    """An overview graph of the lines the monitoring level publishes (None when it publishes none)."""
+    shown_left = [line for line in left if line is not None]
+    shown_right = [line for line in right if line is not None]
+    if not shown_left and not shown_right:
+        return None
+    return cloudwatch.GraphWidget(
+        title=title, left=shown_left, right=shown_right, stacked=stacked, width=OVERVIEW_WIDTH
     )

@@ -57,14 +57,17 @@ class SettingsError(ValueError):
 
 
 class Monitoring(StrEnum):
-    """What CloudWatch monitoring the stack deploys; each custom metric, alarm metric and dashboard is billed
-    every month (docs/cost.md).
+    """What CloudWatch monitoring the stack deploys; each custom metric, alarm metric and dashboard past
+    CloudWatch's free tier is billed every month (docs/cost.md). Every level deploys the dashboard's overview
+    (within the 50 metrics of a free dashboard).
 
-    ``FULL``: the dashboard, every metric the functions write, every alarm. ``ALARMS`` (the default when
-    watching): every alarm, and only the metrics they read; no dashboard. ``ESSENTIAL`` (the default in
-    economy mode): the alarms that say nodes or pods are at risk (dead letters, function errors, failing
-    provisioning and disruption passes, instances that never register, failed terminations, rejected
-    interruption messages) and only the metrics they read; no near-limit alarms, no dashboard."""
+    ``FULL``: the overview and the detailed sections, every metric the functions write, every alarm.
+    ``ALARMS`` (the default when watching): every alarm, and every metric but two diagnostics of the
+    disruption pass. ``ESSENTIAL`` (the default in economy mode): the alarms that say nodes or pods are at
+    risk (dead letters, function errors, failing provisioning and disruption passes, instances that never
+    register, failed terminations, rejected interruption messages); no near-limit alarms; the functions
+    leave out the series an idle cluster would pay for but the pending pods and the node count and cost
+    totals (``infra.controller_metrics.WITHHELD``)."""
 
     FULL = "full"
     ALARMS = "alarms"

@@ -515,3 +515,25 @@ def test_a_drifted_static_node_is_replaced_by_a_node_of_its_pool_before_it_drain
     [request] = rig.workflows.started.values()
     assert request.node == old and request.reason == "Drifted"
     assert request.wait_for_replacement and request.replacement_claims == [replacement.id]
+
+
+def test_nodes_and_their_hourly_cost_are_counted_by_nodepool_and_by_capacity_type(
+    make_rig: RigFactory,
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="1h"))
+    for capacity_type in ("spot", "on-demand", "on-demand"):
+        busy = rig.node("m5.large", capacity_type=capacity_type)
+        rig.pod(f"web-{busy}", busy, cpu="1500m")
+
+    report = rig.controller().run_once()
+
+    assert rig.metrics.total(m.NODE_COUNT, CapacityType="on-demand") == 2
+    assert rig.metrics.total(m.NODE_COUNT, CapacityType="spot") == 1
+    assert rig.metrics.total(m.NODE_COUNT, NodePool="default") == 3
+    costs = {p.dimensions: p.value for p in rig.metrics.points if p.name == m.CLUSTER_HOURLY_COST}
+    # The total, and each split adding up to it.
+    total = costs[()]
+    assert total == report.hourly_cost > 0
+    assert costs[(("NodePool", "default"),)] == total
+    by_capacity = [v for k, v in costs.items() if k and k[0][0] == "CapacityType"]
+    assert len(by_capacity) == 2 and abs(sum(by_capacity) - total) < 1e-9

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
+from fleetwright.disruption import metrics as m
+from fleetwright.disruption.notices import blocked_why
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
@@ -44,6 +46,9 @@ def test_a_do_not_disrupt_pod_blocks_its_node_and_says_so(make_rig: RigFactory) 
     expected = ("DisruptionBlocked", f"Pod default/batch-0 is annotated {DO_NOT_DISRUPT_ANNOTATION}")
     assert events(rig, guarded, "Node") == [expected]
     assert events(rig, claim_of(rig, guarded), "NodeClaim") == [expected]
+    # The dashboard's "why disruption is blocked" graph counts it.
+    assert rig.metrics.total(m.DISRUPTION_BLOCKED, Why="DoNotDisrupt") == 1
+    assert rig.metrics.total(m.DISRUPTION_BLOCKED) == 1
 
 
 def test_a_zero_budget_blocks_and_says_which_budget(make_rig: RigFactory) -> None:
@@ -55,6 +60,15 @@ def test_a_zero_budget_blocks_and_says_which_budget(make_rig: RigFactory) -> Non
     [(reason, message)] = events(rig, node, "Node")
     assert reason == "DisruptionBlocked"
     assert "NodePool default allows 0 more Empty disruption(s)" in message
+    assert rig.metrics.total(m.DISRUPTION_BLOCKED, Why="Budget") == 1
+    assert rig.metrics.total(m.DISRUPTION_BLOCKED) == 1
+
+
+def test_the_kind_of_a_blocked_message() -> None:
+    assert blocked_why("PodDisruptionBudget default/web allows 0 disruption(s)") == "PodDisruptionBudget"
+    assert blocked_why("not initialized yet") == "NotInitialized"
+    assert blocked_why(f"node is annotated {DO_NOT_DISRUPT_ANNOTATION}") == "DoNotDisrupt"
+    assert blocked_why("something new") == "Other"
 
 
 def test_a_busy_node_of_a_when_empty_pool_is_unconsolidatable(make_rig: RigFactory) -> None:

@@ -163,3 +163,35 @@ def node_role(stack: SynthesizedStack) -> tuple[str, dict[str, Any]]:
             if "ec2.amazonaws.com" in str(r["Properties"]["AssumeRolePolicyDocument"])
         }
     )
+
+
+Template = dict[str, Any]
+Synthesized = tuple[Template, list[tuple[str, str]]]
+
+
+def _synth(tmp: Path, context: dict[str, str]) -> Synthesized:
+    """The app's template (and its messages) with cdk-nag, for ``context`` (``cdk synth -c ...``)."""
+    cwd = os.getcwd()
+    os.chdir(REPO_ROOT)
+    try:
+        app = cdk.App(outdir=str(tmp), context={"alarmTopicArn": ALARM_TOPIC, **context})
+        stack = cdk_app.build_app(app)
+        cdk.Aspects.of(stack).add(AwsSolutionsChecks())
+        artifact = app.synth().get_stack_by_name(stack.stack_name)
+    finally:
+        os.chdir(cwd)
+    return artifact.template, [(str(m.level), str(m.entry.data)) for m in artifact.messages]
+
+
+@pytest.fixture(scope="session")
+def watching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
+    """``cdk synth`` with the defaults: watching, ``monitoring=alarms``."""
+    yield _synth(tmp_path_factory.mktemp("cdk.watching"), {"clusterName": "cost-watching"})
+
+
+@pytest.fixture(scope="session")
+def economy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
+    """``cdk synth -c economyMode=true``: ``monitoring=essential``."""
+    yield _synth(
+        tmp_path_factory.mktemp("cdk.economy"), {"clusterName": "cost-economy", "economyMode": "true"}
+    )

@@ -1,61 +1,31 @@
 """What Fleetwright's own bill depends on (docs/cost.md): the provisioner's default memory and the
-``monitoring`` levels. By default (watching) the stack deploys every alarm but no dashboard, and the
-functions publish only the metrics those alarms read (``monitoring=alarms``); ``monitoring=full`` adds the
-dashboard and every metric; in economy mode only the alarms that say nodes or pods are at risk.
+``monitoring`` levels. Every level deploys the dashboard; by default (watching, ``monitoring=alarms``) its
+overview alone, every alarm, and every metric but two diagnostics of the disruption pass;
+``monitoring=full`` adds the detailed sections and those two; in economy mode (``essential``) only the
+alarms that say nodes or pods are at risk, and the functions leave out the series an idle cluster would
+pay for beyond the node count, its cost and the pending pods.
 
-One synthesis per mode for the module (the session's ``monitoring=full`` app is in conftest.py)."""
+One synthesis per mode for the session (conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-import aws_cdk as cdk
 import pytest
-from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
-import app as cdk_app
 from infra import controller_metrics as cm
 from infra.settings import FunctionSize, Monitoring, SettingsError, settings_from_context
-from tests.infra.conftest import ALARM_TOPIC, REPO_ROOT, Synthesis
+from tests.infra.conftest import REPO_ROOT, Synthesis, Template, render
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import cost  # bench/cost.py
 
-PUBLISHED = "FLEETWRIGHT_PUBLISHED_METRICS"
-Template = dict[str, Any]
-
-
-def _synth(tmp: Any, context: dict[str, str]) -> tuple[Template, list[tuple[str, str]]]:
-    cwd = os.getcwd()
-    os.chdir(REPO_ROOT)
-    try:
-        app = cdk.App(outdir=str(tmp), context={"alarmTopicArn": ALARM_TOPIC, **context})
-        stack = cdk_app.build_app(app)
-        cdk.Aspects.of(stack).add(AwsSolutionsChecks())
-        artifact = app.synth().get_stack_by_name(stack.stack_name)
-    finally:
-        os.chdir(cwd)
-    return artifact.template, [(str(m.level), str(m.entry.data)) for m in artifact.messages]
-
-
-@pytest.fixture(scope="module")
-def watching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Template, list[tuple[str, str]]]]:
-    yield _synth(
-        tmp_path_factory.mktemp("cdk.watching"), {"clusterName": "cost-watching"}
-    )  # the defaults: monitoring=alarms
-
-
-@pytest.fixture(scope="module")
-def economy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Template, list[tuple[str, str]]]]:
-    yield _synth(
-        tmp_path_factory.mktemp("cdk.economy"), {"clusterName": "cost-economy", "economyMode": "true"}
-    )
+WITHHELD = "FLEETWRIGHT_WITHHELD_METRICS"
 
 
 def _resources(template: Template, kind: str) -> dict[str, dict[str, Any]]:
@@ -91,14 +61,19 @@ def _alarms(template: Template) -> dict[str, list[tuple[str, str]]]:
     return {k: _alarm_metrics(a) for k, a in _resources(template, "AWS::CloudWatch::Alarm").items()}
 
 
-def _published(template: Template) -> set[frozenset[str] | None]:
-    """What each function may publish (None: everything)."""
+def _withheld(template: Template) -> set[frozenset[str]]:
+    """What each function leaves out (empty: nothing)."""
     return {
-        None
-        if PUBLISHED not in f["Environment"]["Variables"]
-        else frozenset(f["Environment"]["Variables"][PUBLISHED].split(","))
+        frozenset(f["Environment"]["Variables"].get(WITHHELD, "").split(",")) - {""}
         for f in _functions(template).values()
     }
+
+
+def _dashboard_metrics(template: Template) -> int:
+    """Metric lines of the dashboard (expressions and the metrics they read)."""
+    [dashboard] = _resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    return sum(len(w["properties"].get("metrics", [])) for w in body["widgets"])
 
 
 def _custom_metrics(alarms: dict[str, list[tuple[str, str]]]) -> set[str]:
@@ -119,27 +94,63 @@ def test_the_provisioner_has_512_mb_watching_or_not_and_functionsizes_sets_it(
     assert settings.function_sizes == {"provisioner": FunctionSize(memory_mb=1024)}
 
 
-def test_the_alarms_level_keeps_every_alarm_without_the_dashboard(
-    watching: Any, synthesis: Synthesis
-) -> None:
+def test_the_alarms_level_keeps_every_alarm_and_the_overview(watching: Any, synthesis: Synthesis) -> None:
     template, messages = watching
-    assert _resources(template, "AWS::CloudWatch::Dashboard") == {}
-    assert "DashboardName" not in template["Outputs"]
+    assert len(_resources(template, "AWS::CloudWatch::Dashboard")) == 1
+    assert "DashboardName" in template["Outputs"]
     # The same alarms as with the full monitoring, reading the same metrics.
     assert sorted(_alarms(template).values()) == sorted(_alarms(synthesis.fleetwright.raw).values())
     assert [m for m in messages if "ERROR" in m[0] or "WARNING" in m[0]] == []
 
 
-def test_the_alarms_level_publishes_only_what_its_alarms_read(watching: Any) -> None:
+def test_the_alarms_level_leaves_out_only_two_diagnostics(watching: Any) -> None:
     template, _ = watching
-    read = _custom_metrics(_alarms(template))
-    assert read == set(cm.ALARM_METRICS)
-    assert _published(template) == {frozenset(read)}
+    assert _withheld(template) == {frozenset({cm.DECISION_DURATION, cm.DISRUPTION_CANDIDATES})}
+    # Every metric an alarm reads is published.
+    assert all(cm.published("alarms", name) for name in _custom_metrics(_alarms(template)))
+
+
+def test_the_default_dashboards_fit_the_free_tier(watching: Any, economy: Any, synthesis: Synthesis) -> None:
+    """CloudWatch's free tier covers 3 dashboards of up to 50 metrics each (docs/cost.md): the overview
+    fits, the full dashboard with its detailed sections does not."""
+    assert 20 <= _dashboard_metrics(economy[0]) <= _dashboard_metrics(watching[0]) <= 50
+    assert _dashboard_metrics(synthesis.fleetwright.raw) > 50
+
+
+def _titles(template: Template) -> list[str]:
+    [dashboard] = _resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.loads(render(dashboard["Properties"]["DashboardBody"]))
+    return [w["properties"].get("title", "") for w in body["widgets"]]
+
+
+@pytest.mark.parametrize("mode", ["watching", "economy"])
+def test_the_default_dashboard_answers_what_a_karpenter_user_watches(
+    mode: str, request: pytest.FixtureRequest
+) -> None:
+    titles = " | ".join(_titles(request.getfixturevalue(mode)[0]))
+    for subject in (
+        "Pending pods",
+        "node startup",
+        "$/h",
+        "Nodes launched",
+        "launch errors",
+        "Nodes terminated by reason",
+        "Disruption decisions by reason",
+        "blocked by why",
+        "Interruption events by kind",
+        "Termination workflows by outcome",
+        "Errors",
+        "timeout",
+        "peak memory",
+    ):
+        assert subject in titles, subject
+    # Both levels split the nodes by NodePool and capacity type only where they pay for it.
+    assert ("Nodes by NodePool; their $/h (right)" in titles) is (mode == "watching")
 
 
 def test_economy_keeps_the_alarms_that_protect_nodes_and_pods(economy: Any) -> None:
     template, messages = economy
-    assert _resources(template, "AWS::CloudWatch::Dashboard") == {}
+    assert len(_resources(template, "AWS::CloudWatch::Dashboard")) == 1
     alarms = _alarms(template)
     assert not [k for k in alarms if "NearLimits" in k]
     kept = {
@@ -155,15 +166,34 @@ def test_economy_keeps_the_alarms_that_protect_nodes_and_pods(economy: Any) -> N
     assert kept <= {metric for metrics in alarms.values() for metric in metrics}
     lambda_errors = [k for k, metrics in alarms.items() if ("AWS/Lambda", "Errors") in metrics]
     assert len(lambda_errors) == 3  # provisioner, interruption handler, disruption
-    assert _published(template) == {frozenset(cm.ESSENTIAL_ALARM_METRICS)}
     assert _custom_metrics(alarms) == set(cm.ESSENTIAL_ALARM_METRICS)
+    # What an idle cluster would write every minute is left out, but the totals of nodes and their cost.
+    assert _withheld(template) == {
+        frozenset(
+            {
+                cm.DECISION_DURATION,
+                cm.DISRUPTION_CANDIDATES,
+                cm.DURATION_OF_TIMEOUT,
+                cm.MEMORY_OF_LIMIT,
+                "NodeCount{NodePool}",
+                "NodeCount{CapacityType}",
+                "ClusterHourlyCost{NodePool}",
+                "ClusterHourlyCost{CapacityType}",
+            }
+        )
+    }
+    assert cm.idle_series("essential") == [
+        "fleetwright-provisioner/PendingPods{}",
+        "fleetwright-disruption/NodeCount{}",
+        "fleetwright-disruption/ClusterHourlyCost{}",
+    ]
     assert [m for m in messages if "ERROR" in m[0] or "WARNING" in m[0]] == []
 
 
-def test_full_monitoring_is_the_dashboard_and_every_metric(synthesis: Synthesis) -> None:
+def test_full_monitoring_is_the_detailed_dashboard_and_every_metric(synthesis: Synthesis) -> None:
     assert len(synthesis.fleetwright.resources("AWS::CloudWatch::Dashboard")) == 1
     assert "DashboardName" in synthesis.fleetwright.raw["Outputs"]
-    assert _published(synthesis.fleetwright.raw) == {None}
+    assert _withheld(synthesis.fleetwright.raw) == {frozenset()}
 
 
 def test_the_cost_model_counts_the_alarm_metrics_each_level_deploys(
@@ -188,6 +218,24 @@ def test_the_cost_model_counts_the_alarm_metrics_each_level_deploys(
         )
     }
     assert dashboards == {level: cost.MONITORING[level].dashboards for level in Monitoring}
+    # The series an idle cluster writes, as the functions are told to publish them.
+    assert {level: len(cm.idle_series(level)) for level in Monitoring} == {
+        level: cost.MONITORING[level].idle_metrics for level in Monitoring
+    }
+    assert {level: cm.published(level, cm.NODE_COUNT, ("NodePool",)) for level in Monitoring} == {
+        level: cost.MONITORING[level].node_splits for level in Monitoring
+    }
+
+
+def test_the_idle_bill_stays_within_its_targets() -> None:
+    """docs/cost.md: at most $20 a month watching and $3 in economy mode, the dashboard included (one of
+    the account's three free ones); $3 more where those are used up."""
+    idle = cost.CLUSTERS[0]
+    watching = sum(cost.monthly(cost.WATCHING, idle).values())
+    economy = sum(cost.monthly(cost.ECONOMY, idle).values())
+    assert watching <= 20 and economy <= 3
+    paid = cost.monthly(replace(cost.ECONOMY, free_dashboard=False), idle)
+    assert paid["dashboard"] == cost.DASHBOARD_MONTH and abs(sum(paid.values()) - economy - 3) < 1e-9
 
 
 @pytest.mark.parametrize(

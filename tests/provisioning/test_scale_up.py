@@ -7,6 +7,7 @@ from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 from fleetwright.observability.metrics import (
     CLAIMS_LAUNCHED,
     HOURLY_COST_LAUNCHED,
+    NODE_STARTUP_DURATION,
     NODES_INITIALIZED,
     NODES_REGISTERED,
     PENDING_PODS,
@@ -62,6 +63,9 @@ def test_pending_pods_get_a_node_that_registers_and_initializes(world: World) ->
     assert initialized is not None and initialized.status == ClaimStatus.INITIALIZED
     assert initialized.initialized_at == world.wall()
     assert metrics.total(NODES_REGISTERED) == 1 and metrics.total(NODES_INITIALIZED) == 1
+    # Time to a usable node: from the launch decision (the claim's creation) to initialized.
+    startup = metrics.total(NODE_STARTUP_DURATION, NodePool="default")
+    assert startup == initialized.initialized_at - initialized.created_at and startup >= 40
 
 
 def test_a_node_with_startup_taints_is_not_initialized_until_they_are_gone(world: World) -> None:

@@ -108,6 +108,8 @@ class Reconciler:
             return
         report.initialized.append(record.id)
         life.metrics.add(obs.NODES_INITIALIZED, 1, obs.COUNT, {"NodePool": record.nodepool})
+        startup = max(0.0, now - record.created_at)
+        life.metrics.add(obs.NODE_STARTUP_DURATION, startup, obs.SECONDS, {"NodePool": record.nodepool})
         life.log.info("node initialized", extra={"nodeclaim": record.id, "node": node_name(node)})
 
     def _sync_node(

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
@@ -45,7 +46,7 @@ from fleetwright.disruption.execution import (
 )
 from fleetwright.disruption.inputs import Gathered, InputReader
 from fleetwright.disruption.promised import reserve_promised_pods, room_is_kept
-from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, Plan
+from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSettings, NodeState, Plan
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
 from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
@@ -411,15 +412,25 @@ class DisruptionController:
 
     def _publish_notices(self, plan: Plan, gathered: Gathered) -> None:
         """DisruptionBlocked / Unconsolidatable on each node held back, and on its NodeClaim;
-        InvalidDoNotDisruptAnnotation on pods whose annotation is ignored."""
+        InvalidDoNotDisruptAnnotation on pods whose annotation is ignored; ``DisruptionBlocked{Why}`` counts
+        the nodes held back, by kind of reason."""
+        from fleetwright.disruption.notices import (
+            DISRUPTION_BLOCKED,
+            blocked_why,
+            invalid_do_not_disrupt,
+            plan_notices,
+        )
+
+        notices = plan_notices(gathered.input, plan)
+        blocked = Counter(blocked_why(n.message) for n in notices if n.reason == DISRUPTION_BLOCKED)
+        for why, count in sorted(blocked.items()):
+            self.metrics.add(m.DISRUPTION_BLOCKED, count, COUNT, {"Why": why})
         if self.events is None:
             return
-        from fleetwright.disruption.notices import DISRUPTION_BLOCKED, invalid_do_not_disrupt, plan_notices
-
         found: list[Event] = [
             reasons.invalid_do_not_disrupt(pod, why) for pod, why in invalid_do_not_disrupt(gathered.input)
         ]
-        for notice in plan_notices(gathered.input, plan):
+        for notice in notices:
             node = gathered.node_objects.get(notice.node)
             refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]
             if notice.claim:
@@ -438,9 +449,15 @@ class DisruptionController:
         report.candidates = sum(1 for n in ours if not n.terminating)
         report.hourly_cost = sum(n.price for n in ours)
         self.metrics.add(m.NODE_COUNT, report.nodes, COUNT)
-        for pool, count in sorted(Counter(n.nodepool for n in ours).items()):
-            self.metrics.add(m.NODE_COUNT, count, COUNT, {"NodePool": pool})
         self.metrics.add(m.CLUSTER_HOURLY_COST, report.hourly_cost, NONE)
+        # One series per NodePool and one per capacity type in use (not their product: fewer series to pay
+        # for, and each one a gauge the dashboard can graph with any statistic).
+        for pool, (count, cost) in _tally(ours, attrgetter("nodepool")).items():
+            self.metrics.add(m.NODE_COUNT, count, COUNT, {"NodePool": pool})
+            self.metrics.add(m.CLUSTER_HOURLY_COST, cost, NONE, {"NodePool": pool})
+        for capacity_type, (count, cost) in _tally(ours, attrgetter("capacity_type")).items():
+            self.metrics.add(m.NODE_COUNT, count, COUNT, {"CapacityType": capacity_type})
+            self.metrics.add(m.CLUSTER_HOURLY_COST, cost, NONE, {"CapacityType": capacity_type})
         self.metrics.add(m.DISRUPTION_CANDIDATES, report.candidates, COUNT)
 
     def _log_plan(self, commands: list[Command], plan: Plan, gathered: Gathered) -> None:
@@ -472,3 +489,13 @@ class DisruptionController:
             self.log.debug("no disruption", extra={"nodes": len(gathered.ours())})
         for node, why in list(plan.skipped.items())[:MAX_LOGGED_SKIPS]:
             self.log.debug("node left alone", extra={"node": node, "why": why})
+
+
+def _tally(nodes: list[NodeState], key: Callable[[NodeState], str]) -> dict[str, tuple[int, float]]:
+    """Node count and hourly cost of ``nodes`` by ``key``, sorted by key."""
+    counts: Counter[str] = Counter()
+    costs: dict[str, float] = defaultdict(float)
+    for node in nodes:
+        counts[key(node)] += 1
+        costs[key(node)] += node.price
+    return {value: (counts[value], costs[value]) for value in sorted(counts)}

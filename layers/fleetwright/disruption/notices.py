@@ -14,6 +14,7 @@ from fleetwright.disruption.drift import drift_reason
 from fleetwright.disruption.emptiness import empty_for
 from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
 from fleetwright.model.donotdisrupt import pod_protection
+from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.pod import Pod
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
@@ -52,6 +53,21 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
         if why:
             notices.append(Notice(state.name, state.claim_id, UNCONSOLIDATABLE, why))
     return notices
+
+
+def blocked_why(message: str) -> str:
+    """The kind of a ``DisruptionBlocked`` message, the ``Why`` dimension of its metric: ``Budget`` (a
+    NodePool's disruption budget), ``PodDisruptionBudget``, ``DoNotDisrupt`` (the annotation on the node or
+    one of its pods), ``NotInitialized``, or ``Other``."""
+    if "budget:" in message:
+        return "Budget"
+    if "PodDisruptionBudget" in message:
+        return "PodDisruptionBudget"
+    if DO_NOT_DISRUPT_ANNOTATION in message:
+        return "DoNotDisrupt"
+    if "not initialized" in message.lower():
+        return "NotInitialized"
+    return "Other"
 
 
 def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:

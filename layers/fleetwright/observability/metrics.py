@@ -18,6 +18,8 @@ SCHEDULING_DURATION = "SchedulingDuration"
 HOURLY_COST_LAUNCHED = "HourlyCostLaunched"
 NODES_REGISTERED = "NodesRegistered"
 NODES_INITIALIZED = "NodesInitialized"
+# Seconds from a NodeClaim's creation (the launch decision) to its Node initialized: the wait a pod sees.
+NODE_STARTUP_DURATION = "NodeStartupDuration"
 REGISTRATION_TIMEOUTS = "RegistrationTimeouts"
 UNSCHEDULABLE_PODS = "UnschedulablePods"
 PASS_ERRORS = "ProvisioningErrors"
@@ -26,9 +28,10 @@ LEASE_LOST = "LeaseLost"
 # A claim launched after EC2 refused one of its offerings for capacity (or quota) in the same launch.
 INSUFFICIENT_CAPACITY_RECOVERED = "InsufficientCapacityRecovered"
 
-# When set, the only metric names the handlers publish (comma-separated; empty: none). The stack sets it
-# to what its alarms read unless it deploys the full monitoring (docs/cost.md): every metric costs a month.
-ENV_PUBLISHED_METRICS = "FLEETWRIGHT_PUBLISHED_METRICS"
+# Series the handlers leave out (comma-separated): ``Name`` withholds every series of a metric, ``Name{A+B}``
+# only the one with exactly those dimensions of its own (``Name{}``: the one without). The stack sets it per
+# monitoring level (docs/cost.md): a series written every pass costs $0.30 a month.
+ENV_WITHHELD_METRICS = "FLEETWRIGHT_WITHHELD_METRICS"
 
 COUNT = "Count"
 SECONDS = "Seconds"
@@ -86,30 +89,34 @@ class RecordingMetrics:
         )
 
 
-def published_metrics(environ: Mapping[str, str] | None = None) -> frozenset[str] | None:
-    """The metric names ``FLEETWRIGHT_PUBLISHED_METRICS`` allows; None (all) when it is unset."""
-    raw = (os.environ if environ is None else environ).get(ENV_PUBLISHED_METRICS)
-    if raw is None:
-        return None
+def series_key(name: str, dimensions: Collection[str] = ()) -> str:
+    """``Name{A+B}``: how ``FLEETWRIGHT_WITHHELD_METRICS`` names one series of a metric (its own dimensions,
+    sorted; the ``service`` dimension every point carries is not one of them)."""
+    return name + "{" + "+".join(sorted(dimensions)) + "}"
+
+
+def withheld_metrics(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The metric names and series (:func:`series_key`) ``FLEETWRIGHT_WITHHELD_METRICS`` leaves out."""
+    raw = (os.environ if environ is None else environ).get(ENV_WITHHELD_METRICS, "")
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
 class PowertoolsMetrics:
     """Powertools EMF metrics: undimensioned points go on the handler's ``Metrics`` object (flushed with
     the invocation); dimensioned ones are written at once with ``single_metric``, one EMF line each. Names
-    outside ``published`` (default: :func:`published_metrics`) are dropped."""
+    and series in ``withheld`` (default: :func:`withheld_metrics`) are dropped."""
 
-    def __init__(self, metrics: Any, published: Collection[str] | None = None) -> None:
+    def __init__(self, metrics: Any, withheld: Collection[str] | None = None) -> None:
         self.metrics = metrics
-        self.published = published if published is not None else published_metrics()
+        self.withheld = frozenset(withheld if withheld is not None else withheld_metrics())
 
     def add(
         self, name: str, value: float, unit: str = COUNT, dimensions: Mapping[str, str] | None = None
     ) -> None:
-        """Record one data point (dropped when ``published`` leaves ``name`` out)."""
+        """Record one data point (dropped when ``withheld`` names the metric or this series of it)."""
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-        if self.published is not None and name not in self.published:
+        if self.withheld and (name in self.withheld or series_key(name, dimensions or ()) in self.withheld):
             return
         if not dimensions:
             self.metrics.add_metric(name=name, unit=MetricUnit(unit), value=value)
