@@ -1,9 +1,36 @@
-"""NodePools prepared for one simulation: their requirements, usable instance types and overheads."""
+"""NodePools prepared for one simulation: their requirements, usable instance types and overheads.
+
+Preparing a pool (which catalog types its requirements allow, each one's room once its DaemonSets are
+served, its offering and price tables) is the same work for every simulation a provisioning pass or a
+consolidation round builds while the NodePool, its node class, the catalog and the DaemonSets stay as they
+are. :func:`prepare_pool` therefore keeps the last few results (:data:`POOL_CACHE_SIZE`) in a process-wide
+cache, keyed on everything it reads:
+
+- the NodePool's own fields that shape its nodes (name, requirements, labels, taints, the node class's AMI
+  family, kubelet settings and bill view), compared by value (their ``repr``);
+- the catalog's instance types by identity: the cache entry holds them, so an id in the key is always
+  the same live object. Instance types and offerings are frozen, and whoever lists them builds a new
+  object when anything about one changes: an offering refused by EC2 (marked ``available=False`` from the
+  unavailable-offerings cache), a price refresh, a reservation's remaining count, a node class's kubelet
+  settings. A changed type is a different key, never a stale entry;
+- the DaemonSets' requests, node selection, tolerations and host ports, by value;
+- the simulation's resource dimensions.
+
+What a simulation changes (limits reserved by its claims, the NodePool's usage and limits, its packing)
+stays on its own :class:`PreparedPool`: only the derived tables are shared, and those are pure functions of
+the key. Their per-query caches are bounded too (:data:`TABLE_CACHE_SIZE`, oldest dropped first), so a
+process that lives across many invocations (a warm Lambda) does not grow without end.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from fleetwright.catalog.bill import burst
 from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
@@ -156,9 +183,7 @@ class PreparedPool:
         cached = self.matches.get(option_key)
         if cached is not None:
             return cached
-        result = self._match(option)
-        self.matches[option_key] = result
-        return result
+        return remember(self.matches, option_key, self._match(option))
 
     def _match(self, option: Requirements) -> OptionMatch:
         if not requirements_compatible(option, self.requirements):
@@ -186,8 +211,7 @@ class PreparedPool:
             ]
             finite = sorted(cost for cost, _ in costs if cost != float("inf"))
             limit = finite[len(finite) // 2] * OUTLIER_FACTOR if finite else float("inf")
-            ordinary = frozenset(i for cost, i in costs if cost <= limit)
-            self.ordinary[key] = ordinary
+            ordinary = remember(self.ordinary, key, frozenset(i for cost, i in costs if cost <= limit))
         return ordinary
 
     def unit_costs(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
@@ -199,7 +223,7 @@ class PreparedPool:
             costs = sorted(
                 (self.unit_cost(i, price, mix), i) for i, price in enumerate(prices) if price is not None
             )
-            self.by_unit_cost[key] = costs
+            remember(self.by_unit_cost, key, costs)
         return costs
 
     def unit_cost(self, i: int, price: float, mix: vec.Vector) -> float:
@@ -228,7 +252,7 @@ class PreparedPool:
                 table.capacity_types.append(capacity_types)
                 table.all_zones.update(zones)
                 table.all_capacity_types.update(capacity_types)
-            self.offering_tables[key] = table
+            remember(self.offering_tables, key, table)
         return table
 
     def prices(self, requirements: Requirements) -> list[float | None]:
@@ -302,7 +326,7 @@ class PreparedPool:
         width = len(capacities[0]) if capacities else 0
         levels = [sorted({capacity[d] for capacity in capacities}) for d in range(width)]
         priced = PricedTypes(entries, capacities, levels)
-        self.priced[key] = (requirements, indices, priced)
+        remember(self.priced, key, (requirements, indices, priced))
         return priced
 
     def limit_reason(self, indices: list[int]) -> str:
@@ -350,13 +374,145 @@ def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Require
     return any(requirements_compatible(option, requirements) for option in ds.node_requirement_options())
 
 
+POOL_CACHE_SIZE = 32  # prepared pools kept: a few NodePools times the catalogs of the last few passes
+TABLE_CACHE_SIZE = 512  # entries per shared per-query cache of a prepared pool
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def remember(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+    """``cache[key] = value``, the oldest entry dropped first when the cache is full."""
+    if len(cache) >= TABLE_CACHE_SIZE:
+        # another thread may have trimmed it meanwhile
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del cache[next(iter(cache))]
+    cache[key] = value
+    return value
+
+
+@dataclass(slots=True, eq=False)
+class PoolTables:
+    """What :func:`prepare_pool` derives from its inputs, shared by the pools prepared from equal ones.
+
+    ``instance_types`` is the catalog the key names by identity: holding it keeps those ids its own.
+    """
+
+    instance_types: list[InstanceType]
+    pool: PreparedPool  # the first pool prepared: its derived fields and caches are shared
+
+
+class _PoolCache:
+    """The last :data:`POOL_CACHE_SIZE` prepared pools' tables, by :func:`_pool_key`."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[tuple[object, ...], PoolTables] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[object, ...]) -> PoolTables | None:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self.entries.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, key: tuple[object, ...], tables: PoolTables) -> None:
+        with self.lock:
+            self.entries[key] = tables
+            self.entries.move_to_end(key)
+            while len(self.entries) > POOL_CACHE_SIZE:
+                self.entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+POOL_CACHE = _PoolCache()
+
+
+def _pool_key(
+    template: NodePoolTemplate,
+    instance_types: Sequence[InstanceType],
+    daemonsets: Sequence[Pod],
+    dims: tuple[str, ...],
+) -> tuple[object, ...]:
+    """Everything :func:`_prepare` reads, by value except the (frozen) instance types, by identity."""
+    return (
+        template.name,
+        repr(template.requirements),
+        repr(sorted(template.labels.items())),
+        repr(template.taints),
+        template.ami_family,
+        repr(template.kubelet),
+        repr(template.bill),
+        tuple(map(id, instance_types)),
+        tuple(
+            repr(
+                (
+                    ds.namespace,
+                    ds.name,
+                    sorted(ds.requests.items()),
+                    ds.node_selector,
+                    ds.required_affinity,
+                    ds.tolerations,
+                    ds.host_ports,
+                )
+            )
+            for ds in daemonsets
+        ),
+        dims,
+    )
+
+
 def prepare_pool(
     template: NodePoolTemplate,
     instance_types: list[InstanceType],
     daemonsets: list[Pod],
     dims: tuple[str, ...],
 ) -> PreparedPool:
-    """Select the NodePool's instance types and compute each one's room for pods."""
+    """Select the NodePool's instance types and compute each one's room for pods.
+
+    The derived tables come from the process-wide cache when the inputs are the same (see the module's
+    docstring); the pool returned is always a new one, with this ``template`` and no claim reserved.
+    """
+    key = _pool_key(template, instance_types, daemonsets, dims)
+    tables = POOL_CACHE.get(key)
+    if tables is None:
+        tables = PoolTables(list(instance_types), _prepare(template, instance_types, daemonsets, dims))
+        POOL_CACHE.put(key, tables)
+    shared = tables.pool
+    return PreparedPool(
+        template,
+        shared.requirements,
+        shared.types,
+        shared.capacity,
+        shared.raw_capacity,
+        shared.daemon_overhead,
+        shared.dropped_for_daemons,
+        shared.daemon_ports,
+        matches=shared.matches,
+        offering_tables=shared.offering_tables,
+        ordinary=shared.ordinary,
+        by_unit_cost=shared.by_unit_cost,
+        priced=shared.priced,
+        extra=shared.extra,
+        credit_terms=shared.credit_terms,
+    )
+
+
+def _prepare(
+    template: NodePoolTemplate,
+    instance_types: list[InstanceType],
+    daemonsets: list[Pod],
+    dims: tuple[str, ...],
+) -> PreparedPool:
+    """:func:`prepare_pool`'s work, uncached."""
     requirements = pool_requirements(template)
     if is_windows(template.ami_family):
         instance_types = for_ami_family(instance_types, template.ami_family)
