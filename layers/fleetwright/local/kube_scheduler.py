@@ -166,7 +166,9 @@ class KubeScheduler(Controller):
             return self._pass()
 
     def _pass(self) -> PassSummary:
-        pod_objects, _ = self.store.list(PODS)
+        # The stored versions, read only (no copy: a pass reads every pod and node, and writes through
+        # the store's own mutations).
+        pod_objects = self.store.list_page(PODS).items
         pending_objects = [p for p in pod_objects if self._pending(p)]
         if not pending_objects:
             live = {str(p["metadata"].get("uid")) for p in pod_objects}
@@ -192,7 +194,7 @@ class KubeScheduler(Controller):
             volumes=self._volumes(pending),
             namespace_labels={
                 n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
-                for n in self.store.list(NAMESPACES)[0]
+                for n in self.store.list_page(NAMESPACES).items
             },
         )
         results = schedule(inp)
@@ -212,7 +214,7 @@ class KubeScheduler(Controller):
 
     def _nodes(self, bound: Mapping[str, list[Pod]]) -> list[Node]:
         nodes = []
-        for obj in self.store.list(NODES)[0]:
+        for obj in self.store.list_page(NODES).items:
             name = obj["metadata"]["name"]
             try:
                 node = node_from_object(obj, bound.get(name, []))

@@ -30,7 +30,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fleetwright.catalog.bill import burst
 from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
@@ -164,6 +164,8 @@ class PreparedPool:
     summaries: dict[
         tuple[int, int, vec.Vector, vec.Vector, bool], tuple[Requirements, list[int], Summary]
     ] = field(default_factory=dict)
+    # Per (offering key, priced candidates): the re-packing's undominated launch options (repack.py).
+    launch_options: dict[tuple[object, ...], Any] = field(default_factory=dict)
     # The node bill beyond the instance: per node (volumes, address) and, per type, burstable credits.
     extra: float = 0.0
     credit_terms: list[CreditTerms | None] = field(default_factory=list)
@@ -348,6 +350,11 @@ class PreparedPool:
         return f"limit {res.render(shown)} reached" if shown else "limits reached"
 
 
+def offering_key(requirements: Requirements) -> tuple[str, ...]:
+    """What of ``requirements`` an offering table depends on: requirements alike on it share one."""
+    return _offering_key(requirements)
+
+
 def _offering_key(requirements: Requirements) -> tuple[str, ...]:
     return tuple(
         (req.describe() if req is not None else "")
@@ -501,6 +508,7 @@ def prepare_pool(
         ordinary=shared.ordinary,
         by_unit_cost=shared.by_unit_cost,
         priced=shared.priced,
+        launch_options=shared.launch_options,
         extra=shared.extra,
         credit_terms=shared.credit_terms,
     )

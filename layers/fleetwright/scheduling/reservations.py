@@ -21,18 +21,44 @@ from fleetwright.scheduling.compat import instance_type_compatible, offering_all
 from fleetwright.scheduling.pools import PreparedPool
 
 
+def _reservation_capacity(instance_types: Iterable[InstanceType]) -> dict[str, int]:
+    """Per reservation, the smallest count its reserved offerings say it still takes."""
+    capacity: dict[str, int] = {}
+    for instance_type in instance_types:
+        for offering in instance_type.offerings:
+            if not offering.reservation_id or offering.capacity_type != RESERVED:
+                continue
+            current = capacity.get(offering.reservation_id)
+            if current is None or offering.reservation_capacity < current:
+                capacity[offering.reservation_id] = offering.reservation_capacity
+    return capacity
+
+
+class _LastCatalog:
+    """The reservation counts of the last catalog scanned, by the identity of its (frozen) instance
+    types, which it holds (so the ids stay theirs): every simulation of a pass, and of a consolidation
+    round, scans the same catalog. A type whose reservation count changed is a new object."""
+
+    def __init__(self) -> None:
+        self.entry: tuple[tuple[int, ...], list[InstanceType], dict[str, int]] | None = None
+
+    def capacity(self, instance_types: Iterable[InstanceType]) -> dict[str, int]:
+        types = list(instance_types)
+        key = tuple(map(id, types))
+        entry = self.entry
+        if entry is None or entry[0] != key:
+            entry = self.entry = (key, types, _reservation_capacity(types))
+        return dict(entry[2])
+
+
+_LAST_CATALOG = _LastCatalog()
+
+
 class ReservationLedger:
     """Instances each reservation can still take in this simulation (its offerings' smallest count)."""
 
     def __init__(self, instance_types: Iterable[InstanceType]) -> None:
-        self.capacity: dict[str, int] = {}
-        for instance_type in instance_types:
-            for offering in instance_type.offerings:
-                if not offering.reservation_id or offering.capacity_type != RESERVED:
-                    continue
-                current = self.capacity.get(offering.reservation_id)
-                if current is None or offering.reservation_capacity < current:
-                    self.capacity[offering.reservation_id] = offering.reservation_capacity
+        self.capacity: dict[str, int] = _LAST_CATALOG.capacity(instance_types)
 
     def take(self, reservation_ids: Iterable[str]) -> list[str]:
         """One instance of each of these reservations that has room; the ids taken."""

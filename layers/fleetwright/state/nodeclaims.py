@@ -164,17 +164,20 @@ class NodeClaimRecord:
     def from_item(cls, item: Mapping[str, Any]) -> NodeClaimRecord:
         """The record from a DynamoDB item (unknown attributes ignored); lists and maps are copied, so
         changing the record leaves ``item`` alone."""
+        # Over the item's attributes (fewer than the record's fields: empty ones are left out).
+        fields_of = _FIELDS
         values: dict[str, Any] = {
-            name: (value.copy() if isinstance(value, (list, dict)) else value)
-            for name, attr in _ATTRIBUTES.items()
-            if (value := item.get(attr, _ABSENT)) is not _ABSENT
+            fields_of[attr]: (value.copy() if isinstance(value, (list, dict)) else value)
+            for attr, value in item.items()
+            if attr in fields_of
         }
         values.setdefault("id", str(item.get(SORT_KEY, "")))
         return cls(**values)
 
 
-_ABSENT = object()
+_FIELDS = {attr: name for name, attr in _ATTRIBUTES.items()}  # DynamoDB attribute → Python attribute
 assert set(_ATTRIBUTES) == {f.name for f in fields(NodeClaimRecord)}
+assert len(_FIELDS) == len(_ATTRIBUTES)
 
 
 def attribute(name: str) -> str:
