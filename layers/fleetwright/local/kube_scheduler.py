@@ -83,6 +83,8 @@ class KubeScheduler(Controller):
         self._pass_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pods: dict[str, tuple[str, Pod]] = {}  # uid → (resourceVersion, converted pod)
+        # name → ((uid, resourceVersion), the Node converted without pods): a stored version never changes
+        self._nodes_seen: dict[str, tuple[tuple[str, str], Node]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -214,14 +216,31 @@ class KubeScheduler(Controller):
 
     def _nodes(self, bound: Mapping[str, list[Pod]]) -> list[Node]:
         nodes = []
+        seen: dict[str, tuple[tuple[str, str], Node]] = {}
         for obj in self.store.list_page(NODES).items:
-            name = obj["metadata"]["name"]
-            try:
-                node = node_from_object(obj, bound.get(name, []))
-            except DocumentError as err:
-                log.warning("node %s skipped: %s", name, err)
-                continue
-            nodes.append(node)
+            meta = obj["metadata"]
+            name = meta["name"]
+            version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
+            cached = self._nodes_seen.get(name)
+            if cached is None or cached[0] != version:
+                try:
+                    cached = (version, node_from_object(obj))
+                except DocumentError as err:
+                    log.warning("node %s skipped: %s", name, err)
+                    continue
+            seen[name] = cached
+            base = cached[1]
+            # A Node of its own each pass (the scheduler may keep it), with the pods bound now.
+            nodes.append(
+                dataclasses.replace(
+                    base,
+                    labels=dict(base.labels),
+                    allocatable=dict(base.allocatable),
+                    capacity=dict(base.capacity),
+                    pods=list(bound.get(name, [])),
+                )
+            )
+        self._nodes_seen = seen
         return nodes
 
     def _volumes(self, pending: Sequence[Pod]) -> dict[str, Requirements | str]:
