@@ -34,31 +34,41 @@ def _reservation_capacity(instance_types: Iterable[InstanceType]) -> dict[str, i
     return capacity
 
 
-class _LastCatalog:
-    """The reservation counts of the last catalog scanned, by the identity of its (frozen) instance
-    types, which it holds (so the ids stay theirs): every simulation of a pass, and of a consolidation
-    round, scans the same catalog. A type whose reservation count changed is a new object."""
+class _RecentCatalogs:
+    """The reservation counts of the last few catalogs scanned, by the identity of their (frozen) instance
+    types, which each entry holds (so the ids stay theirs): every simulation of a pass, and of a
+    consolidation round, scans the same catalog (the emulator's kube-scheduler passes an empty one). A
+    type whose reservation count changed is a new object."""
+
+    SIZE = 4
 
     def __init__(self) -> None:
-        self.entry: tuple[tuple[int, ...], list[InstanceType], dict[str, int]] | None = None
+        self.entries: list[tuple[tuple[int, ...], list[InstanceType], dict[str, int]]] = []
 
     def capacity(self, instance_types: Iterable[InstanceType]) -> dict[str, int]:
         types = list(instance_types)
         key = tuple(map(id, types))
-        entry = self.entry
-        if entry is None or entry[0] != key:
-            entry = self.entry = (key, types, _reservation_capacity(types))
+        entries = self.entries
+        entry = next((e for e in entries if e[0] == key), None)
+        if entry is None:
+            entry = (key, types, _reservation_capacity(types))
+            self.entries = [entry, *entries[: self.SIZE - 1]]
         return dict(entry[2])
 
 
-_LAST_CATALOG = _LastCatalog()
+_RECENT_CATALOGS = _RecentCatalogs()
 
 
 class ReservationLedger:
     """Instances each reservation can still take in this simulation (its offerings' smallest count)."""
 
     def __init__(self, instance_types: Iterable[InstanceType]) -> None:
-        self.capacity: dict[str, int] = _LAST_CATALOG.capacity(instance_types)
+        self.capacity: dict[str, int] = _RECENT_CATALOGS.capacity(instance_types)
+
+    @property
+    def empty(self) -> bool:
+        """True when the catalog has no reserved offering at all (none to look for)."""
+        return not self.capacity
 
     def take(self, reservation_ids: Iterable[str]) -> list[str]:
         """One instance of each of these reservations that has room; the ids taken."""

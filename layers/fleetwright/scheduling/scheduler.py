@@ -667,7 +667,7 @@ def finalize(
     pool = claim.pool
     requirements = claim.requirements
     fitting = _fitting(pool, requirements, claim.type_indices, claim.total)
-    if ledger is not None:
+    if ledger is not None and not ledger.empty:  # the claim's types are among the ledger's catalog
         offered = reserved_offerings(fitting.types, requirements)
         if offered:
             ids = sorted({o.reservation_id for _, o in offered})
