@@ -18,8 +18,10 @@ cache, keyed on everything it reads:
 
 What a simulation changes (limits reserved by its claims, the NodePool's usage and limits, its packing)
 stays on its own :class:`PreparedPool`: only the derived tables are shared, and those are pure functions of
-the key. Their per-query caches are bounded too (:data:`TABLE_CACHE_SIZE`, oldest dropped first), so a
-process that lives across many invocations (a warm Lambda) does not grow without end.
+the key. Their per-query caches are bounded too (:data:`TABLE_CACHE_SIZE`, :data:`MIX_CACHE_SIZE` for the
+tables per pod mix; oldest dropped first), so a process that lives across many invocations (a warm Lambda)
+does not grow without end. A cluster with more NodePools than the cache holds still gets right answers:
+its pools are prepared again, as every simulation did before.
 """
 
 from __future__ import annotations
@@ -213,7 +215,8 @@ class PreparedPool:
             ]
             finite = sorted(cost for cost, _ in costs if cost != float("inf"))
             limit = finite[len(finite) // 2] * OUTLIER_FACTOR if finite else float("inf")
-            ordinary = remember(self.ordinary, key, frozenset(i for cost, i in costs if cost <= limit))
+            ordinary = frozenset(i for cost, i in costs if cost <= limit)
+            remember(self.ordinary, key, ordinary, MIX_CACHE_SIZE)
         return ordinary
 
     def unit_costs(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
@@ -225,7 +228,7 @@ class PreparedPool:
             costs = sorted(
                 (self.unit_cost(i, price, mix), i) for i, price in enumerate(prices) if price is not None
             )
-            remember(self.by_unit_cost, key, costs)
+            remember(self.by_unit_cost, key, costs, MIX_CACHE_SIZE)
         return costs
 
     def unit_cost(self, i: int, price: float, mix: vec.Vector) -> float:
@@ -383,14 +386,17 @@ def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Require
 
 POOL_CACHE_SIZE = 32  # prepared pools kept: a few NodePools times the catalogs of the last few passes
 TABLE_CACHE_SIZE = 512  # entries per shared per-query cache of a prepared pool
+# Entries per cache keyed on a pod mix (unit costs, ordinary types): one list or set over every type each,
+# and mixes change from pass to pass, so few are worth keeping (at most 32 pools x 2 x 16 of them).
+MIX_CACHE_SIZE = 16
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def remember(cache: dict[_K, _V], key: _K, value: _V) -> _V:
-    """``cache[key] = value``, the oldest entry dropped first when the cache is full."""
-    if len(cache) >= TABLE_CACHE_SIZE:
+def remember(cache: dict[_K, _V], key: _K, value: _V, size: int = TABLE_CACHE_SIZE) -> _V:
+    """``cache[key] = value``, the oldest entry dropped first when the cache holds ``size`` entries."""
+    if len(cache) >= size:
         # another thread may have trimmed it meanwhile
         with contextlib.suppress(KeyError, RuntimeError, StopIteration):
             del cache[next(iter(cache))]
