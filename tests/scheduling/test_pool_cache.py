@@ -9,7 +9,7 @@ from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import INSTANCE_TYPE
 from fleetwright.model.pod import Pod
 from fleetwright.model.taints import Taint
-from fleetwright.scheduling.pools import POOL_CACHE
+from fleetwright.scheduling.pools import MIX_CACHE_SIZE, POOL_CACHE, POOL_CACHE_SIZE, prepare_pool
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import itype, nodepool, pod, req
@@ -113,3 +113,12 @@ def test_limits_and_usage_are_the_passes_own_even_when_the_tables_are_shared() -
     result = run(catalog, nodepool(limits={"cpu": "4"}, usage={"cpu": "4"}))
     assert result.new_claims == []
     assert "limit" in result.errors[0].reason
+
+
+def test_a_warm_process_keeps_a_bounded_number_of_tables_per_pool() -> None:
+    catalog = [CHEAP, DEARER]
+    for i in range(MIX_CACHE_SIZE * 3):  # a new pod mix every pass
+        assert launched(run(catalog, pods=[pod("web", cpu=f"{100 + i}m", memory="1Gi")])) == ["c5.large"]
+    pool = prepare_pool(nodepool(), sorted(catalog, key=lambda t: t.name), [], ("cpu", "memory", "pods"))
+    assert 0 < len(pool.by_unit_cost) <= MIX_CACHE_SIZE
+    assert len(POOL_CACHE.entries) <= POOL_CACHE_SIZE

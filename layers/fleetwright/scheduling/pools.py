@@ -385,7 +385,7 @@ def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Require
 
 
 POOL_CACHE_SIZE = 32  # prepared pools kept: a few NodePools times the catalogs of the last few passes
-TABLE_CACHE_SIZE = 512  # entries per shared per-query cache of a prepared pool
+TABLE_CACHE_SIZE = 128  # entries per shared per-query cache of a prepared pool
 # Entries per cache keyed on a pod mix (unit costs, ordinary types): one list or set over every type each,
 # and mixes change from pass to pass, so few are worth keeping (at most 32 pools x 2 x 16 of them).
 MIX_CACHE_SIZE = 16
