@@ -197,3 +197,23 @@ def test_a_type_listed_by_two_node_classes_keeps_both_classes_reservations() -> 
         "cr-0000000000000000b",
     ]
     assert with_reserved_offerings(merged, first) is merged
+
+
+def test_a_reservation_count_that_changes_between_passes_is_seen_at_once() -> None:
+    """The counts are kept per catalog (by its type objects): a listing with a new count is a new one."""
+
+    def reserved_claims(catalog: list[InstanceType]) -> int:
+        results = schedule(
+            SchedulingInput(
+                pods=_big_pods(3),
+                nodepools=[nodepool(requirements=_pool("reserved", "on-demand"))],
+                instance_types=catalog,
+            )
+        )
+        return sum(c.capacity_types == ["reserved"] for c in results.new_claims)
+
+    one = _catalog(capacity=1)
+    assert reserved_claims(one) == 1
+    assert reserved_claims(one) == 1  # the same listing again: its own counts, not the last pass's
+    assert reserved_claims(_catalog(capacity=3)) == 3
+    assert reserved_claims(one) == 1

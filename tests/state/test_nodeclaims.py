@@ -99,3 +99,19 @@ def test_delete_reports_whether_the_claim_existed(table: DynamoTable) -> None:
     assert store.delete("default-abc12345")
     assert not store.delete("default-abc12345")
     assert store.list() == []
+
+
+def test_list_active_is_list_without_the_ended_claims_and_follows_every_transition(
+    table: DynamoTable,
+) -> None:
+    for reuse in (True, False):
+        store = NodeClaimStore(table, f"active-{reuse}", reuse=reuse)
+        for name in ("a", "b", "c", "d"):
+            store.create(_record(f"default-{name}"))
+        store.transition("default-b", ClaimStatus.LAUNCHING, ClaimStatus.FAILED, reason="no capacity")
+        store.transition("default-c", ClaimStatus.LAUNCHING, ClaimStatus.LAUNCHED, instance_id="i-1")
+        active = store.list_active()
+        assert [r.id for r in active] == ["default-a", "default-c", "default-d"]
+        assert active == [r for r in store.list() if r.active]
+        store.transition("default-c", ClaimStatus.LAUNCHED, ClaimStatus.TERMINATED, reason="gone")
+        assert [r.id for r in store.list_active()] == ["default-a", "default-d"]

@@ -42,6 +42,27 @@ if TYPE_CHECKING:
     from fleetwright.kube.cache import ClusterCache
 
 
+Listings = list[tuple[str, list[InstanceType]]]  # per node class name, the types it boots
+# (listings' identities, the listings, merged catalog, accepted names and reservations per node class)
+ByClass = dict[str, set[str]]
+_CatalogMemo = tuple[tuple[tuple[str, tuple[int, ...]], ...], Listings, list[InstanceType], ByClass, ByClass]
+
+
+def _merged_catalog(listed: Listings) -> tuple[list[InstanceType], ByClass, ByClass]:
+    """The union of the node classes' types (each with every class's reserved offerings), by name, and
+    per node class the names it accepts and the reservations it selects."""
+    catalog: dict[str, InstanceType] = {}
+    accepted: dict[str, set[str]] = {}
+    reservations: dict[str, set[str]] = {}
+    for name, types in listed:
+        accepted[name] = {t.name for t in types}
+        reservations[name] = {o.reservation_id for t in types for o in t.offerings if o.reservation_id}
+        for instance_type in types:
+            known = catalog.get(instance_type.name)
+            catalog[instance_type.name] = with_reserved_offerings(known, instance_type)
+    return sorted(catalog.values(), key=lambda t: t.name), accepted, reservations
+
+
 class ClaimLifecycle:
     """Launches and follows NodeClaims for one launcher, under the cluster's launch lease.
 
@@ -82,6 +103,7 @@ class ClaimLifecycle:
         self.spans = spans or obs.NoSpans()
         self.holder = holder or f"launcher-{uuid.uuid4().hex[:12]}"
         self.sleep = sleep
+        self._catalog_memo: _CatalogMemo | None = None  # the last catalogs() answer, with its listings
         # Per EC2NodeClass, the capacity reservations it selects (set by catalogs()).
         self.reservations_by_class: dict[str, set[str]] = {}
         # Launch failures and nominations (never breaks a pass).
@@ -206,20 +228,16 @@ class ClaimLifecycle:
         One provider call per node class in use; the provider caches the EC2 listings between passes.
         """
         names = sorted({np.node_class_name() for np in self.config.nodepools})
-        catalog: dict[str, InstanceType] = {}
-        accepted: dict[str, set[str]] = {}
-        reservations: dict[str, set[str]] = {}
-        for name in names:
-            node_class = self.config.nodeclass(name)
-            types = self.cloud.instance_types(node_class)
-            accepted[name] = {t.name for t in types}
-            reservations[name] = {o.reservation_id for t in types for o in t.offerings if o.reservation_id}
-            for instance_type in types:
-                catalog[instance_type.name] = with_reserved_offerings(
-                    catalog.get(instance_type.name), instance_type
-                )
-        self.reservations_by_class = reservations
-        return sorted(catalog.values(), key=lambda t: t.name), accepted
+        listed = [(name, self.cloud.instance_types(self.config.nodeclass(name))) for name in names]
+        # Listings are the provider's shared, frozen types: a change in one makes a new object, so the
+        # same objects in the same order make the same answer (kept with them, so their ids stay theirs).
+        key = tuple((name, tuple(map(id, types))) for name, types in listed)
+        memo = self._catalog_memo
+        if memo is None or memo[0] != key:
+            memo = self._catalog_memo = (key, listed, *_merged_catalog(listed))
+        _, _, catalog, accepted, reservations = memo
+        self.reservations_by_class = {name: set(ids) for name, ids in reservations.items()}
+        return list(catalog), {name: set(kept) for name, kept in accepted.items()}
 
     def templates(self, nodes: Sequence[Node] = ()) -> list[NodePoolTemplate]:
         """The NodePools as the scheduler sees them (``nodes`` count against their limits), each with its

@@ -41,7 +41,7 @@ class Reconciler:
     def reconcile(self, report: ReconcileReport) -> None:
         """One reconciliation of every claim launching, launched or registered."""
         life = self.life
-        records = life.state.nodeclaims.list()
+        records = life.state.nodeclaims.list_active()  # ended claims have nothing to follow
         following = [r for r in records if r.status in (ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED)]
         orphans = [r for r in records if r.status == ClaimStatus.LAUNCHING and r.id not in life.launching]
         if orphans:
@@ -136,7 +136,8 @@ class Reconciler:
         try:
             life.ensure_synced()
             if life.nodeclaim_objects.installed():
-                life.nodeclaim_objects.sync(life.state.nodeclaims.list())
+                # The objects of ended claims are deleted whether their records are listed or not.
+                life.nodeclaim_objects.sync(life.state.nodeclaims.list_active())
         except Exception as error:  # the mirror never fails a reconciliation
             life.metrics.add(NODECLAIM_SYNC_ERRORS, 1, obs.COUNT, {"Operation": "Reconcile"})
             life.log.warning(

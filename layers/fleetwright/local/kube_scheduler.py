@@ -83,6 +83,8 @@ class KubeScheduler(Controller):
         self._pass_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pods: dict[str, tuple[str, Pod]] = {}  # uid → (resourceVersion, converted pod)
+        # name → ((uid, resourceVersion), the Node converted without pods): a stored version never changes
+        self._nodes_seen: dict[str, tuple[tuple[str, str], Node]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -166,7 +168,9 @@ class KubeScheduler(Controller):
             return self._pass()
 
     def _pass(self) -> PassSummary:
-        pod_objects, _ = self.store.list(PODS)
+        # The stored versions, read only (no copy: a pass reads every pod and node, and writes through
+        # the store's own mutations).
+        pod_objects = self.store.list_page(PODS).items
         pending_objects = [p for p in pod_objects if self._pending(p)]
         if not pending_objects:
             live = {str(p["metadata"].get("uid")) for p in pod_objects}
@@ -192,7 +196,7 @@ class KubeScheduler(Controller):
             volumes=self._volumes(pending),
             namespace_labels={
                 n["metadata"]["name"]: dict(n["metadata"].get("labels") or {})
-                for n in self.store.list(NAMESPACES)[0]
+                for n in self.store.list_page(NAMESPACES).items
             },
         )
         results = schedule(inp)
@@ -212,14 +216,31 @@ class KubeScheduler(Controller):
 
     def _nodes(self, bound: Mapping[str, list[Pod]]) -> list[Node]:
         nodes = []
-        for obj in self.store.list(NODES)[0]:
-            name = obj["metadata"]["name"]
-            try:
-                node = node_from_object(obj, bound.get(name, []))
-            except DocumentError as err:
-                log.warning("node %s skipped: %s", name, err)
-                continue
-            nodes.append(node)
+        seen: dict[str, tuple[tuple[str, str], Node]] = {}
+        for obj in self.store.list_page(NODES).items:
+            meta = obj["metadata"]
+            name = meta["name"]
+            version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
+            cached = self._nodes_seen.get(name)
+            if cached is None or cached[0] != version:
+                try:
+                    cached = (version, node_from_object(obj))
+                except DocumentError as err:
+                    log.warning("node %s skipped: %s", name, err)
+                    continue
+            seen[name] = cached
+            base = cached[1]
+            # A Node of its own each pass (the scheduler may keep it), with the pods bound now.
+            nodes.append(
+                dataclasses.replace(
+                    base,
+                    labels=dict(base.labels),
+                    allocatable=dict(base.allocatable),
+                    capacity=dict(base.capacity),
+                    pods=list(bound.get(name, [])),
+                )
+            )
+        self._nodes_seen = seen
         return nodes
 
     def _volumes(self, pending: Sequence[Pod]) -> dict[str, Requirements | str]:

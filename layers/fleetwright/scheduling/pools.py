@@ -1,9 +1,38 @@
-"""NodePools prepared for one simulation: their requirements, usable instance types and overheads."""
+"""NodePools prepared for one simulation: their requirements, usable instance types and overheads.
+
+Preparing a pool (which catalog types its requirements allow, each one's room once its DaemonSets are
+served, its offering and price tables) is the same work for every simulation a provisioning pass or a
+consolidation round builds while the NodePool, its node class, the catalog and the DaemonSets stay as they
+are. :func:`prepare_pool` therefore keeps the last few results (:data:`POOL_CACHE_SIZE`) in a process-wide
+cache, keyed on everything it reads:
+
+- the NodePool's own fields that shape its nodes (name, requirements, labels, taints, the node class's AMI
+  family, kubelet settings and bill view), compared by value (their ``repr``);
+- the catalog's instance types by identity: the cache entry holds them, so an id in the key is always
+  the same live object. Instance types and offerings are frozen, and whoever lists them builds a new
+  object when anything about one changes: an offering refused by EC2 (marked ``available=False`` from the
+  unavailable-offerings cache), a price refresh, a reservation's remaining count, a node class's kubelet
+  settings. A changed type is a different key, never a stale entry;
+- the DaemonSets' requests, node selection, tolerations and host ports, by value;
+- the simulation's resource dimensions.
+
+What a simulation changes (limits reserved by its claims, the NodePool's usage and limits, its packing)
+stays on its own :class:`PreparedPool`: only the derived tables are shared, and those are pure functions of
+the key. Their per-query caches are bounded too (:data:`TABLE_CACHE_SIZE`, :data:`MIX_CACHE_SIZE` for the
+tables per pod mix; oldest dropped first), so a process that lives across many invocations (a warm Lambda)
+does not grow without end. A cluster with more NodePools than the cache holds still gets right answers:
+its pools are prepared again, as every simulation did before.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from fleetwright.catalog.bill import burst
 from fleetwright.catalog.os_family import for_ami_family, is_windows, os_labels
@@ -137,6 +166,8 @@ class PreparedPool:
     summaries: dict[
         tuple[int, int, vec.Vector, vec.Vector, bool], tuple[Requirements, list[int], Summary]
     ] = field(default_factory=dict)
+    # Per (offering key, priced candidates): the re-packing's undominated launch options (repack.py).
+    launch_options: dict[tuple[object, ...], Any] = field(default_factory=dict)
     # The node bill beyond the instance: per node (volumes, address) and, per type, burstable credits.
     extra: float = 0.0
     credit_terms: list[CreditTerms | None] = field(default_factory=list)
@@ -156,9 +187,7 @@ class PreparedPool:
         cached = self.matches.get(option_key)
         if cached is not None:
             return cached
-        result = self._match(option)
-        self.matches[option_key] = result
-        return result
+        return remember(self.matches, option_key, self._match(option))
 
     def _match(self, option: Requirements) -> OptionMatch:
         if not requirements_compatible(option, self.requirements):
@@ -187,7 +216,7 @@ class PreparedPool:
             finite = sorted(cost for cost, _ in costs if cost != float("inf"))
             limit = finite[len(finite) // 2] * OUTLIER_FACTOR if finite else float("inf")
             ordinary = frozenset(i for cost, i in costs if cost <= limit)
-            self.ordinary[key] = ordinary
+            remember(self.ordinary, key, ordinary, MIX_CACHE_SIZE)
         return ordinary
 
     def unit_costs(self, requirements: Requirements, mix: vec.Vector) -> list[tuple[float, int]]:
@@ -199,7 +228,7 @@ class PreparedPool:
             costs = sorted(
                 (self.unit_cost(i, price, mix), i) for i, price in enumerate(prices) if price is not None
             )
-            self.by_unit_cost[key] = costs
+            remember(self.by_unit_cost, key, costs, MIX_CACHE_SIZE)
         return costs
 
     def unit_cost(self, i: int, price: float, mix: vec.Vector) -> float:
@@ -228,7 +257,7 @@ class PreparedPool:
                 table.capacity_types.append(capacity_types)
                 table.all_zones.update(zones)
                 table.all_capacity_types.update(capacity_types)
-            self.offering_tables[key] = table
+            remember(self.offering_tables, key, table)
         return table
 
     def prices(self, requirements: Requirements) -> list[float | None]:
@@ -302,7 +331,7 @@ class PreparedPool:
         width = len(capacities[0]) if capacities else 0
         levels = [sorted({capacity[d] for capacity in capacities}) for d in range(width)]
         priced = PricedTypes(entries, capacities, levels)
-        self.priced[key] = (requirements, indices, priced)
+        remember(self.priced, key, (requirements, indices, priced))
         return priced
 
     def limit_reason(self, indices: list[int]) -> str:
@@ -322,6 +351,11 @@ class PreparedPool:
         )
         shown = {name: limits[name] for name in blocked if name in limits}
         return f"limit {res.render(shown)} reached" if shown else "limits reached"
+
+
+def offering_key(requirements: Requirements) -> tuple[str, ...]:
+    """What of ``requirements`` an offering table depends on: requirements alike on it share one."""
+    return _offering_key(requirements)
 
 
 def _offering_key(requirements: Requirements) -> tuple[str, ...]:
@@ -350,13 +384,149 @@ def daemonset_runs_on(ds: Pod, template: NodePoolTemplate, requirements: Require
     return any(requirements_compatible(option, requirements) for option in ds.node_requirement_options())
 
 
+POOL_CACHE_SIZE = 32  # prepared pools kept: a few NodePools times the catalogs of the last few passes
+TABLE_CACHE_SIZE = 128  # entries per shared per-query cache of a prepared pool
+# Entries per cache keyed on a pod mix (unit costs, ordinary types): one list or set over every type each,
+# and mixes change from pass to pass, so few are worth keeping (at most 32 pools x 2 x 16 of them).
+MIX_CACHE_SIZE = 16
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def remember(cache: dict[_K, _V], key: _K, value: _V, size: int = TABLE_CACHE_SIZE) -> _V:
+    """``cache[key] = value``, the oldest entry dropped first when the cache holds ``size`` entries."""
+    if len(cache) >= size:
+        # another thread may have trimmed it meanwhile
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del cache[next(iter(cache))]
+    cache[key] = value
+    return value
+
+
+@dataclass(slots=True, eq=False)
+class PoolTables:
+    """What :func:`prepare_pool` derives from its inputs, shared by the pools prepared from equal ones.
+
+    ``instance_types`` is the catalog the key names by identity: holding it keeps those ids its own.
+    """
+
+    instance_types: list[InstanceType]
+    pool: PreparedPool  # the first pool prepared: its derived fields and caches are shared
+
+
+class _PoolCache:
+    """The last :data:`POOL_CACHE_SIZE` prepared pools' tables, by :func:`_pool_key`."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[tuple[object, ...], PoolTables] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[object, ...]) -> PoolTables | None:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self.entries.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, key: tuple[object, ...], tables: PoolTables) -> None:
+        with self.lock:
+            self.entries[key] = tables
+            self.entries.move_to_end(key)
+            while len(self.entries) > POOL_CACHE_SIZE:
+                self.entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+POOL_CACHE = _PoolCache()
+
+
+def _pool_key(
+    template: NodePoolTemplate,
+    instance_types: Sequence[InstanceType],
+    daemonsets: Sequence[Pod],
+    dims: tuple[str, ...],
+) -> tuple[object, ...]:
+    """Everything :func:`_prepare` reads, by value except the (frozen) instance types, by identity."""
+    return (
+        template.name,
+        repr(template.requirements),
+        repr(sorted(template.labels.items())),
+        repr(template.taints),
+        template.ami_family,
+        repr(template.kubelet),
+        repr(template.bill),
+        tuple(map(id, instance_types)),
+        tuple(
+            repr(
+                (
+                    ds.namespace,
+                    ds.name,
+                    sorted(ds.requests.items()),
+                    ds.node_selector,
+                    ds.required_affinity,
+                    ds.tolerations,
+                    ds.host_ports,
+                )
+            )
+            for ds in daemonsets
+        ),
+        dims,
+    )
+
+
 def prepare_pool(
     template: NodePoolTemplate,
     instance_types: list[InstanceType],
     daemonsets: list[Pod],
     dims: tuple[str, ...],
 ) -> PreparedPool:
-    """Select the NodePool's instance types and compute each one's room for pods."""
+    """Select the NodePool's instance types and compute each one's room for pods.
+
+    The derived tables come from the process-wide cache when the inputs are the same (see the module's
+    docstring); the pool returned is always a new one, with this ``template`` and no claim reserved.
+    """
+    key = _pool_key(template, instance_types, daemonsets, dims)
+    tables = POOL_CACHE.get(key)
+    if tables is None:
+        tables = PoolTables(list(instance_types), _prepare(template, instance_types, daemonsets, dims))
+        POOL_CACHE.put(key, tables)
+    shared = tables.pool
+    return PreparedPool(
+        template,
+        shared.requirements,
+        shared.types,
+        shared.capacity,
+        shared.raw_capacity,
+        shared.daemon_overhead,
+        shared.dropped_for_daemons,
+        shared.daemon_ports,
+        matches=shared.matches,
+        offering_tables=shared.offering_tables,
+        ordinary=shared.ordinary,
+        by_unit_cost=shared.by_unit_cost,
+        priced=shared.priced,
+        launch_options=shared.launch_options,
+        extra=shared.extra,
+        credit_terms=shared.credit_terms,
+    )
+
+
+def _prepare(
+    template: NodePoolTemplate,
+    instance_types: list[InstanceType],
+    daemonsets: list[Pod],
+    dims: tuple[str, ...],
+) -> PreparedPool:
+    """:func:`prepare_pool`'s work, uncached."""
     requirements = pool_requirements(template)
     if is_windows(template.ami_family):
         instance_types = for_ami_family(instance_types, template.ami_family)

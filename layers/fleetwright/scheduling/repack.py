@@ -50,7 +50,7 @@ from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
 from fleetwright.scheduling.costs import LOWEST_COST, CreditTerms, credits
-from fleetwright.scheduling.pools import PreparedPool
+from fleetwright.scheduling.pools import PreparedPool, offering_key, remember
 
 # How far apart a node's CPU and memory shares may drift while it is filled; each is tried.
 BALANCES = (0.01, 0.02, 0.05)
@@ -92,6 +92,21 @@ def launch_option(pool: PreparedPool, i: int, price: float) -> Option:
     capacity = pool.capacity[i]
     terms = pool.credit_terms[i]
     return Option(capacity, pool.node_cost(i, price, capacity[0]), i, terms)
+
+
+def _undominated_options(
+    pool: PreparedPool, requirements: Requirements, priced: list[int], prices: Sequence[float | None]
+) -> list[Option]:
+    """The undominated launch options of the ``priced`` types (the cheapest type holding any pods is
+    among them), kept on the pool per offering key and list: re-packings of a run, and of the runs
+    sharing the pool's tables, ask for the same few. Never modify the list returned."""
+    key = (*offering_key(requirements), tuple(priced))
+    cached: list[Option] | None = pool.launch_options.get(key)
+    if cached is None:
+        cached = remember(
+            pool.launch_options, key, undominated([launch_option(pool, i, prices[i] or 0.0) for i in priced])
+        )
+    return cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,8 +511,7 @@ def _repack_bucket(
     requirements = first.requirements
     prices = pool.prices(requirements)
     priced = sorted({i for c in bucket for i in c.type_indices if prices[i] is not None})
-    launched = [launch_option(pool, i, prices[i] or 0.0) for i in priced]
-    options = cheapest = undominated(launched)  # the cheapest type holding any pods is among these
+    options = cheapest = _undominated_options(pool, requirements, priced, prices)
     if pool.has_min_values:
         fronts = _value_fronts(pool, requirements, priced)
         shrunk = [

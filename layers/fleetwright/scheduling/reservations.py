@@ -21,18 +21,54 @@ from fleetwright.scheduling.compat import instance_type_compatible, offering_all
 from fleetwright.scheduling.pools import PreparedPool
 
 
+def _reservation_capacity(instance_types: Iterable[InstanceType]) -> dict[str, int]:
+    """Per reservation, the smallest count its reserved offerings say it still takes."""
+    capacity: dict[str, int] = {}
+    for instance_type in instance_types:
+        for offering in instance_type.offerings:
+            if not offering.reservation_id or offering.capacity_type != RESERVED:
+                continue
+            current = capacity.get(offering.reservation_id)
+            if current is None or offering.reservation_capacity < current:
+                capacity[offering.reservation_id] = offering.reservation_capacity
+    return capacity
+
+
+class _RecentCatalogs:
+    """The reservation counts of the last few catalogs scanned, by the identity of their (frozen) instance
+    types, which each entry holds (so the ids stay theirs): every simulation of a pass, and of a
+    consolidation round, scans the same catalog (the emulator's kube-scheduler passes an empty one). A
+    type whose reservation count changed is a new object."""
+
+    SIZE = 4
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[tuple[int, ...], list[InstanceType], dict[str, int]]] = []
+
+    def capacity(self, instance_types: Iterable[InstanceType]) -> dict[str, int]:
+        types = list(instance_types)
+        key = tuple(map(id, types))
+        entries = self.entries
+        entry = next((e for e in entries if e[0] == key), None)
+        if entry is None:
+            entry = (key, types, _reservation_capacity(types))
+            self.entries = [entry, *entries[: self.SIZE - 1]]
+        return dict(entry[2])
+
+
+_RECENT_CATALOGS = _RecentCatalogs()
+
+
 class ReservationLedger:
     """Instances each reservation can still take in this simulation (its offerings' smallest count)."""
 
     def __init__(self, instance_types: Iterable[InstanceType]) -> None:
-        self.capacity: dict[str, int] = {}
-        for instance_type in instance_types:
-            for offering in instance_type.offerings:
-                if not offering.reservation_id or offering.capacity_type != RESERVED:
-                    continue
-                current = self.capacity.get(offering.reservation_id)
-                if current is None or offering.reservation_capacity < current:
-                    self.capacity[offering.reservation_id] = offering.reservation_capacity
+        self.capacity: dict[str, int] = _RECENT_CATALOGS.capacity(instance_types)
+
+    @property
+    def empty(self) -> bool:
+        """True when the catalog has no reserved offering at all (none to look for)."""
+        return not self.capacity
 
     def take(self, reservation_ids: Iterable[str]) -> list[str]:
         """One instance of each of these reservations that has room; the ids taken."""

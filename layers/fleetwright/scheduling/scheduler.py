@@ -31,7 +31,7 @@ from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
 from fleetwright.scheduling.costs import credits
 from fleetwright.scheduling.existing import NodeInProgress, daemon_ports_coming, node_in_progress
-from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool
+from fleetwright.scheduling.pools import Fitting, PreparedPool, prepare_pool, remember
 from fleetwright.scheduling.repack import repack
 from fleetwright.scheduling.reservations import (
     ReservationLedger,
@@ -667,7 +667,7 @@ def finalize(
     pool = claim.pool
     requirements = claim.requirements
     fitting = _fitting(pool, requirements, claim.type_indices, claim.total)
-    if ledger is not None:
+    if ledger is not None and not ledger.empty:  # the claim's types are among the ledger's catalog
         offered = reserved_offerings(fitting.types, requirements)
         if offered:
             ids = sorted({o.reservation_id for _, o in offered})
@@ -734,7 +734,7 @@ def _cheapest_by_bill(pool: PreparedPool, requirements: Requirements, fitting: F
         return fitting
     found = fitting.by_bill.get(cpu)
     if found is None:
-        found = fitting.by_bill[cpu] = _without_dearer(pool, requirements, fitting, cpu)
+        found = remember(fitting.by_bill, cpu, _without_dearer(pool, requirements, fitting, cpu))
     return found
 
 
@@ -819,7 +819,7 @@ def _fitting(
             if len(capacity_types) < len(offerings.all_capacity_types):
                 capacity_types.update(offerings.capacity_types[i])
         found = Fitting(chosen, [pool.types[i] for i in chosen], frozenset(zones), frozenset(capacity_types))
-        table.fitting[position] = found
+        remember(table.fitting, position, found)
     return found
 
 

@@ -164,17 +164,20 @@ class NodeClaimRecord:
     def from_item(cls, item: Mapping[str, Any]) -> NodeClaimRecord:
         """The record from a DynamoDB item (unknown attributes ignored); lists and maps are copied, so
         changing the record leaves ``item`` alone."""
+        # Over the item's attributes (fewer than the record's fields: empty ones are left out).
+        fields_of = _FIELDS
         values: dict[str, Any] = {
-            name: (value.copy() if isinstance(value, (list, dict)) else value)
-            for name, attr in _ATTRIBUTES.items()
-            if (value := item.get(attr, _ABSENT)) is not _ABSENT
+            fields_of[attr]: (value.copy() if isinstance(value, (list, dict)) else value)
+            for attr, value in item.items()
+            if attr in fields_of
         }
         values.setdefault("id", str(item.get(SORT_KEY, "")))
         return cls(**values)
 
 
-_ABSENT = object()
+_FIELDS = {attr: name for name, attr in _ATTRIBUTES.items()}  # DynamoDB attribute → Python attribute
 assert set(_ATTRIBUTES) == {f.name for f in fields(NodeClaimRecord)}
+assert len(_FIELDS) == len(_ATTRIBUTES)
 
 
 def attribute(name: str) -> str:
@@ -192,6 +195,24 @@ def _stored(item: Mapping[str, Any]) -> Item:
     """``item`` as a Query would return it (floats that are whole numbers come back as ints)."""
     stored: Item = _from_dynamo(_to_dynamo(item))
     return stored
+
+
+_STATUS = _ATTRIBUTES["status"]
+
+
+def _active_item(item: Mapping[str, Any]) -> bool:
+    """True for the item of an active claim, or one without a status (its conversion reports it)."""
+    status = item.get(_STATUS)
+    return status is None or status in ACTIVE
+
+
+def _converted(
+    items: Iterable[Mapping[str, Any]], keep: Callable[[Mapping[str, Any]], bool] | None
+) -> list[NodeClaimRecord]:
+    """The records of ``items`` (those ``keep`` accepts, when given)."""
+    if keep is None:
+        return [NodeClaimRecord.from_item(item) for item in items]
+    return [NodeClaimRecord.from_item(item) for item in items if keep(item)]
 
 
 class _UnknownClaimError(Exception):
@@ -250,13 +271,16 @@ class NodeClaimStore:
         item = self.table.get(self.revision_pk, REVISION_SORT_KEY)
         return int(item[REVISION_ATTRIBUTE]) if item and REVISION_ATTRIBUTE in item else None
 
-    def list(self) -> list[NodeClaimRecord]:
-        """Every claim of the cluster, by id, as of this call: the revision is read first (strongly
-        consistent), and the records are Queried (strongly consistent, paged) only when it differs from
-        the revision the kept copy is exact at."""
+    def list_active(self) -> list[NodeClaimRecord]:
+        """The claims of :meth:`list` still active (launching to initialized), read alike; the others
+        (failed and terminated claims, kept a day) are not converted. An item without a status is
+        converted (and fails) as :meth:`list` would."""
+        return self._records(_active_item)
+
+    def _records(self, keep: Callable[[Mapping[str, Any]], bool] | None) -> list[NodeClaimRecord]:
         if not self.reuse:
             self.queries += 1
-            return [NodeClaimRecord.from_item(item) for item in self.table.query(self.pk)]
+            return _converted(self.table.query(self.pk), keep)
         with self._read_lock:
             revision = self.revision()
             with self._lock:
@@ -264,7 +288,7 @@ class NodeClaimStore:
                     self.reused += 1
                     if self._unsorted:
                         self._items, self._unsorted = dict(sorted(self._items.items())), False
-                    return [NodeClaimRecord.from_item(item) for item in self._items.values()]
+                    return _converted(self._items.values(), keep)
                 self._epoch += 1
             # The revision was read before the Query, so the copy is at least as new as ``revision``;
             # a write after it makes the next revision read differ.
@@ -277,7 +301,13 @@ class NodeClaimStore:
                 else:
                     self._items = {str(i.get(SORT_KEY, "")): i for i in items}
                     self._revision, self._unsorted = revision, False
-            return [NodeClaimRecord.from_item(item) for item in items]
+            return _converted(items, keep)
+
+    def list(self) -> list[NodeClaimRecord]:
+        """Every claim of the cluster, by id, as of this call: the revision is read first (strongly
+        consistent), and the records are Queried (strongly consistent, paged) only when it differs from
+        the revision the kept copy is exact at."""
+        return self._records(None)
 
     def forget(self) -> None:
         """Drop the kept copy: the next :meth:`list` Queries."""

@@ -12,11 +12,11 @@ Objects of a custom resource are pruned, defaulted and validated by ``fleetwrigh
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
 from fleetwright.local.apiserver import errors
+from fleetwright.local.apiserver.jsoncopy import json_copy
 from fleetwright.local.apiserver.jsonpath import JsonPathError, compile_path
 from fleetwright.local.apiserver.resources import ResourceType
 from fleetwright.local.apiserver.schema import admit
@@ -223,7 +223,7 @@ def unknown_fields(rt: ResourceType, obj: JsonObject) -> list[str]:
     """The fields of ``obj`` its schema does not declare (what ``admit_object`` would prune)."""
     if rt.schema is None:
         return []
-    return admit(rt.schema, copy.deepcopy(obj)).pruned
+    return admit(rt.schema, json_copy(obj)).pruned
 
 
 def field_validation(rt: ResourceType, obj: JsonObject, directive: str) -> list[str]:

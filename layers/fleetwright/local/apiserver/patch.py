@@ -8,10 +8,10 @@ directives kubectl sends are honoured well enough for its cordon, label, annotat
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from fleetwright.local.apiserver.errors import ApiError, bad_request
+from fleetwright.local.apiserver.jsoncopy import json_copy
 
 JsonObject = dict[str, Any]
 
@@ -46,7 +46,7 @@ MERGE_SETS = {"finalizers"}
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: maps merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -103,7 +103,7 @@ def _merge_map(target: JsonObject, patch: JsonObject) -> JsonObject:
         elif isinstance(value, list):
             result[key] = _merge_list(key, result.get(key), value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = json_copy(value)
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     return result
@@ -149,7 +149,7 @@ def apply_patch(content_type: str, target: JsonObject, patch: Any) -> JsonObject
     """Apply ``patch`` of the given ``Content-Type`` to a copy of ``target``."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media == JSON_PATCH:
-        return json_patch(copy.deepcopy(target), patch)
+        return json_patch(json_copy(target), patch)
     if not isinstance(patch, dict):
         raise bad_request(f"{media} body must be a JSON object")
     if media == MERGE_PATCH:

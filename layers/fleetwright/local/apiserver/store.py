@@ -9,7 +9,6 @@ those shared versions, to be read only.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import queue
@@ -27,6 +26,7 @@ from typing import Any, Literal
 
 from fleetwright.local.apiserver import crds, errors
 from fleetwright.local.apiserver.errors import ApiError
+from fleetwright.local.apiserver.jsoncopy import json_copy
 from fleetwright.local.apiserver.paging import LATEST, ContinueToken, Key, Page, Snapshot, expired, read_page
 from fleetwright.local.apiserver.resources import (
     CUSTOM_RESOURCE_DEFINITIONS,
@@ -305,7 +305,7 @@ class Store:
             return
         finalizers = crd["metadata"].get("finalizers") or []
         if crds.CLEANUP_FINALIZER in finalizers:
-            updated = copy.deepcopy(crd)
+            updated = json_copy(crd)
             updated["metadata"]["finalizers"] = [f for f in finalizers if f != crds.CLEANUP_FINALIZER]
             self._replace(CUSTOM_RESOURCE_DEFINITIONS, crd, updated, None)
 
@@ -453,7 +453,7 @@ class Store:
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
         """The object, or a 404 ``ApiError``."""
         with self._lock:
-            return copy.deepcopy(self._find(rt, namespace, name))
+            return json_copy(self._find(rt, namespace, name))
 
     def try_get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject | None:
         """The object, or None."""
@@ -471,7 +471,7 @@ class Store:
     ) -> tuple[list[JsonObject], int]:
         """Matching objects sorted by namespace and name, and the resourceVersion they were read at."""
         page = self.list_page(rt, namespace, labels, fields)
-        return [copy.deepcopy(o) for o in page.items], page.resource_version
+        return [json_copy(o) for o in page.items], page.resource_version
 
     def list_page(
         self,
@@ -536,7 +536,7 @@ class Store:
     def create(self, rt: ResourceType, obj: JsonObject, namespace: str | None = None) -> JsonObject:
         """Store a new object: name (or generateName), uid, resourceVersion, timestamps and defaults."""
         with self.transaction():
-            return copy.deepcopy(self._insert(rt, copy.deepcopy(obj), namespace, keep_status=False))
+            return json_copy(self._insert(rt, json_copy(obj), namespace, keep_status=False))
 
     def seed(
         self,
@@ -611,7 +611,7 @@ class Store:
         For types with a status subresource, the main resource keeps its stored status and ``status``
         changes only the status, as on a real server.
         """
-        obj = copy.deepcopy(obj)
+        obj = json_copy(obj)
         meta = _meta(obj)
         name = meta.get("name")
         if not name:
@@ -638,7 +638,7 @@ class Store:
         """
         with self.transaction():
             current = self._find(rt, namespace, name)
-            updated = change(copy.deepcopy(current))
+            updated = change(json_copy(current))
             meta = _meta(updated)
             if meta.get("resourceVersion") not in (None, current["metadata"]["resourceVersion"]):
                 raise errors.conflict(rt.plural, name, rt.group)
@@ -653,13 +653,13 @@ class Store:
         meta = _meta(obj)
         has_status = "status" in rt.subresources
         if subresource == "status":
-            new = copy.deepcopy(current)
+            new = json_copy(current)
             new["status"] = obj.get("status", {})
             obj = new
             meta = obj["metadata"]
         elif has_status:
             if "status" in current:
-                obj["status"] = copy.deepcopy(current["status"])
+                obj["status"] = json_copy(current["status"])
             else:
                 obj.pop("status", None)
         # Identity and server-owned fields cannot be changed by clients.
@@ -681,14 +681,14 @@ class Store:
         generation = int(current["metadata"].get("generation", 1))
         meta["generation"] = generation + 1 if _spec_of(obj) != _spec_of(current) else generation
         if _without_rv(obj) == _without_rv(current):
-            return copy.deepcopy(current)  # a no-op write keeps its resourceVersion, like a real server
+            return json_copy(current)  # a no-op write keeps its resourceVersion, like a real server
         meta["resourceVersion"] = self._next_rv()
         key = (meta.get("namespace", ""), meta["name"])
         self._put(rt, key, obj)
         self._emit("MODIFIED", rt, obj, old)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._ready_to_go(rt, obj):
             self._remove(rt, obj, "Background")
-        return copy.deepcopy(obj)
+        return json_copy(obj)
 
     def _ready_to_go(self, rt: ResourceType, obj: JsonObject) -> bool:
         """Whether an object marked for deletion may be removed once its finalizers are gone."""
@@ -714,7 +714,7 @@ class Store:
         """
         with self.transaction():
             stored = self._find(rt, namespace, name)
-            current = copy.deepcopy(stored)  # the next version; the stored one stays as it is
+            current = json_copy(stored)  # the next version; the stored one stays as it is
             meta = current["metadata"]
             pre = preconditions or {}
             if pre.get("uid") and pre["uid"] != meta["uid"]:
@@ -731,7 +731,7 @@ class Store:
             deadline = rfc3339(now + grace)
             already = meta.get("deletionTimestamp")
             if already and (meta.get("finalizers") or (grace > 0 and parse_rfc3339(already) <= now + grace)):
-                return copy.deepcopy(current)  # already going, and this request asks for nothing sooner
+                return json_copy(current)  # already going, and this request asks for nothing sooner
             if meta.get("finalizers") or grace > 0:
                 meta["deletionTimestamp"] = deadline
                 meta["deletionGracePeriodSeconds"] = grace
@@ -739,12 +739,12 @@ class Store:
                 self._put(rt, (meta.get("namespace", ""), meta["name"]), current)
                 self._emit("MODIFIED", rt, current, stored)
                 if meta.get("finalizers"):
-                    return copy.deepcopy(current)
+                    return json_copy(current)
                 if grace > 0 and self.graceful_deletion == "timed":
                     self._schedule_removal(rt, current, grace, propagation)
-                    return copy.deepcopy(current)
+                    return json_copy(current)
             gone = self._remove(rt, current, propagation)
-            return copy.deepcopy(gone or current)
+            return json_copy(gone or current)
 
     def _grace_period(self, rt: ResourceType, obj: JsonObject, requested: int | None) -> int:
         if rt.key != PODS.key:
@@ -818,7 +818,7 @@ class Store:
         """Give an object that finalizers hold a ``deletionTimestamp``; it goes once they are removed."""
         if obj["metadata"].get("deletionTimestamp"):
             return
-        updated = copy.deepcopy(obj)
+        updated = json_copy(obj)
         meta = updated["metadata"]
         meta["deletionTimestamp"] = rfc3339(self.clock())
         meta["deletionGracePeriodSeconds"] = 0

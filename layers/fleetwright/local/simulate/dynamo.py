@@ -14,13 +14,14 @@ expired items days later; readers already skip them).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+from fleetwright.local.apiserver.jsoncopy import json_copy
 
 Typed = dict[str, Any]
 Item = dict[str, Typed]
@@ -206,16 +207,16 @@ class _Update:
         token = self.tokens[self.at]
         self.at += 1
         if token.startswith(":"):
-            return copy.deepcopy(self.values[token])
+            return json_copy(self.values[token])
         if token.startswith("#"):
-            return copy.deepcopy(item[self.names[token]])
+            return json_copy(item[self.names[token]])
         if token == "if_not_exists":
             self.at += 1  # "("
             name = self._name()
             self.at += 1  # ","
             fallback = self._value(item)
             self.at += 1  # ")"
-            return copy.deepcopy(item[name]) if name in item else fallback
+            return json_copy(item[name]) if name in item else fallback
         raise ValueError(f"unsupported update value {token!r}")
 
     def _add(self, item: Item) -> None:
@@ -279,13 +280,13 @@ class MemoryDynamoDB:
     def get_item(self, TableName: str, Key: Mapping[str, Typed], **_: Any) -> dict[str, Any]:  # noqa: N803
         self.calls += 1
         found = self.tables[TableName].get(self._key(Key))
-        return {"Item": copy.deepcopy(found)} if found is not None else {}
+        return {"Item": json_copy(found)} if found is not None else {}
 
     def query(self, **params: Any) -> dict[str, Any]:
         self.calls += 1
         pk = str(params["ExpressionAttributeValues"][":pk"]["S"])
         partition = self.tables[params["TableName"]].partitions.get(pk, {})
-        return {"Items": [copy.deepcopy(partition[sk]) for sk in sorted(partition)]}
+        return {"Items": [json_copy(partition[sk]) for sk in sorted(partition)]}
 
     def _put(self, params: Mapping[str, Any], apply: bool) -> bool:
         table = self.tables[params["TableName"]]
@@ -293,7 +294,7 @@ class MemoryDynamoDB:
         if not self._check(params, table.get(key)):
             return False
         if apply:
-            table[key] = copy.deepcopy(dict(params["Item"]))
+            table[key] = json_copy(dict(params["Item"]))
         return True
 
     def _update(self, params: Mapping[str, Any], apply: bool) -> Item | None:
@@ -302,9 +303,7 @@ class MemoryDynamoDB:
         current = table.get(key)
         if not self._check(params, current):
             return None
-        updated = (
-            copy.deepcopy(current) if current is not None else {"pk": {"S": key[0]}, "sk": {"S": key[1]}}
-        )
+        updated = json_copy(current) if current is not None else {"pk": {"S": key[0]}, "sk": {"S": key[1]}}
         names = params.get("ExpressionAttributeNames") or {}
         values = params.get("ExpressionAttributeValues") or {}
         _Update(params["UpdateExpression"], names, values).apply(updated)
@@ -332,7 +331,7 @@ class MemoryDynamoDB:
         updated = self._update(params, True)
         if updated is None:
             raise _failed("ConditionalCheckFailedException", "UpdateItem")
-        return {"Attributes": copy.deepcopy(updated)} if params.get("ReturnValues") == "ALL_NEW" else {}
+        return {"Attributes": json_copy(updated)} if params.get("ReturnValues") == "ALL_NEW" else {}
 
     def delete_item(self, **params: Any) -> dict[str, Any]:
         self.calls += 1
