@@ -8,7 +8,7 @@ from fleetwright.disruption.consolidation import SINGLE_NODE_ATTEMPTS
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, DisruptionSettings
 from fleetwright.model import labels as wk
-from tests.disruption.plan_builders import busy, node, nodeclass, planner_input, pod, pool
+from tests.disruption.plan_builders import NOW, busy, node, nodeclass, planner_input, pod, pool
 
 ROOT_VOLUME = 20 * 0.08 / 730  # the default 20 GiB gp3 root volume, $/h
 BROAD_SPOT = [
@@ -115,13 +115,25 @@ def test_minimum_saving_is_required() -> None:
     assert plan(planner_input(nodes, settings=DisruptionSettings(min_saving_dollars=0.2))).command is None
 
 
-def test_young_nodes_are_not_consolidated() -> None:
+def test_consolidate_after_counts_from_the_last_pod_event_not_the_launch() -> None:
+    # Launched a day ago, but a pod was bound 10 s ago: consolidateAfter 30s has not passed.
+    busy_now = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    busy_now[0].last_pod_event = NOW - 10
+    assert plan(planner_input(busy_now)).command is None
+    busy_now[0].last_pod_event = NOW - 31
+    assert plan(planner_input(busy_now)).command is not None
+    # Without a known pod event the launch counts; a young node waits for consolidateAfter.
     young = [node("n", "m5.xlarge", pods=busy("w", 2), age=120)]
-    assert plan(planner_input(young)).command is None
-    # consolidateAfter longer than the minimum age counts too.
-    older = [node("n", "m5.xlarge", pods=busy("w", 2), age=600)]
-    assert plan(planner_input(older, [pool(after="15m")])).command is None
-    assert plan(planner_input(older, [pool(after="5m")])).command is not None
+    assert plan(planner_input(young, [pool(after="5m")])).command is None
+    assert plan(planner_input(young, [pool(after="1m")])).command is not None
+
+
+def test_a_minimum_node_age_still_holds_when_set() -> None:
+    young = [node("n", "m5.xlarge", pods=busy("w", 2), age=120)]
+    young[0].last_pod_event = NOW - 100
+    assert plan(planner_input(young)).command is not None
+    settings = DisruptionSettings(min_node_age_seconds=300)
+    assert plan(planner_input(young, settings=settings)).command is None
 
 
 def test_nodes_of_unknown_price_are_not_consolidated() -> None:

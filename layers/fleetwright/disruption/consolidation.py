@@ -2,11 +2,12 @@
 (or one) by a single cheaper node.
 
 Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderutilized`` (or
-``Balanced``) and a consolidateAfter other than ``Never``, at least ``max(consolidateAfter,
-min_node_age_seconds)`` old, with a known price, not empty (empty nodes wait for emptiness' own timer),
-and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the dollars they waste —
-their whole bill × the unused share of their tightest resource (cpu or memory), most first — then fewer
-evictable pods, then name.
+``Balanced``) and a consolidateAfter other than ``Never``, whose last pod event (a pod bound to or gone
+from the node, :mod:`fleetwright.disruption.podevents`) is at least consolidateAfter ago, at least
+``min_node_age_seconds`` old (0 by default), with a known price, not empty (empty nodes wait for
+emptiness' own timer), and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the
+dollars they waste — their whole bill × the unused share of their tightest resource (cpu or memory), most
+first — then fewer evictable pods, then name.
 
 Every dollar here is a node's whole hourly bill (:meth:`Cluster.bill`: instance, EBS volumes, public IPv4
 address, burstable CPU credits for its pods' requests), not its instance price alone: a replacement of a
@@ -64,7 +65,14 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
         return False
-    return cluster.now - state.created_at >= max(after, cluster.settings.min_node_age_seconds)
+    if cluster.now - state.created_at < cluster.settings.min_node_age_seconds:
+        return False
+    return cluster.now - quiet_since(state) >= after
+
+
+def quiet_since(state: NodeState) -> float:
+    """Since when ``consolidateAfter`` counts for ``state``: its last pod event, else its launch."""
+    return state.last_pod_event if state.last_pod_event is not None else state.created_at
 
 
 def wasted_dollars(cluster: Cluster, state: NodeState) -> float:

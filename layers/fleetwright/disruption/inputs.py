@@ -22,6 +22,7 @@ from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
+from fleetwright.disruption.podevents import update_pod_events
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
@@ -217,7 +218,8 @@ class InputReader:
         self.log = logger or log
 
     def read(self, *, track_emptiness: bool = True) -> Gathered:
-        """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False)."""
+        """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False) and the
+        pod-set markers (always: a pod that left a node during this invocation restarts its clock)."""
         now = self.clock()
         snapshot, node_objects, pdb_objects = self._cluster()
         problems = [p.render() for p in snapshot.errors]
@@ -229,6 +231,7 @@ class InputReader:
         by_type = {t.name: t for t in catalog}
         states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
         self._mark_empty(states, initialized_at, now, track_emptiness)
+        update_pod_events(self.state.podsets, states, now, initialized_at=initialized_at, logger=self.log)
         registered = {instance_id_of(n.provider_id) for n in snapshot.nodes}
         inp = DisruptionInput(
             nodes=states,
