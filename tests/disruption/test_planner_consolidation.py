@@ -222,3 +222,55 @@ def test_a_public_ipv4_address_per_node_counts_in_the_savings() -> None:
     assert replacement.bill.address == 0.005
     before = sum(n.price + ROOT_VOLUME + 0.005 for n in nodes)
     assert command.savings == pytest.approx(before - replacement.price - ROOT_VOLUME - 0.005)
+
+
+def test_nodes_are_not_merged_into_a_new_node_costing_as_much_as_one_of_them() -> None:
+    # Karpenter's filterOutSameInstanceType: m5a.large could hold both pods, so a new m6a.large ($0.0864)
+    # is no better than keeping the m5a.large ($0.086) and moving the other pod onto it.
+    types = ["m5.large", "m5a.large", "m6a.large"]
+    nodes = [
+        node("a", "m5.large", pods=busy("a", 1, cpu="500m", memory="3Gi")),
+        node("b", "m5a.large", pods=busy("b", 1, cpu="500m", memory="3Gi")),
+    ]
+    result = plan(planner_input(nodes, [pool(instance_types=types)]))
+
+    command = result.command
+    assert command is not None and command.method == SINGLE_NODE and command.replacements == []
+    assert command.node_names == ["a"]
+
+
+def test_a_pending_pod_keeps_the_room_it_is_about_to_take() -> None:
+    nodes = [
+        node("a", "m5.large", pods=busy("a", 1, cpu="1")),
+        node("b", "m5.large", pods=busy("b", 1, cpu="500m")),
+    ]
+    pools = [pool(instance_types=["m5.large"])]
+    assert plan(planner_input(nodes, pools)).command is not None  # either node's pod fits on the other
+
+    # A pod waits for capacity and fits on b; moving a's pod there, or b's pods away, would leave it none.
+    waiting = pod("waiting-0", "1", "512Mi")
+    result = plan(planner_input(nodes, pools, pending=[waiting]))
+    assert result.command is None
+    assert "waiting-0 is waiting for" in result.unconsolidatable["a"]
+
+    # A pending pod that needs a new node whatever happens does not hold consolidation up.
+    huge = pod("huge-0", "64", "1Gi")
+    assert plan(planner_input(nodes, pools, pending=[huge])).command is not None
+
+
+def test_a_replacement_keeps_the_min_values_its_nodepool_asks_for() -> None:
+    def requirements(min_values: int) -> list[dict[str, object]]:
+        types = ["m5.xlarge", "m5.large", "m5a.large", "c5.large"]
+        return [
+            {"key": wk.INSTANCE_TYPE, "operator": "In", "values": types, "minValues": min_values},
+            {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+        ]
+
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    # Three types are cheaper than the m5.xlarge: enough for minValues 3.
+    command = plan(planner_input(nodes, [pool(requirements=requirements(3))])).command
+    assert command is not None and len(command.replacements[0].instance_types) == 3
+    # minValues 4: the launch could pick among all four, but only three of them save anything.
+    result = plan(planner_input(nodes, [pool(requirements=requirements(4))]))
+    assert result.command is None
+    assert "minValues is 4" in result.unconsolidatable["n"]

@@ -240,6 +240,7 @@ class InputReader:
             instance_types=catalog,
             now=now,
             daemonsets=list(snapshot.daemonsets),
+            pending=list(snapshot.pending_pods),
             pdbs=read_pdbs(self.kube, pdb_objects),
             in_flight=[
                 in_flight_node(r, by_type)

@@ -154,6 +154,8 @@ class DisruptionInput:
     daemonsets: list[Pod] = field(default_factory=list)
     pdbs: list[Pdb] = field(default_factory=list)
     in_flight: list[Node] = field(default_factory=list)
+    # Pods waiting for capacity (kube-scheduler found no node for them): consolidation keeps their room.
+    pending: list[Pod] = field(default_factory=list)
     volumes: dict[str, Requirements | str] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     amis: dict[str, set[str]] = field(default_factory=dict)
