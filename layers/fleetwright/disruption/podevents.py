@@ -74,21 +74,23 @@ def update_pod_events(
     *,
     initialized_at: Mapping[str, float] | None = None,
     logger: logging.Logger | Any = None,
-) -> int:
-    """Keep the pod-set markers in step with ``nodes`` and set each initialized node's ``last_pod_event``;
-    how many markers were written. Markers of nodes gone are deleted; nodes being disrupted or still
-    starting keep theirs untouched."""
+    known: dict[str, PodSetMarker] | None = None,
+) -> dict[str, PodSetMarker]:
+    """Keep the pod-set markers in step with ``nodes``, set each initialized node's ``last_pod_event``, and
+    return the markers as they now are. Markers of nodes gone are deleted; nodes being disrupted or still
+    starting keep theirs untouched. ``known``: the markers as this invocation last returned them (its
+    later rounds need not read them again: passes never overlap, so nobody else writes them meanwhile);
+    None reads them."""
     say = logger or log
     initialized_at = initialized_at or {}
-    markers = store.list()
-    written = 0
+    markers = dict(known) if known is not None else store.list()
     for state in nodes:
         marker = markers.get(state.name)
         if state.nodepool and not state.terminating and state.initialized and not state.node.in_flight:
             fresh = observe(marker, state, now)
             if fresh is not None:
                 store.put(fresh)
-                written += 1
+                markers[state.name] = fresh
                 if marker is not None and fresh.removed != marker.removed:
                     say.debug("pod gone from node", extra={"node": state.name})
                 marker = fresh
@@ -96,4 +98,5 @@ def update_pod_events(
         state.last_pod_event = last_pod_event(state, now, removed, initialized_at.get(state.name))
     for name in markers.keys() - {n.name for n in nodes}:
         store.clear(name)
-    return written
+        del markers[name]
+    return markers
