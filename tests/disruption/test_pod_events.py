@@ -148,3 +148,23 @@ def test_a_node_never_counts_from_before_its_initialization_and_a_reused_name_st
 
     update_pod_events(markers, [], 200.0)  # the node is gone: its marker too
     assert markers.list() == {}
+
+
+def test_later_rounds_start_from_the_markers_the_first_read_left() -> None:
+    markers = store()
+    reads: list[int] = []
+    listing = markers.list
+
+    def counted() -> dict[str, Any]:
+        reads.append(1)
+        return listing()
+
+    markers.list = counted  # type: ignore[method-assign]
+    first = update_pod_events(markers, [state("n", [pod("a", 100.0)])], 200.0)
+    later = state("n", [pod("b", 230.0)])  # "a" left, "b" came: seen by a later round of the same pass
+    after = update_pod_events(markers, [later], 240.0, known=first)
+
+    assert len(reads) == 1
+    assert later.last_pod_event == 240.0 and after["n"].removed == 240.0
+    stored = listing()["n"]
+    assert stored.removed == 240.0 and stored.count == 1
