@@ -8,7 +8,7 @@ from fleetwright.disruption.consolidation import SINGLE_NODE_ATTEMPTS
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, DisruptionSettings
 from fleetwright.model import labels as wk
-from tests.disruption.plan_builders import busy, node, nodeclass, planner_input, pod, pool
+from tests.disruption.plan_builders import NOW, busy, node, nodeclass, planner_input, pod, pool
 
 ROOT_VOLUME = 20 * 0.08 / 730  # the default 20 GiB gp3 root volume, $/h
 BROAD_SPOT = [
@@ -115,13 +115,25 @@ def test_minimum_saving_is_required() -> None:
     assert plan(planner_input(nodes, settings=DisruptionSettings(min_saving_dollars=0.2))).command is None
 
 
-def test_young_nodes_are_not_consolidated() -> None:
+def test_consolidate_after_counts_from_the_last_pod_event_not_the_launch() -> None:
+    # Launched a day ago, but a pod was bound 10 s ago: consolidateAfter 30s has not passed.
+    busy_now = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    busy_now[0].last_pod_event = NOW - 10
+    assert plan(planner_input(busy_now)).command is None
+    busy_now[0].last_pod_event = NOW - 31
+    assert plan(planner_input(busy_now)).command is not None
+    # Without a known pod event the launch counts; a young node waits for consolidateAfter.
     young = [node("n", "m5.xlarge", pods=busy("w", 2), age=120)]
-    assert plan(planner_input(young)).command is None
-    # consolidateAfter longer than the minimum age counts too.
-    older = [node("n", "m5.xlarge", pods=busy("w", 2), age=600)]
-    assert plan(planner_input(older, [pool(after="15m")])).command is None
-    assert plan(planner_input(older, [pool(after="5m")])).command is not None
+    assert plan(planner_input(young, [pool(after="5m")])).command is None
+    assert plan(planner_input(young, [pool(after="1m")])).command is not None
+
+
+def test_a_minimum_node_age_still_holds_when_set() -> None:
+    young = [node("n", "m5.xlarge", pods=busy("w", 2), age=120)]
+    young[0].last_pod_event = NOW - 100
+    assert plan(planner_input(young)).command is not None
+    settings = DisruptionSettings(min_node_age_seconds=300)
+    assert plan(planner_input(young, settings=settings)).command is None
 
 
 def test_nodes_of_unknown_price_are_not_consolidated() -> None:
@@ -210,3 +222,55 @@ def test_a_public_ipv4_address_per_node_counts_in_the_savings() -> None:
     assert replacement.bill.address == 0.005
     before = sum(n.price + ROOT_VOLUME + 0.005 for n in nodes)
     assert command.savings == pytest.approx(before - replacement.price - ROOT_VOLUME - 0.005)
+
+
+def test_nodes_are_not_merged_into_a_new_node_costing_as_much_as_one_of_them() -> None:
+    # Karpenter's filterOutSameInstanceType: m5a.large could hold both pods, so a new m6a.large ($0.0864)
+    # is no better than keeping the m5a.large ($0.086) and moving the other pod onto it.
+    types = ["m5.large", "m5a.large", "m6a.large"]
+    nodes = [
+        node("a", "m5.large", pods=busy("a", 1, cpu="500m", memory="3Gi")),
+        node("b", "m5a.large", pods=busy("b", 1, cpu="500m", memory="3Gi")),
+    ]
+    result = plan(planner_input(nodes, [pool(instance_types=types)]))
+
+    command = result.command
+    assert command is not None and command.method == SINGLE_NODE and command.replacements == []
+    assert command.node_names == ["a"]
+
+
+def test_a_pending_pod_keeps_the_room_it_is_about_to_take() -> None:
+    nodes = [
+        node("a", "m5.large", pods=busy("a", 1, cpu="1")),
+        node("b", "m5.large", pods=busy("b", 1, cpu="500m")),
+    ]
+    pools = [pool(instance_types=["m5.large"])]
+    assert plan(planner_input(nodes, pools)).command is not None  # either node's pod fits on the other
+
+    # A pod waits for capacity and fits on b; moving a's pod there, or b's pods away, would leave it none.
+    waiting = pod("waiting-0", "1", "512Mi")
+    result = plan(planner_input(nodes, pools, pending=[waiting]))
+    assert result.command is None
+    assert "waiting-0 is waiting for" in result.unconsolidatable["a"]
+
+    # A pending pod that needs a new node whatever happens does not hold consolidation up.
+    huge = pod("huge-0", "64", "1Gi")
+    assert plan(planner_input(nodes, pools, pending=[huge])).command is not None
+
+
+def test_a_replacement_keeps_the_min_values_its_nodepool_asks_for() -> None:
+    def requirements(min_values: int) -> list[dict[str, object]]:
+        types = ["m5.xlarge", "m5.large", "m5a.large", "c5.large"]
+        return [
+            {"key": wk.INSTANCE_TYPE, "operator": "In", "values": types, "minValues": min_values},
+            {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+        ]
+
+    nodes = [node("n", "m5.xlarge", pods=busy("w", 2))]
+    # Three types are cheaper than the m5.xlarge: enough for minValues 3.
+    command = plan(planner_input(nodes, [pool(requirements=requirements(3))])).command
+    assert command is not None and len(command.replacements[0].instance_types) == 3
+    # minValues 4: the launch could pick among all four, but only three of them save anything.
+    result = plan(planner_input(nodes, [pool(requirements=requirements(4))]))
+    assert result.command is None
+    assert "minValues is 4" in result.unconsolidatable["n"]

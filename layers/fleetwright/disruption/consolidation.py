@@ -2,11 +2,12 @@
 (or one) by a single cheaper node.
 
 Candidates: our nodes of NodePools with ``consolidationPolicy: WhenEmptyOrUnderutilized`` (or
-``Balanced``) and a consolidateAfter other than ``Never``, at least ``max(consolidateAfter,
-min_node_age_seconds)`` old, with a known price, not empty (empty nodes wait for emptiness' own timer),
-and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the dollars they waste —
-their whole bill × the unused share of their tightest resource (cpu or memory), most first — then fewer
-evictable pods, then name.
+``Balanced``) and a consolidateAfter other than ``Never``, whose last pod event (a pod bound to or gone
+from the node, :mod:`fleetwright.disruption.podevents`) is at least consolidateAfter ago, at least
+``min_node_age_seconds`` old (0 by default), with a known price, not empty (empty nodes wait for
+emptiness' own timer), and not blocked (see :meth:`Cluster.graceful_block`). They are ordered by the
+dollars they waste — their whole bill × the unused share of their tightest resource (cpu or memory), most
+first — then fewer evictable pods, then name.
 
 Every dollar here is a node's whole hourly bill (:meth:`Cluster.bill`: instance, EBS volumes, public IPv4
 address, burstable CPU credits for its pods' requests), not its instance price alone: a replacement of a
@@ -26,6 +27,7 @@ Balanced candidate that would fail it even if deleted outright.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -46,7 +48,7 @@ from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.labels import CAPACITY_TYPE, ON_DEMAND, SPOT
 from fleetwright.model.quantity import CPU, MEMORY
 from fleetwright.model.requirements import Requirements
-from fleetwright.scheduling.types import NewNodeClaim
+from fleetwright.scheduling.types import NewNodeClaim, Results
 
 SINGLE_NODE_ATTEMPTS: Final = 50
 WHEN_EMPTY_OR_UNDERUTILIZED: Final = "WhenEmptyOrUnderutilized"
@@ -64,7 +66,14 @@ def consolidatable(cluster: Cluster, state: NodeState) -> bool:
     after = cluster.consolidate_after[pool.name]
     if after is None or state.price <= 0:
         return False
-    return cluster.now - state.created_at >= max(after, cluster.settings.min_node_age_seconds)
+    if cluster.now - state.created_at < cluster.settings.min_node_age_seconds:
+        return False
+    return cluster.now - quiet_since(state) >= after
+
+
+def quiet_since(state: NodeState) -> float:
+    """Since when ``consolidateAfter`` counts for ``state``: its last pod event, else its launch."""
+    return state.last_pod_event if state.last_pod_event is not None else state.created_at
 
 
 def wasted_dollars(cluster: Cluster, state: NodeState) -> float:
@@ -109,16 +118,22 @@ def cheaper_replacement(
 
     Kept: types whose whole bill on their cheapest allowed offering (with the credits the claim's pods
     would spend on a burstable type) is below the removed nodes' bill less the required saving, other
-    than the removed nodes' own types: replacing a node by its own type is churn, and
-    merging nodes into a new node of one candidate's type is no better than keeping that candidate
-    and moving the others' pods onto it.
+    than the removed nodes' own types: replacing a node by its own type is churn. And, as Karpenter's
+    ``filterOutSameInstanceType`` does, when a removed node's type is among the types that could hold all
+    the pods, only types cheaper than that node are kept: a new node costing as much would be no better
+    than keeping that node and moving the others' pods onto it, without the launch and with fewer
+    evictions (:func:`same_type_ceiling`).
     When every removed node is spot and the claim may be spot, only spot offerings count, and a
     single-node command needs ``spot_to_spot_min_types`` cheaper types (Karpenter's rule, so a spot
-    node is not walked down the price ladder); the replacement keeps that many cheapest types.
+    node is not walked down the price ladder); the replacement keeps that many cheapest types, more when
+    the NodePool's ``minValues`` need more. A replacement whose types no longer satisfy ``minValues`` is
+    refused.
     """
     settings = cluster.settings
     window = _Window(
-        ceiling=cluster.bill_of(nodes) - required_saving(cluster, nodes),
+        ceiling=min(
+            cluster.bill_of(nodes) - required_saving(cluster, nodes), same_type_ceiling(cluster, claim, nodes)
+        ),
         zones=frozenset(claim.zones) or None,
         capacity_types=frozenset(claim.capacity_types) or None,
     )
@@ -136,10 +151,33 @@ def cheaper_replacement(
                 f"spot-to-spot needs {settings.spot_to_spot_min_types} cheaper instance types, "
                 f"found {len(priced)}"
             )
-        priced = priced[: settings.spot_to_spot_min_types]
+        priced = _cheapest_keeping_min_values(claim, priced, settings.spot_to_spot_min_types)
     if not priced:
         return None, f"no replacement type is cheaper than ${window.ceiling:.3f}/h"
+    short = min_values_short(claim.requirements, [claim.instance_types[i] for _, _, i, _, _ in priced])
+    if short is not None:
+        return None, f"the cheaper instance types {short}"
     return _narrowed(claim, priced, window, spot_to_spot), ""
+
+
+def same_type_ceiling(cluster: Cluster, claim: NewNodeClaim, nodes: Sequence[NodeState]) -> float:
+    """The bill of the cheapest removed node whose instance type is among the claim's (could hold all
+    the pods); infinity when none is."""
+    fitting = {t.name for t in claim.instance_types}
+    return min((cluster.bill(s).total for s in nodes if s.instance_type in fitting), default=math.inf)
+
+
+def min_values_short(requirements: Requirements, types: Sequence[InstanceType]) -> str | None:
+    """Why ``types`` fail a requirement's ``minValues`` (too few distinct values of its label), or None."""
+    for requirement in requirements:
+        if requirement.min_values:
+            values = {t.labels.get(requirement.key) for t in types} - {None}
+            if len(values) < requirement.min_values:
+                return (
+                    f"offer {len(values)} value(s) of {requirement.key}, "
+                    f"minValues is {requirement.min_values}"
+                )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +224,17 @@ def _cheaper_types(claim: NewNodeClaim, own: set[str], window: _Window) -> list[
     return sorted(priced)
 
 
+def _cheapest_keeping_min_values(claim: NewNodeClaim, priced: list[_Priced], count: int) -> list[_Priced]:
+    """The ``count`` cheapest of ``priced``, and more, cheapest first, until the claim's ``minValues``
+    hold (Karpenter raises its 15-type cap the same way)."""
+    kept = priced[:count]
+    for extra in priced[count:]:
+        if min_values_short(claim.requirements, [claim.instance_types[i] for _, _, i, _, _ in kept]) is None:
+            break
+        kept.append(extra)
+    return kept
+
+
 def _narrowed(
     claim: NewNodeClaim, priced: Sequence[_Priced], window: _Window, spot_to_spot: bool
 ) -> NewNodeClaim:
@@ -224,13 +273,10 @@ def evaluate(
     cluster: Cluster, simulator: Simulator, nodes: Sequence[NodeState], method: str
 ) -> tuple[Command | None, str]:
     """The command removing ``nodes`` (with at most one cheaper replacement), or None and why not."""
-    results = simulator.run(nodes)
-    if results.errors:
-        first = results.errors[0]
-        return (
-            None,
-            f"{len(results.errors)} pod(s) cannot be scheduled elsewhere ({first.pod.key}: {first.reason})",
-        )
+    results = simulator.run(nodes, waiting=True)
+    refused = _unsettled(simulator, results)
+    if refused is not None:
+        return None, refused
     if len(results.new_claims) > 1:
         return None, f"its pods would need {len(results.new_claims)} new nodes"
     before = cluster.bill_of(nodes)
@@ -254,6 +300,27 @@ def evaluate(
     text = f"{head} into 1 {claim.instance_types[0].name} (${claim.bill.total:.3f}/h): saves ${saving:.3f}/h"
     text = _scored(cluster, nodes, saving, text)
     return Command(method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text), ""
+
+
+def _unsettled(simulator: Simulator, results: Results) -> str | None:
+    """Why the simulation's placements do not make a command (None when they do), as Karpenter's
+    ``SimulateScheduling`` judges them: a leaving node's pod that fits nowhere; a waiting pod
+    (:meth:`Simulator.waiting`) pushed off the room it had; a leaving node's pod placed on a node not
+    initialized yet (it would wait there, and that room is the pods' its claim was launched for)."""
+    waiting = {p.key for p in simulator.waiting()}
+    mine = [e for e in results.errors if e.pod.key not in waiting]
+    if mine:
+        first = mine[0]
+        return f"{len(mine)} pod(s) cannot be scheduled elsewhere ({first.pod.key}: {first.reason})"
+    pushed = [e.pod.key for e in results.errors] + [
+        p.key for c in results.new_claims for p in c.pods if p.key in waiting
+    ]
+    if pushed:
+        return f"it would take the room pod {pushed[0]} is waiting for"
+    for placement in results.existing:
+        if placement.node in simulator.uninitialized and any(p.key not in waiting for p in placement.pods):
+            return f"its pods would wait for node {placement.node}, not initialized yet"
+    return None
 
 
 def _scored(cluster: Cluster, nodes: Sequence[NodeState], saving: float, text: str) -> str:

@@ -1,5 +1,6 @@
 """Emptiness (reason ``Empty``): nodes holding nothing but DaemonSet, static and finished pods are removed
-once they have been empty for their NodePool's ``consolidateAfter``.
+once they have been empty for their NodePool's ``consolidateAfter``: since the pass that first saw them
+empty, and since their last pod event (:mod:`fleetwright.disruption.podevents`), whichever is later.
 
 Every such node the ``Empty`` budgets, PodDisruptionBudgets and do-not-disrupt allow goes in one command,
 longest empty first; no replacement is launched. A static NodePool's nodes are never empty for this
@@ -33,7 +34,7 @@ def empty_for(cluster: Cluster, state: NodeState) -> float | None:
     if pool is None or state.empty_since is None or not node_is_empty(state) or cluster.is_static(state):
         return None
     after = cluster.consolidate_after[pool.name]
-    empty = cluster.now - state.empty_since
+    empty = cluster.now - max(state.empty_since, state.last_pod_event or state.empty_since)
     return empty if after is not None and empty >= after else None
 
 

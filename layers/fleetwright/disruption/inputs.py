@@ -22,6 +22,7 @@ from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.emptiness import is_empty
+from fleetwright.disruption.podevents import update_pod_events
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState, Pdb
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
@@ -35,6 +36,7 @@ from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.model.volumes import volume_requirements
 from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from fleetwright.state.podevents import PodSetMarker
 from fleetwright.state.store import StateStore
 
 if TYPE_CHECKING:
@@ -215,9 +217,12 @@ class InputReader:
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
+        self._podsets: dict[str, PodSetMarker] | None = None  # as this invocation's first read left them
 
     def read(self, *, track_emptiness: bool = True) -> Gathered:
-        """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False)."""
+        """Read everything and update the "empty since" markers (unless ``track_emptiness`` is False, as in
+        an invocation's later rounds) and the pod-set markers (always: a pod that left a node during this
+        invocation restarts its clock; later rounds start from the markers the first one left)."""
         now = self.clock()
         snapshot, node_objects, pdb_objects = self._cluster()
         problems = [p.render() for p in snapshot.errors]
@@ -229,6 +234,14 @@ class InputReader:
         by_type = {t.name: t for t in catalog}
         states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
         self._mark_empty(states, initialized_at, now, track_emptiness)
+        self._podsets = update_pod_events(
+            self.state.podsets,
+            states,
+            now,
+            initialized_at=initialized_at,
+            logger=self.log,
+            known=None if track_emptiness else self._podsets,
+        )
         registered = {instance_id_of(n.provider_id) for n in snapshot.nodes}
         inp = DisruptionInput(
             nodes=states,
@@ -237,6 +250,7 @@ class InputReader:
             instance_types=catalog,
             now=now,
             daemonsets=list(snapshot.daemonsets),
+            pending=list(snapshot.pending_pods),
             pdbs=read_pdbs(self.kube, pdb_objects),
             in_flight=[
                 in_flight_node(r, by_type)

@@ -8,6 +8,12 @@ Speed: a cluster of thousands of nodes is simulated many times per pass. When no
 topology spread or pod (anti-)affinity, nodes without room for even the smallest pending pod cannot
 change the outcome and are left out of the scheduler's input (the scheduler tries nodes in name order,
 first fit, so the result is the same).
+
+Waiting pods (for consolidation, as Karpenter's ``SimulateScheduling`` does): the pods waiting for capacity
+and those of nodes being disrupted that no replacement on its way was launched for are scheduled along
+with the leaving nodes' pods, so a command cannot give away the room they are about to take. Those that
+would need a new node even with every node staying (:meth:`Simulator.waiting`, one run per pass) are left
+out: they get their own node whatever consolidation does, and must not hold it up.
 """
 
 from __future__ import annotations
@@ -66,15 +72,45 @@ class Simulator:
         )
         self.topology = any(_has_topology(p) for n in everything for p in n.pods)
         self.runs = 0
+        # Nodes not ready for pods yet: claims in flight and nodes still starting.
+        self.uninitialized = {n.name for n in inp.in_flight} | {
+            s.name for s in inp.nodes if not s.initialized or s.node.in_flight
+        }
+        self._waiting: list[Pod] | None = None
+
+    def waiting(self) -> list[Pod]:
+        """The pods that will take room on the nodes that stay: pods waiting for capacity, and the pods of
+        nodes being disrupted not promised to a replacement on its way; only those that fit on the nodes
+        there are (see the module docstring). Computed once per pass."""
+        if self._waiting is None:
+            promised = {p.key for n in self.cluster.input.in_flight for p in n.pods}
+            promised.update(p.key for s in self.cluster.input.nodes if not s.initialized for p in s.node.pods)
+            inp = self.cluster.input
+            going = [
+                p for s in inp.nodes if s.terminating for p in evictable_pods(s) if p.key not in promised
+            ]
+            everyone = as_pending([*inp.pending, *going])
+            placed: set[str] = set()
+            if everyone:
+                self.runs += 1
+                results = self._schedule(everyone, self.nodes, self.templates)
+                placed = {p.key for e in results.existing for p in e.pods}
+            self._waiting = [p for p in everyone if p.key in placed]
+        return self._waiting
 
     def pods_of(self, leaving: Sequence[NodeState]) -> list[Pod]:
         """The leaving nodes' evictable pods, as pending pods."""
         return as_pending(p for s in leaving for p in evictable_pods(s))
 
-    def run(self, leaving: Sequence[NodeState], pods: Sequence[Pod] | None = None) -> Results:
-        """Schedule ``pods`` (default: the leaving nodes' evictable pods) without the leaving nodes."""
+    def run(
+        self, leaving: Sequence[NodeState], pods: Sequence[Pod] | None = None, *, waiting: bool = False
+    ) -> Results:
+        """Schedule ``pods`` (default: the leaving nodes' evictable pods), and with ``waiting`` the
+        :meth:`waiting` pods after them, without the leaving nodes."""
         self.runs += 1
         pending = list(pods) if pods is not None else self.pods_of(leaving)
+        if waiting:
+            pending.extend(self.waiting())
         gone = {id(s.node) for s in leaving}
         nodes = [n for n in self.nodes if id(n) not in gone]
         if not self.topology and not any(_has_topology(p) for p in pending):
@@ -87,6 +123,9 @@ class Simulator:
             replace(t, usage=res.subtract(t.usage, released[t.name])) if t.name in released else t
             for t in self.templates
         ]
+        return self._schedule(pending, nodes, templates)
+
+    def _schedule(self, pending: list[Pod], nodes: list[Node], templates: list[NodePoolTemplate]) -> Results:
         inp = self.cluster.input
         return schedule(
             SchedulingInput(

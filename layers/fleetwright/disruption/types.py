@@ -45,8 +45,10 @@ class DisruptionSettings:
 
     A consolidation must save at least ``max(min_saving_fraction × whole bill of the removed nodes,
     min_saving_dollars)`` per hour; nodes younger than ``min_node_age_seconds`` are not consolidated
-    (emptiness and drift still apply). ``max_candidates`` caps multi-node consolidation (Karpenter: 100);
-    ``spot_to_spot`` (off by default, like Karpenter's ``SpotToSpotConsolidation`` feature gate) allows
+    (emptiness and drift still apply; 0 by default: ``consolidateAfter`` counted from the node's last pod
+    event, as Karpenter counts it, is the only wait). ``max_candidates`` caps multi-node consolidation
+    (Karpenter: 100); ``spot_to_spot`` (off by default, like Karpenter's ``SpotToSpotConsolidation``
+    feature gate) allows
     replacing a spot node by a cheaper spot node when at least ``spot_to_spot_min_types`` cheaper types
     remain. A command older than ``revalidate_after_seconds``
     is recomputed before acting. ``default_drain_seconds`` bounds draining when the NodePool sets no
@@ -59,7 +61,7 @@ class DisruptionSettings:
 
     min_saving_fraction: float = 0.10
     min_saving_dollars: float = 0.01
-    min_node_age_seconds: float = 300.0
+    min_node_age_seconds: float = 0.0
     max_candidates: int = 100
     spot_to_spot: bool = False
     spot_to_spot_min_types: int = 15
@@ -85,6 +87,9 @@ class NodeState:
     when unknown: no hash drift is reported). ``subnet_id``/``security_group_ids`` are its instance's now
     ("" / empty when unknown: no subnet or security-group drift is reported). ``conditions`` are the Node's
     status conditions: type → (status, lastTransitionTime in epoch seconds, None when absent).
+    ``last_pod_event`` is when a pod needing a new home was last bound to or gone from the node, never
+    before its initialization (:mod:`fleetwright.disruption.podevents`; None when not known: its launch
+    counts).
     """
 
     node: Node
@@ -105,6 +110,7 @@ class NodeState:
     subnet_id: str = ""
     security_group_ids: frozenset[str] = frozenset()
     conditions: dict[str, tuple[str, float | None]] = field(default_factory=dict)
+    last_pod_event: float | None = None
 
     @property
     def name(self) -> str:
@@ -148,6 +154,8 @@ class DisruptionInput:
     daemonsets: list[Pod] = field(default_factory=list)
     pdbs: list[Pdb] = field(default_factory=list)
     in_flight: list[Node] = field(default_factory=list)
+    # Pods waiting for capacity (kube-scheduler found no node for them): consolidation keeps their room.
+    pending: list[Pod] = field(default_factory=list)
     volumes: dict[str, Requirements | str] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     amis: dict[str, set[str]] = field(default_factory=dict)

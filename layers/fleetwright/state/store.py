@@ -9,6 +9,7 @@ from typing import Any
 from fleetwright.state.emptiness import EmptinessStore
 from fleetwright.state.lease import DEFAULT_LEASE_SECONDS, Lease
 from fleetwright.state.nodeclaims import NodeClaimStore
+from fleetwright.state.podevents import PodSetStore
 from fleetwright.state.table import PARTITION_KEY, SORT_KEY, TTL_ATTRIBUTE, DynamoTable
 from fleetwright.state.unavailable import DEFAULT_REFRESH_SECONDS, DynamoUnavailableOfferings
 
@@ -16,8 +17,8 @@ ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
 
 
 class StateStore:
-    """NodeClaims, the unavailable-offerings cache, "empty since" markers, leases and idempotency records
-    of one cluster.
+    """NodeClaims, the unavailable-offerings cache, "empty since" and pod-set markers, leases and
+    idempotency records of one cluster.
 
     ``table`` is a table name or a :class:`DynamoTable`; ``clock`` gives epoch seconds.
     """
@@ -39,6 +40,7 @@ class StateStore:
         self.clock = clock
         self.nodeclaims = NodeClaimStore(self.table, cluster)
         self.emptiness = EmptinessStore(self.table, cluster)
+        self.podsets = PodSetStore(self.table, cluster)
         self.unavailable = DynamoUnavailableOfferings(
             self.table, cluster, refresh_seconds=unavailable_refresh_seconds, clock=clock
         )
