@@ -109,8 +109,8 @@ def _attempts(pod: Pod, constraints: PodConstraints, volumes: Requirements) -> l
     """The ways of placing the pod, strictest first.
 
     Everything is first treated as required. When the pod cannot be placed, preferences are relaxed one
-    at a time, in Karpenter's order: preferred pod affinity terms (lightest first), then preferred pod
-    anti-affinity terms (lightest first), then preferred node affinity (the heaviest term is required
+    at a time, in Karpenter's order: preferred pod affinity terms (heaviest first), then preferred pod
+    anti-affinity terms (heaviest first), then preferred node affinity (the heaviest term is required
     first; it is replaced by the next heaviest, and finally none), then ScheduleAnyway topology spreads.
     Each step tries every required (ORed) node-selector term in order.
     """

@@ -210,8 +210,8 @@ class PodConstraints:
     """A pod's topology constraints: required ones and preferences in relaxation order."""
 
     required: tuple[Constraint, ...] = ()
-    preferred_affinity: tuple[Constraint, ...] = ()  # lightest first
-    preferred_anti: tuple[Constraint, ...] = ()  # lightest first
+    preferred_affinity: tuple[Constraint, ...] = ()  # heaviest first: relaxed first, as in Karpenter
+    preferred_anti: tuple[Constraint, ...] = ()  # heaviest first
     schedule_anyway: tuple[Constraint, ...] = ()
 
     def signature(self) -> tuple[object, ...]:
@@ -315,7 +315,7 @@ class Topology:
                 for t in pod.preferred_pod_affinity
                 for g in (self._term_group(AFFINITY, pod, t),)
             ),
-            key=lambda c: c.weight,
+            key=lambda c: -c.weight,
         )
         preferred_anti = sorted(
             (
@@ -323,7 +323,7 @@ class Topology:
                 for t in pod.preferred_pod_anti_affinity
                 for g in (self._term_group(ANTI, pod, t),)
             ),
-            key=lambda c: c.weight,
+            key=lambda c: -c.weight,
         )
         return PodConstraints(
             tuple(required), tuple(preferred_affinity), tuple(preferred_anti), tuple(anyway)
