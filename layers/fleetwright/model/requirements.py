@@ -140,20 +140,32 @@ class Requirement:
         return None
 
     def describe(self) -> str:
-        """Human-readable form (``topology.kubernetes.io/zone In [us-east-1a]``)."""
+        """Human-readable form (``topology.kubernetes.io/zone In [us-east-1a]``).
+
+        Two requirements describe alike only when they allow the same nodes: the scheduler keys its
+        caches by this text, so whether the label may be absent is always spelled out
+        (``team Exists NotIn [a]`` needs the label, ``team NotIn [a]`` does not).
+        """
         parts: list[str] = []
+        bounded = self.greater_than is not None or self.less_than is not None
         if not self.complement:
             if self.values:
                 parts.append(f"In [{', '.join(sorted(self.values))}]")
+                if self.absent_ok:
+                    parts.append("or absent")
             else:
                 parts.append("DoesNotExist" if self.absent_ok else "In []")
         else:
+            if self.values and not self.absent_ok and not bounded:
+                parts.append("Exists")
             if self.values:
                 parts.append(f"NotIn [{', '.join(sorted(self.values))}]")
             if self.greater_than is not None:
                 parts.append(f"Gt {self.greater_than}")
             if self.less_than is not None:
                 parts.append(f"Lt {self.less_than}")
+            if bounded and self.absent_ok:
+                parts.append("or absent")
             if not parts:
                 parts.append("Exists" if not self.absent_ok else "Any")
         return f"{self.key} {' '.join(parts)}"

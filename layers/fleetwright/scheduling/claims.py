@@ -17,7 +17,7 @@ from fleetwright.model.labels import RESERVED
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling import vectors as vec
-from fleetwright.scheduling.compat import instance_type_compatible, requirements_compatible
+from fleetwright.scheduling.compat import instance_type_compatible, labels_defined
 from fleetwright.scheduling.costs import EFFICIENCY_SLACK, LOWEST_COST
 from fleetwright.scheduling.pools import PreparedPool, Summary
 
@@ -96,7 +96,7 @@ class ClaimInProgress:
         requirements = self.requirements
         narrowed: list[int] | None = None
         if len(option):
-            if not requirements_compatible(option, requirements):
+            if not option.compatible(requirements) or not labels_defined(option, self.pool.requirements):
                 return False
             combined = requirements.intersect(option)
             if combined.by_key != requirements.by_key:

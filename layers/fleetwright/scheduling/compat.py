@@ -43,10 +43,19 @@ def requirement_conflicts(pod_requirements: Requirements, node_requirements: Req
 
 def requirements_compatible(pod_requirements: Requirements, node_requirements: Requirements) -> bool:
     """Fast form of :func:`requirement_conflicts` (no messages)."""
-    if not pod_requirements.compatible(node_requirements):
-        return False
+    return pod_requirements.compatible(node_requirements) and labels_defined(
+        pod_requirements, node_requirements
+    )
+
+
+def labels_defined(pod_requirements: Requirements, pool_requirements: Requirements) -> bool:
+    """True when every label the pod needs present is one the NodePool's nodes can carry.
+
+    Checked against the NodePool's own requirements, not a claim's: a claim also holds its pods'
+    requirements, and a ``NotIn`` one from an earlier pod puts no label on the node.
+    """
     for req in pod_requirements:
-        if req.key not in node_requirements and req.key not in WELL_KNOWN_LABELS and not req.absent_ok:
+        if req.key not in pool_requirements and req.key not in WELL_KNOWN_LABELS and not req.absent_ok:
             return False
     return True
 

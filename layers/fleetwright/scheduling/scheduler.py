@@ -25,7 +25,14 @@ from fleetwright.model.legacy_labels import normalize_pod
 from fleetwright.model.pod import Pod
 from fleetwright.model.quantity import CPU
 from fleetwright.model.requirements import Requirement, Requirements
-from fleetwright.model.taints import PREFER_NO_SCHEDULE, Toleration, first_untolerated
+from fleetwright.model.taints import (
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    Taint,
+    Toleration,
+    first_untolerated,
+    tolerates_all,
+)
 from fleetwright.model.volumes import pod_volume_requirements
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress, min_values_hold
@@ -42,6 +49,7 @@ from fleetwright.scheduling.reservations import (
 )
 from fleetwright.scheduling.topology import (
     AFFINITY,
+    SPREAD,
     Constraint,
     PodConstraints,
     Topology,
@@ -101,8 +109,8 @@ def _attempts(pod: Pod, constraints: PodConstraints, volumes: Requirements) -> l
     """The ways of placing the pod, strictest first.
 
     Everything is first treated as required. When the pod cannot be placed, preferences are relaxed one
-    at a time, in Karpenter's order: preferred pod affinity terms (lightest first), then preferred pod
-    anti-affinity terms (lightest first), then preferred node affinity (the heaviest term is required
+    at a time, in Karpenter's order: preferred pod affinity terms (heaviest first), then preferred pod
+    anti-affinity terms (heaviest first), then preferred node affinity (the heaviest term is required
     first; it is replaced by the next heaviest, and finally none), then ScheduleAnyway topology spreads.
     Each step tries every required (ORed) node-selector term in order.
     """
@@ -166,6 +174,7 @@ class Simulation:
         self.errors: list[PodError] = []
         self.topology = Topology(inp.namespace_labels)
         self.universes: dict[tuple[str, str, int], list[str]] = {}
+        self.spread_domains: dict[tuple[str, str, int], list[str]] = {}
         self.tolerated: dict[tuple[int, int], bool] = {}
         needs = {p.key: vec.pod_need(p.requests, self.dims) for p in pending}
         self.min_need = tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(self.dims)))
@@ -210,8 +219,9 @@ class Simulation:
         self.topology_keys = self.topology.keys
         if self.topology.groups:
             for node, domains in zip(self.nodes, self.node_domains, strict=True):
+                site = (None, _hard_taints(node))
                 for running in node.node.pods:
-                    self.topology.record(running, domains)
+                    self.topology.record(running, domains, site=site)
 
     def group_of(self, pod: Pod) -> PodGroup:
         """The pod's constraint group (computed once per distinct set of constraints)."""
@@ -407,9 +417,10 @@ class Simulation:
             universe = self._universe(key, attempt, group)
             values: list[str] | None = None
             for constraint in on_key:
-                mine = constraint.allowed_values(universe)
+                eligible = self._spread_domains(key, constraint, attempt, group)
+                mine = constraint.allowed_values(universe, eligible)
                 if not mine:
-                    return self._topology_reason(constraint, universe)
+                    return self._topology_reason(constraint, universe, eligible or ())
                 values = mine if values is None else [v for v in values if v in set(mine)]
             if not values:
                 shown = ", ".join(sorted(universe)) or "none"
@@ -475,7 +486,46 @@ class Simulation:
                 names.append(pool.name)
         return sorted(values), names
 
-    def _topology_reason(self, constraint: Constraint, universe: list[str]) -> str:
+    def _spread_domains(
+        self, key: str, constraint: Constraint, attempt: Attempt, group: PodGroup
+    ) -> list[str] | None:
+        """The domains a spread's skew is measured over (None for other constraints).
+
+        kube-scheduler's node inclusion policies: with ``nodeAffinityPolicy: Honor`` only the domains of
+        nodes and NodePools the pod's node selection allows, with ``Ignore`` all; with
+        ``nodeTaintsPolicy: Honor`` only those whose NoSchedule/NoExecute taints it tolerates, with
+        ``Ignore`` all.
+        """
+        if constraint.kind != SPREAD:
+            return None
+        honor_affinity, honor_taints = constraint.honor_node_affinity, constraint.honor_taints
+        option_key = attempt.option_key if honor_affinity else ""
+        cache_key = (key, option_key, group.tolerations_key if honor_taints else -1)
+        found = self.spread_domains.get(cache_key)
+        if found is not None:
+            return found
+        option = attempt.option if honor_affinity else Requirements()
+        values: set[str] = set()
+        for pool in self.pools:
+            if honor_taints and tolerates_all(group.tolerations, pool.template.taints) is not None:
+                continue
+            match = pool.match(option_key, option)
+            if match.type_indices:
+                values.update(_pool_values(pool, key, match.requirements, match.type_indices))
+        for node, domains in zip(self.nodes, self.node_domains, strict=True):
+            value = domains.get(key)
+            if value is None or (honor_affinity and not option.matches(domains)):
+                continue
+            if honor_taints and tolerates_all(group.tolerations, _hard_taints(node)) is not None:
+                continue
+            values.add(value)
+        found = sorted(values)
+        self.spread_domains[cache_key] = found
+        return found
+
+    def _topology_reason(
+        self, constraint: Constraint, universe: list[str], eligible: Sequence[str] = ()
+    ) -> str:
         group = constraint.group
         if constraint.kind == AFFINITY and group.total == 0 and self.undecided.get(id(group), 0) > 0:
             return (
@@ -485,7 +535,7 @@ class Simulation:
         if constraint.kind == AFFINITY and group.total > 0 and group.key == HOSTNAME and not universe:
             held = f"{group.total} matching pod{'s' if group.total > 1 else ''}"
             return f"pod affinity on hostname: no node holding a matching pod can take it ({held})"
-        return constraint.explain(universe)
+        return constraint.explain(universe, eligible)
 
     def _capacity_reason(
         self,
@@ -500,13 +550,20 @@ class Simulation:
             universe = self._universe(key, attempt, group)
             if len(values) == len(universe):
                 continue
+            eligible = {id(c): self._spread_domains(key, c, attempt, group) for c in constraints}
             excluding = [
-                c for c in constraints if c.key == key and len(c.allowed_values(universe)) < len(universe)
+                c
+                for c in constraints
+                if c.key == key and len(c.allowed_values(universe, eligible[id(c)])) < len(universe)
             ]
             pool_domains, pools = self._pool_domains(key, attempt, group)
             where = ", ".join(pool_domains) or "none"
             by = f"NodePool {', '.join(pools)}" if pools else "any NodePool"
-            head = excluding[0].explain(universe) if excluding else f"topology on {key}"
+            head = (
+                excluding[0].explain(universe, eligible[id(excluding[0])] or ())
+                if excluding
+                else f"topology on {key}"
+            )
             return f"{head}; only {where} allowed by {by}"
         return _explain(reasons)
 
@@ -525,8 +582,9 @@ class Simulation:
             ]
             if newly:
                 domains = _claim_domains(claim, self.topology_keys)
+                site = (claim.requirements, claim.pool.template.taints)
                 for earlier in claim.pods[:-1]:
-                    self.topology.record(earlier, domains, newly)
+                    self.topology.record(earlier, domains, newly, site)
                     self._count_undecided(earlier, newly, -1)
         self._record_on_claim(pod, claim)
         self._close_if_full(claim)
@@ -534,12 +592,12 @@ class Simulation:
 
     def _record_on_node(self, pod: Pod, node: NodeInProgress) -> None:
         if self.topology.groups:
-            self.topology.record(pod, self.node_domains[node.seq])
+            self.topology.record(pod, self.node_domains[node.seq], site=(None, _hard_taints(node)))
 
     def _record_on_claim(self, pod: Pod, claim: ClaimInProgress) -> None:
         if self.topology.groups:
             domains = _claim_domains(claim, self.topology_keys)
-            self.topology.record(pod, domains)
+            self.topology.record(pod, domains, site=(claim.requirements, claim.pool.template.taints))
             self._count_undecided(pod, [k for k in self.topology_keys if k not in domains], 1)
 
     def _count_undecided(self, pod: Pod, keys: Sequence[str], change: int) -> None:
@@ -947,6 +1005,16 @@ def _domain_choices(allowed: Mapping[str, list[str]]) -> list[Requirements]:
     first, rest = keys[0], keys[1:]
     others = [Requirement.single(k, allowed[k][0]) for k in rest]
     return [Requirements.of([Requirement.single(first, v), *others]) for v in allowed[first]]
+
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
+
+
+def _hard_taints(node: NodeInProgress) -> tuple[Taint, ...]:
+    """The node's taints, a cordoned node's ``node.kubernetes.io/unschedulable`` one included."""
+    if node.node.unschedulable:
+        return (*node.node.taints, UNSCHEDULABLE_TAINT)
+    return node.node.taints
 
 
 def _pool_values(

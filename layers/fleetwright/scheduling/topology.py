@@ -5,6 +5,10 @@ or any label): it counts, per domain (label value), the pods it selects. Counts 
 already running and grow as the simulation places pods, so every check is a dictionary lookup.
 Anti-affinity groups also count their *owners* (pods carrying the term) per domain, so an existing
 pod's anti-affinity keeps new pods away too (Kubernetes' symmetry rule).
+
+A spread group also has a :class:`NodeFilter` (kube-scheduler's ``nodeAffinityPolicy`` and
+``nodeTaintsPolicy``): only pods on the nodes it admits are counted, and only those nodes' domains (and
+the domains of the NodePools it admits) take part in the skew's minimum.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from fleetwright.model.labels import HOSTNAME
 from fleetwright.model.pod import LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint
 from fleetwright.model.requirements import Requirement, Requirements
+from fleetwright.model.taints import Taint, Toleration, tolerates_all
 
 SPREAD = "spread"
 AFFINITY = "affinity"
@@ -28,6 +33,55 @@ def _selector_key(selector: LabelSelector | None) -> str:
     return f"{sorted(selector.match_labels)}|{selector.match_expressions.describe()}"
 
 
+@dataclass(frozen=True, slots=True)
+class NodeFilter:
+    """The nodes a topology spread counts, from its ``nodeAffinityPolicy`` and ``nodeTaintsPolicy``.
+
+    ``options``: with ``nodeAffinityPolicy: Honor`` (the default) the pod's node selector and required
+    node affinity (ORed terms), and only nodes matching one of them count; None counts every node
+    (``Ignore``, or a pod with no node selection). ``tolerations``: with ``nodeTaintsPolicy: Honor`` the
+    pod's tolerations, and only nodes whose NoSchedule and NoExecute taints they tolerate count; None
+    counts every node (``Ignore``, the default).
+    """
+
+    options: tuple[Requirements, ...] | None = None
+    tolerations: tuple[Toleration, ...] | None = None
+
+    @staticmethod
+    def of(pod: Pod, spread: TopologySpreadConstraint) -> NodeFilter | None:
+        """The spread's filter for this pod; None when it admits every node."""
+        options: tuple[Requirements, ...] | None = None
+        if spread.node_affinity_policy == "Honor":
+            found = pod.node_requirement_options()
+            if any(len(o) for o in found):
+                options = found
+        tolerations = pod.tolerations if spread.node_taints_policy == "Honor" else None
+        if options is None and tolerations is None:
+            return None
+        return NodeFilter(options, tolerations)
+
+    def signature(self) -> tuple[object, ...]:
+        """Hashable identity (filters alike count alike)."""
+        options = None if self.options is None else tuple(o.describe() for o in self.options)
+        return (options, self.tolerations)
+
+    def admits_taints(self, taints: tuple[Taint, ...]) -> bool:
+        """True when the taints do not exclude the node (PreferNoSchedule never does)."""
+        return self.tolerations is None or tolerates_all(self.tolerations, taints) is None
+
+    def admits_node(self, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> bool:
+        """True when a node with these labels and taints counts."""
+        if self.options is not None and not any(o.matches(labels) for o in self.options):
+            return False
+        return self.admits_taints(taints)
+
+    def admits_claim(self, requirements: Requirements, taints: tuple[Taint, ...]) -> bool:
+        """True when a new node with these requirements and taints counts."""
+        if self.options is not None and not any(o.compatible(requirements) for o in self.options):
+            return False
+        return self.admits_taints(taints)
+
+
 @dataclass(eq=False, slots=True)
 class TopologyGroup:
     """Pods selected by one label selector (in some namespaces), counted per domain of one key."""
@@ -37,6 +91,7 @@ class TopologyGroup:
     selector: LabelSelector | None
     namespaces: frozenset[str] | None  # None: every namespace the namespace selector admits
     namespace_selector: LabelSelector | None
+    node_filter: NodeFilter | None = None  # spreads only: the nodes whose pods count
     counts: dict[str, int] = field(default_factory=dict)
     owners: dict[str, int] = field(default_factory=dict)
     total: int = 0
@@ -69,7 +124,8 @@ class Constraint:
     max_skew: int = 1
     min_domains: int | None = None
     weight: int = 0
-    honor_node_affinity: bool = True
+    honor_node_affinity: bool = True  # spreads: only domains the pod's node selection allows count
+    honor_taints: bool = False  # spreads: only domains of nodes and NodePools whose taints it tolerates
 
     @property
     def key(self) -> str:
@@ -92,13 +148,18 @@ class Constraint:
             return group.counts.get(domain, 0) == 0
         return group.owners.get(domain, 0) == 0
 
-    def allowed_values(self, universe: Iterable[str]) -> list[str]:
-        """The domains of ``universe`` where the pod may land, best first (fewest matching pods)."""
+    def allowed_values(self, universe: Iterable[str], eligible: Iterable[str] | None = None) -> list[str]:
+        """The domains of ``universe`` where the pod may land, best first (fewest matching pods).
+
+        ``eligible``: for a spread, the domains its skew's minimum is taken over (its node filter's);
+        the universe when not given.
+        """
         domains = sorted(set(universe))
         counts = self.group.counts
         if self.kind == SPREAD:
-            lowest = min((counts.get(d, 0) for d in domains), default=0)
-            if self.min_domains is not None and len(domains) < self.min_domains:
+            among = domains if eligible is None else set(eligible)
+            lowest = min((counts.get(d, 0) for d in among), default=0)
+            if self.min_domains is not None and len(among) < self.min_domains:
                 lowest = 0
             own = 1 if self.self_match else 0
             allowed = [d for d in domains if counts.get(d, 0) + own - lowest <= self.max_skew]
@@ -113,9 +174,9 @@ class Constraint:
             allowed = [d for d in domains if self.group.owners.get(d, 0) == 0]
         return sorted(allowed, key=lambda d: (counts.get(d, 0), d))
 
-    def explain(self, universe: Iterable[str]) -> str:
+    def explain(self, universe: Iterable[str], eligible: Iterable[str] = ()) -> str:
         """Why no domain is allowed (``topology spread on zone: maxSkew 1 cannot be met ...``)."""
-        domains = sorted(set(universe))
+        domains = sorted(set(universe) | set(eligible))
         counts = ", ".join(f"{d}={self.group.counts.get(d, 0)}" for d in domains) or "none"
         name = self.group.describe()
         if self.kind == SPREAD:
@@ -132,7 +193,16 @@ class Constraint:
 
     def signature(self) -> tuple[object, ...]:
         """What distinguishes this constraint for grouping pods."""
-        return (self.kind, id(self.group), self.required, self.self_match, self.max_skew, self.min_domains)
+        return (
+            self.kind,
+            id(self.group),
+            self.required,
+            self.self_match,
+            self.max_skew,
+            self.min_domains,
+            self.honor_node_affinity,
+            self.honor_taints,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +210,8 @@ class PodConstraints:
     """A pod's topology constraints: required ones and preferences in relaxation order."""
 
     required: tuple[Constraint, ...] = ()
-    preferred_affinity: tuple[Constraint, ...] = ()  # lightest first
-    preferred_anti: tuple[Constraint, ...] = ()  # lightest first
+    preferred_affinity: tuple[Constraint, ...] = ()  # heaviest first: relaxed first, as in Karpenter
+    preferred_anti: tuple[Constraint, ...] = ()  # heaviest first
     schedule_anyway: tuple[Constraint, ...] = ()
 
     def signature(self) -> tuple[object, ...]:
@@ -177,6 +247,7 @@ class Topology:
         selector: LabelSelector | None,
         namespaces: frozenset[str] | None,
         namespace_selector: LabelSelector | None,
+        node_filter: NodeFilter | None = None,
     ) -> TopologyGroup:
         counting_kind = ANTI if kind == ANTI else "count"
         sig = (
@@ -185,10 +256,11 @@ class Topology:
             _selector_key(selector),
             tuple(sorted(namespaces)) if namespaces is not None else None,
             _selector_key(namespace_selector),
+            node_filter.signature() if node_filter is not None else None,
         )
         group = self.groups.get(sig)
         if group is None:
-            group = TopologyGroup(kind, key, selector, namespaces, namespace_selector)
+            group = TopologyGroup(kind, key, selector, namespaces, namespace_selector, node_filter)
             self.groups[sig] = group
             self._selecting.clear()
             self._inverse.clear()
@@ -203,7 +275,10 @@ class Topology:
             selector = LabelSelector(
                 selector.match_labels, selector.match_expressions.intersect(Requirements.of(extra))
             )
-        return self._group(SPREAD, spread.topology_key, selector, frozenset((pod.namespace,)), None)
+        namespaces = frozenset((pod.namespace,))
+        return self._group(
+            SPREAD, spread.topology_key, selector, namespaces, None, NodeFilter.of(pod, spread)
+        )
 
     def _term_group(self, kind: str, pod: Pod, term: PodAffinityTerm) -> TopologyGroup:
         namespaces = frozenset(term.namespaces) if term.namespaces else None
@@ -224,7 +299,8 @@ class Topology:
                 self_match=group.selects(pod, self.namespace_labels),
                 max_skew=spread.max_skew,
                 min_domains=spread.min_domains,
-                honor_node_affinity=spread.node_affinity_policy == "Honor",
+                honor_node_affinity=spread.node_affinity_policy != "Ignore",
+                honor_taints=spread.node_taints_policy == "Honor",
             )
             (required if constraint.required else anyway).append(constraint)
         for term in pod.pod_affinity:
@@ -239,7 +315,7 @@ class Topology:
                 for t in pod.preferred_pod_affinity
                 for g in (self._term_group(AFFINITY, pod, t),)
             ),
-            key=lambda c: c.weight,
+            key=lambda c: -c.weight,
         )
         preferred_anti = sorted(
             (
@@ -247,7 +323,7 @@ class Topology:
                 for t in pod.preferred_pod_anti_affinity
                 for g in (self._term_group(ANTI, pod, t),)
             ),
-            key=lambda c: c.weight,
+            key=lambda c: -c.weight,
         )
         return PodConstraints(
             tuple(required), tuple(preferred_affinity), tuple(preferred_anti), tuple(anyway)
@@ -283,14 +359,24 @@ class Topology:
             self._inverse[key] = found
         return tuple(c for c in found if c.group.owners)
 
-    def record(self, pod: Pod, domain_of: Mapping[str, str], keys: Iterable[str] | None = None) -> None:
-        """Count a placed pod in the domains it landed in (only ``keys`` when given)."""
+    def record(
+        self,
+        pod: Pod,
+        domain_of: Mapping[str, str],
+        keys: Iterable[str] | None = None,
+        site: tuple[Requirements | None, tuple[Taint, ...]] = (None, ()),
+    ) -> None:
+        """Count a placed pod in the domains it landed in (only ``keys`` when given).
+
+        ``site``: the new node's requirements (None for an existing node, whose labels are
+        ``domain_of``) and its taints, which spreads' node filters read.
+        """
         wanted = None if keys is None else frozenset(keys)
         for group in self.selecting(pod):
             if wanted is not None and group.key not in wanted:
                 continue
             domain = domain_of.get(group.key)
-            if domain is not None:
+            if domain is not None and _admits(group.node_filter, domain_of, site):
                 group.counts[domain] = group.counts.get(domain, 0) + 1
                 group.total += 1
         for term in pod.pod_anti_affinity:
@@ -300,6 +386,19 @@ class Topology:
             if domain is not None:
                 group = self._term_group(ANTI, pod, term)
                 group.owners[domain] = group.owners.get(domain, 0) + 1
+
+
+def _admits(
+    node_filter: NodeFilter | None,
+    labels: Mapping[str, str],
+    site: tuple[Requirements | None, tuple[Taint, ...]],
+) -> bool:
+    if node_filter is None:
+        return True
+    requirements, taints = site
+    if requirements is None:
+        return node_filter.admits_node(labels, taints)
+    return node_filter.admits_claim(requirements, taints)
 
 
 def host_constraints(constraints: Iterable[Constraint]) -> list[Constraint]:
