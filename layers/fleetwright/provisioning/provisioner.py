@@ -194,6 +194,7 @@ class Provisioner:
         self.log.warning("lease lost; stopping", extra={"holder": self.holder, "reason": str(lost)})
 
     def _loop(self, deadline: float, report: RunReport) -> None:
+        # The pod watch is an HTTP watch on real time; on a virtual clock it ends when the loop stops it.
         watch_until = time.monotonic() + max(0.0, deadline - self.clock())
         watcher: PodWatcher | CachePodWatcher = (
             CachePodWatcher(self.cache) if self.cache is not None else PodWatcher(self.kube, watch_until)
