@@ -3,13 +3,12 @@ invocations reading nothing again, and no launch on a view the API server could 
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from fleetwright.claims.nodeclaim_objects import FINALIZER, MANAGED_BY, MANAGER
+from fleetwright.claims.reports import RunReport
 from fleetwright.kube.cache import ClusterCache
 from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS, NODES
 from fleetwright.local.apiserver import ApiServer
@@ -17,6 +16,7 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object
 from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.virtual_clock import VirtualLoopClock, arrivals
 
 
 @pytest.fixture
@@ -31,18 +31,11 @@ def test_pods_arriving_together_are_found_from_watch_events_and_launched_in_one_
 ) -> None:
     config = make_config(nodepool(instance_types=["m5.2xlarge"]), batch_idle_seconds=0.5, batch_max_seconds=5)
     metrics = RecordingMetrics()
-    provisioner = world.provisioner(config, metrics=metrics, cache=cache)
-
-    def arrive() -> None:
-        time.sleep(0.5)
-        for i in range(5):
-            world.pending(1, cpu="1", prefix=f"burst-{i}")
-            time.sleep(0.1)
-
-    producer = threading.Thread(target=arrive)
-    producer.start()
-    report = provisioner.run_until(time.monotonic() + 6.0)
-    producer.join()
+    # The cache's start signals the pods already waiting at once; later ones come from its pod watch.
+    clock = VirtualLoopClock(signals_at_start=0)
+    provisioner = world.provisioner(config, metrics=metrics, cache=cache, loop_clock=clock)
+    arrivals(clock, [0.5, 0.6, 0.7, 0.8, 0.9], lambda i: world.pending(1, cpu="1", prefix=f"burst-{i}"))
+    report = provisioner.run_until(clock.monotonic() + 6.0)
     launched_passes = [p for p in report.passes if p.launched]
     assert len(launched_passes) == 1
     [claim] = report.launched
@@ -56,18 +49,23 @@ def test_a_warm_invocation_lists_nothing_and_launches_nothing_twice(
     world: World, cache: ClusterCache
 ) -> None:
     config = make_config(batch_idle_seconds=0.2)
+    clock = VirtualLoopClock(signals_at_start=0)
+
+    def invocation(seconds: float) -> RunReport:
+        return world.provisioner(config, cache=cache, loop_clock=clock).run_until(clock.monotonic() + seconds)
+
     world.pending(3)
-    first = world.provisioner(config, cache=cache).run_until(time.monotonic() + 4)
+    first = invocation(4)
     assert len(first.launched) == 1 and world.create_fleet_calls() == 1
     lists = dict(cache.stats()["lists"])
 
     # The next invocation (same process, warm cache): the pods still wait for the node launched for them.
-    second = world.provisioner(config, cache=cache).run_until(time.monotonic() + 3)
+    second = invocation(3)
     assert second.launched == [] and world.create_fleet_calls() == 1
     assert cache.stats()["lists"] == lists
 
     world.pending(1, prefix="late")
-    third = world.provisioner(config, cache=cache).run_until(time.monotonic() + 4)
+    third = invocation(4)
     assert [c.pod_count for c in third.launched] in ([1], [])  # the late pod may fit the claim in flight
     assert world.create_fleet_calls() == 1 + len(third.launched)
 

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
 from fleetwright.provisioning.batcher import Batcher
 from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.virtual_clock import VirtualLoopClock, arrivals
 
 
 def test_pods_arriving_together_are_launched_in_one_batch(world: World) -> None:
     config = make_config(nodepool(instance_types=["m5.2xlarge"]), batch_idle_seconds=0.5, batch_max_seconds=5)
     metrics = RecordingMetrics()
-    provisioner = world.provisioner(config, metrics=metrics)
-    # The catalogs built first, as a warm function has them: the window is for the pods, not the build.
-    provisioner.warm_up()
-
-    def arrive() -> None:
-        time.sleep(0.3)
-        for i in range(5):
-            world.pending(1, cpu="1", prefix=f"burst-{i}")
-            time.sleep(0.1)
-
-    producer = threading.Thread(target=arrive)
-    producer.start()
-    report = provisioner.run_until(time.monotonic() + 6.0)
-    producer.join()
+    clock = VirtualLoopClock()
+    provisioner = world.provisioner(config, metrics=metrics, loop_clock=clock)
+    # Five pods 0.1 s apart, from 0.3 s into the run: one window, closed 0.5 s after the last one.
+    arrivals(clock, [0.3, 0.4, 0.5, 0.6, 0.7], lambda i: world.pending(1, cpu="1", prefix=f"burst-{i}"))
+    report = provisioner.run_until(clock.monotonic() + 6.0)
     assert report.lease_acquired
     launched_passes = [p for p in report.passes if p.launched]
     assert len(launched_passes) == 1
@@ -39,18 +28,18 @@ def test_pods_arriving_together_are_launched_in_one_batch(world: World) -> None:
 def test_pods_pending_at_start_are_provisioned_at_once(world: World) -> None:
     world.pending(2)
     config = make_config(batch_idle_seconds=0.2)
-    started = time.monotonic()
-    # a few seconds of run: enough for the first pass on a busy CI machine (it needs no batching window)
-    report = world.provisioner(config).run_until(started + 6)
+    clock = VirtualLoopClock()
+    report = world.provisioner(config, loop_clock=clock).run_until(clock.monotonic() + 6)
     assert len(report.launched) == 1
     assert report.passes[0].batch_size == 2
 
 
 def test_economy_mode_makes_one_pass(world: World) -> None:
     world.pending(2)
-    started = time.monotonic()
-    report = world.provisioner(make_config(economy=True)).run_until(started + 30)
-    assert time.monotonic() - started < 15  # did not wait for the deadline
+    clock = VirtualLoopClock()
+    started = clock.monotonic()
+    report = world.provisioner(make_config(economy=True), loop_clock=clock).run_until(started + 30)
+    assert clock.monotonic() == started  # did not wait for the deadline
     assert len(report.passes) == 1 and len(report.launched) == 1
 
 

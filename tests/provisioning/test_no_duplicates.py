@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
 
 from fleetwright.claims.reports import RunReport
+from fleetwright.state.nodeclaims import NodeClaimRecord
 from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.virtual_clock import SETTLE_SECONDS, VirtualLoopClock
 
 
 def test_pods_waiting_for_a_booting_node_launch_nothing_more(world: World) -> None:
@@ -42,23 +47,88 @@ def test_an_invocation_without_the_lease_does_nothing(world: World) -> None:
     assert world.create_fleet_calls() == 0
 
 
-def test_overlapping_invocations_launch_once(world: World) -> None:
+class Overlap:
+    """Makes two invocations' passes overlap as closely as the lease lets them, whatever the machine's speed:
+    an invocation that has just read the claim records holds on until the other one has read them too, been
+    refused the lease, or ended. With the lease broken, both read the records before either records a claim.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.reading: set[str] = set()
+        self.moves: Counter[str] = Counter()  # claim-record reads and lease refusals, per invocation
+        self.ended: set[str] = set()
+        self.stuck = False
+
+    def read(self, other: str) -> None:
+        me = threading.current_thread().name
+        with self._cond:
+            seen = self.moves[other]
+            self.moves[me] += 1
+            self.reading.add(me)
+            self._cond.notify_all()
+            met = self._cond.wait_for(
+                lambda: other in self.reading or self.moves[other] != seen or other in self.ended,
+                timeout=SETTLE_SECONDS,
+            )
+            self.reading.discard(me)
+            self.stuck |= not met
+
+    def refused(self) -> None:
+        with self._cond:
+            self.moves[threading.current_thread().name] += 1
+            self._cond.notify_all()
+
+    def end(self) -> None:
+        with self._cond:
+            self.ended.add(threading.current_thread().name)
+            self._cond.notify_all()
+
+
+def test_overlapping_invocations_launch_once(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     world.pending(3, cpu="1")
     config = make_config(batch_idle_seconds=0.2, reconcile_interval_seconds=0.5)
+    clock = VirtualLoopClock()  # one clock for both: each one's waits move it for the other too
+    overlap = Overlap()
+    others = {"a": "b", "b": "a"}
+    list_records = world.state.nodeclaims.list
+
+    def records() -> list[NodeClaimRecord]:
+        found = list_records()
+        other = others.get(threading.current_thread().name)
+        if other is not None:
+            overlap.read(other)
+        return found
+
+    monkeypatch.setattr(world.state.nodeclaims, "list", records)
     reports: list[RunReport] = []
-    start = threading.Barrier(2)
+    provisioners = {name: world.provisioner(config, holder=name, loop_clock=clock) for name in others}
+    for provisioner in provisioners.values():
+        try_acquire = provisioner.lifecycle.lease.try_acquire
+
+        def take(try_acquire: Callable[[], bool] = try_acquire) -> bool:
+            taken = try_acquire()
+            if not taken:
+                overlap.refused()
+            return taken
+
+        monkeypatch.setattr(provisioner.lifecycle.lease, "try_acquire", take)
+    deadline = clock.monotonic() + 5.0
 
     def invoke(name: str) -> None:
-        provisioner = world.provisioner(config, holder=name, sleep=time.sleep)
-        start.wait()
-        reports.append(provisioner.run_until(time.monotonic() + 5.0))
+        try:
+            reports.append(provisioners[name].run_until(deadline))
+        finally:
+            overlap.end()
 
-    threads = [threading.Thread(target=invoke, args=(n,)) for n in ("a", "b")]
+    threads = [threading.Thread(target=invoke, args=(n,), name=n) for n in others]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
-    assert len(reports) == 2
+        thread.join()
+    assert not overlap.stuck
+    assert overlap.moves["a"] and overlap.moves["b"]  # both read the records or were refused the lease
+    assert len(reports) == 2 and all(r.error == "" for r in reports)
     assert sum(len(r.launched) for r in reports) == 1
     assert world.create_fleet_calls() == 1
     assert len(world.instances()) == 1

@@ -3,7 +3,6 @@ within ``limits.nodes``, and never launches twice for one missing node (crashes,
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from tests.kube.objects import node_object
 from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.faults import ThrottleEveryAttempt
 from tests.provisioning.test_recovery import CrashAfterLaunch, _provider
+from tests.provisioning.virtual_clock import VirtualLoopClock
 
 
 def static(name: str = "static", replicas: int = 3, **options: Any) -> NodePool:
@@ -161,8 +161,8 @@ def test_registered_static_nodes_are_counted_once(world: World) -> None:
 
 def test_a_watching_invocation_fills_a_static_pool_without_any_pending_pod(world: World) -> None:
     config = make_config(static(replicas=2), reconcile_interval_seconds=0.5)
-    # Room for a slow warm-up on a loaded machine: the loop's first reconciliation comes after it.
-    report = world.provisioner(config, sleep=time.sleep).run_until(time.monotonic() + 8.0)
+    clock = VirtualLoopClock()
+    report = world.provisioner(config, loop_clock=clock).run_until(clock.monotonic() + 8.0)
     assert len(report.launched) == 2
     assert len(world.instances()) == 2
 

@@ -15,7 +15,6 @@ what to launch.
 from __future__ import annotations
 
 import logging
-import queue
 import time
 import uuid
 from collections import Counter
@@ -40,6 +39,7 @@ from fleetwright.model.volumes import volume_requirements
 from fleetwright.observability import metrics as obs
 from fleetwright.provisioning import static_pools
 from fleetwright.provisioning.batcher import Batcher
+from fleetwright.provisioning.clock import LoopClock, RealClock
 from fleetwright.provisioning.watcher import CachePodWatcher, PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
@@ -62,9 +62,11 @@ class Provisioner:
     ``kube`` reads pods and nodes, ``cloud`` launches and terminates instances (:class:`LaunchCloud`),
     ``state`` records claims and holds the lease. ``clock`` is monotonic (deadlines, batching);
     ``wall_clock`` gives epoch seconds (records, the lease, registration timeouts). ``holder`` names this
-    run in the lease (default: a random id). ``cache``: the watch-fed :class:`ClusterCache` to read nodes
-    and pods from (synced once per pass; pending pods found from its watch events); without it every pass
-    lists them.
+    run in the lease (default: a random id). ``loop_clock`` is what the watching loop waits on for pod
+    signals (default: real time, blocking on the watch's queue); given, it is also ``clock`` and ``sleep``
+    (a virtual clock moves when the loop waits or sleeps). ``cache``: the watch-fed :class:`ClusterCache`
+    to read nodes and pods from (synced once per pass; pending pods found from its watch events); without
+    it every pass lists them.
 
     One pass at a time per provisioner (passes of one object are serialized); launches within a pass run
     in parallel. The lease, launches and reconciliation are :attr:`lifecycle`'s.
@@ -87,7 +89,11 @@ class Provisioner:
         events: EventRecorder | None = None,
         nodepool_source: NodePoolSource | None = None,
         cache: ClusterCache | None = None,
+        loop_clock: LoopClock | None = None,
     ) -> None:
+        if loop_clock is not None:
+            clock, sleep = loop_clock.monotonic, loop_clock.sleep
+        self.loop_clock: LoopClock = loop_clock or RealClock(clock, sleep)
         self.kube = kube
         self.cache = cache
         self.state = state
@@ -188,6 +194,7 @@ class Provisioner:
         self.log.warning("lease lost; stopping", extra={"holder": self.holder, "reason": str(lost)})
 
     def _loop(self, deadline: float, report: RunReport) -> None:
+        # The pod watch is an HTTP watch on real time; on a virtual clock it ends when the loop stops it.
         watch_until = time.monotonic() + max(0.0, deadline - self.clock())
         watcher: PodWatcher | CachePodWatcher = (
             CachePodWatcher(self.cache) if self.cache is not None else PodWatcher(self.kube, watch_until)
@@ -230,18 +237,12 @@ class Provisioner:
             watcher.stop()
 
     def _collect(self, watcher: PodWatcher | CachePodWatcher, batcher: Batcher, timeout: float) -> None:
-        """Wait up to ``timeout`` for watch signals and feed them to the batcher."""
-        try:
-            signal = watcher.signals.get(timeout=timeout)
-        except queue.Empty:
-            return
-        while True:
+        """Wait up to ``timeout`` (on :attr:`loop_clock`) for watch signals and feed them to the batcher."""
+        signal = self.loop_clock.wait(watcher.signals, timeout)
+        while signal is not None:
             if signal.new:
                 batcher.add(self.clock(), signal.new)
-            try:
-                signal = watcher.signals.get_nowait()
-            except queue.Empty:
-                return
+            signal = self.loop_clock.wait(watcher.signals, 0.0)
 
     # -- one provisioning pass -------------------------------------------------------------------------
 
