@@ -29,6 +29,7 @@ def test_the_list_names_metrics_and_series() -> None:
 
 def test_withheld_metrics_are_not_written(capsys: pytest.CaptureFixture[str]) -> None:
     metrics = Metrics(namespace="Fleetwright", service="fleetwright-provisioner")
+    metrics.clear_metrics()  # Powertools' Metrics instances share one metric set: start from an empty one
     sink = obs.PowertoolsMetrics(metrics, withheld={obs.PENDING_PODS, obs.CLAIMS_LAUNCHED})
     sink.add(obs.PENDING_PODS, 3)
     sink.add(obs.PASS_ERRORS, 1)
@@ -40,6 +41,7 @@ def test_withheld_metrics_are_not_written(capsys: pytest.CaptureFixture[str]) ->
 
 def test_a_withheld_series_leaves_the_metrics_other_series(capsys: pytest.CaptureFixture[str]) -> None:
     metrics = Metrics(namespace="Fleetwright", service="fleetwright-disruption")
+    metrics.clear_metrics()
     sink = obs.PowertoolsMetrics(metrics, withheld={"NodeCount{NodePool}"})
     sink.add("NodeCount", 5)
     sink.add("NodeCount", 5, dimensions={"NodePool": "default"})
