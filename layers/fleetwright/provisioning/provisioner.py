@@ -233,6 +233,8 @@ class Provisioner:
                         self._retry_delay = RETRY_MIN_SECONDS
                 elif taken and (report.reconciles[-1].freed_pods or report.reconciles[-1].error):
                     retry_at = self.clock() if retry_at is None else retry_at
+                if taken and report.reconciles[-1].initialized:
+                    retry_at = _after_initialized(retry_at, self.clock() + self.config.batch_idle_seconds)
         finally:
             watcher.stop()
 
@@ -438,3 +440,15 @@ class Provisioner:
             found.extend(reasons.nominated(pod, **where) for pod in placement.pods)
         found.extend(reasons.failed_scheduling(e.pod, e.reason) for e in results.errors)
         return found
+
+
+def _after_initialized(retry_at: float | None, settled: float) -> float:
+    """When the next pass runs once claims became initialized: one batching idle window later (``settled``),
+    when the kube-scheduler has bound what fits on the new nodes, unless a pass is due sooner.
+
+    The kube-scheduler binds in its own order, not in the pass's: pods a pass placed on a claim can find its
+    node taken by others once it is Ready (several nodes of one launch become Ready one after another, and
+    the first takes every pod that fits). Those pods stay Pending with a condition the watch has already
+    seen, so without this pass they would wait for the next invocation.
+    """
+    return settled if retry_at is None else min(retry_at, settled)

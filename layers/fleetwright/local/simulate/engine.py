@@ -446,6 +446,16 @@ class Replay:
             self.at(self._retry_at, "batch")
         else:
             self._retry_delay = RETRY_MIN_SECONDS
+        if any(r.initialized for r in report.reconciles):
+            self._pass_after_initialized()
+
+    def _pass_after_initialized(self) -> None:
+        """Claims became initialized: the loop makes a pass one batching idle window later, once the
+        kube-scheduler has bound what fits (``provisioner._after_initialized``)."""
+        settled = self.clock.elapsed() + self.world.config.batch_idle_seconds
+        if self._retry_at is None or settled < self._retry_at:
+            self._retry_at = settled
+            self.at(settled, "batch")
 
     def _reconcile_soon(self) -> None:
         """A claim's node changed (registered, Ready, startup taints gone): the invocation's next
@@ -471,6 +481,8 @@ class Replay:
         if (report.freed_pods or report.error) and self._retry_at is None:
             self._retry_at = self.clock.elapsed()
             self.at(self._retry_at, "batch")
+        if report.initialized:
+            self._pass_after_initialized()
         if report.registered or report.initialized or report.freed_pods:
             self._dirty = True
 
