@@ -1,11 +1,17 @@
 """The cluster as the scheduler sees it: API objects listed through :class:`KubeCluster`, converted by
-``fleetwright.model.kube``."""
+``fleetwright.model.kube``.
+
+A pod's stored version never changes, so the pods of the last listing are kept by (uid, resourceVersion)
+and a warm process converts only the pods that changed since (the cluster cache does the same for the
+functions that run with it; the economy mode and the replay list every pass).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from fleetwright.kube.client import JsonObject
 from fleetwright.kube.cluster import KubeCluster, is_unschedulable
 from fleetwright.model.errors import DocumentError
 from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
@@ -38,6 +44,7 @@ def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
     snapshot = ClusterSnapshot()
     node_objects = cluster.list_nodes()
     by_node: dict[str, list[Pod]] = defaultdict(list)
+    converted: dict[tuple[str, str], Pod] = {}
     for obj in cluster.list_pods():
         bound_to = (obj.get("spec") or {}).get("nodeName")
         phase = (obj.get("status") or {}).get("phase")
@@ -46,7 +53,7 @@ def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
         if not bound_to and not is_unschedulable(obj):
             continue  # not yet looked at by the scheduler, or finished
         try:
-            pod = pod_from_object(obj)
+            pod = _pod(obj, converted)
         except DocumentError as err:
             snapshot.errors.append(err)
             continue
@@ -54,6 +61,8 @@ def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
             by_node[bound_to].append(pod)
         else:
             snapshot.pending_pods.append(pod)
+    _LAST_LISTING.clear()
+    _LAST_LISTING.update(converted)
     for obj in node_objects:
         name = str((obj.get("metadata") or {}).get("name") or "")
         try:
@@ -66,3 +75,18 @@ def read_snapshot(cluster: KubeCluster) -> ClusterSnapshot:
         except DocumentError as err:
             snapshot.errors.append(err)
     return snapshot
+
+
+_LAST_LISTING: dict[tuple[str, str], Pod] = {}  # the pods of the last listing, by (uid, resourceVersion)
+
+
+def _pod(obj: JsonObject, converted: dict[tuple[str, str], Pod]) -> Pod:
+    """The pod ``obj`` is, converted once per stored version (``converted`` collects this listing's)."""
+    meta = obj.get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not version:
+        return pod_from_object(obj)
+    key = (str(uid), str(version))
+    pod = _LAST_LISTING.get(key) or pod_from_object(obj)
+    converted[key] = pod
+    return pod

@@ -41,6 +41,7 @@ INVOCATION_SECONDS = 60.0  # the provisioner's schedule and timeout
 RETRY_MIN_SECONDS = 2.0  # the provisioner's back-off after a pass that left pods to retry
 RETRY_MAX_SECONDS = 30.0
 OWNER_KIND = "ReplicaSet"
+TRACE_EVENTS = frozenset({"arrive", "leave"})
 
 Handler = Callable[..., None]
 
@@ -237,6 +238,9 @@ class Replay:
             when, _, kind, payload = heapq.heappop(self._events)
             self.clock.advance_to(self.clock.start + when)
             handlers[kind](payload)
+            if kind in TRACE_EVENTS and self._events and self._events[0][:1] == (when,):
+                if self._events[0][2] in TRACE_EVENTS:
+                    continue  # pods created or deleted at one instant: the kube-scheduler sees them together
             self._settle()
             if self.progress is not None and when >= next_progress:
                 self.progress(when / end if end else 1.0)
