@@ -133,3 +133,19 @@ def test_an_unreadable_kubeconfig_fails_with_a_clear_error(run: Run, tmp_path: P
     assert code == 1
     assert out == ""
     assert err.startswith("error: cannot read the cluster: ")
+
+
+def test_a_nodepool_of_the_cluster_without_its_node_class_is_skipped_with_a_warning(
+    run: Run, cluster: tuple[ApiServer, Path]
+) -> None:
+    server, kubeconfig = cluster
+    orphan = yaml.safe_load(
+        pool().replace("name: general", "name: orphan", 1).replace("name: default", "name: gone")
+    )
+    rt = server.store.registry.lookup("karpenter.sh", "v1", "nodepools")
+    assert rt is not None
+    server.store.create(rt, orphan)
+    code, out, err = run("explain", "pod", "shop/waiting", "--kubeconfig", str(kubeconfig), "-o", "json")
+    assert code == 0, err
+    assert "NodePool orphan skipped: EC2NodeClass gone not found" in err
+    assert [p["name"] for p in json.loads(out)["nodePools"]] == ["general"]

@@ -325,3 +325,37 @@ def test_an_unknown_node_and_a_bad_time_are_usage_errors(run: Run, tmp_path: Pat
     code, out, err = run("explain", "node", "node-a", "-f", str(path), "--now", "yesterday")
     assert (code, out) == (2, "")
     assert "--now" in err
+
+
+def test_a_node_not_ready_yet_is_not_initialized_and_no_method_takes_it_gracefully(
+    run: Run, tmp_path: Path
+) -> None:
+    starting = node("node-a").replace('status: "True"', 'status: "False"')
+    path = write(
+        tmp_path, CLASS, pool(), starting, node("node-b"), pod("web-1", "node-a"), pod("web-2", "node-b")
+    )
+    document = explain(run, path, "node-a")
+    assert method(document, "consolidation")["blockedBy"] == "not initialized yet"
+    assert document["events"] == [
+        {"type": "Normal", "reason": "DisruptionBlocked", "message": "Not initialized yet"}
+    ]
+
+
+def test_a_pods_do_not_disrupt_holds_the_node_until_its_duration_has_passed(run: Run, tmp_path: Path) -> None:
+    guarded = pod("web-1", "node-a").replace(
+        "labels: {app: web}}", "labels: {app: web}, annotations: {karpenter.sh/do-not-disrupt: 240h}}"
+    )
+    path = write(tmp_path, CLASS, pool(), node("node-a"), node("node-b"), guarded, pod("web-2", "node-b"))
+    held = method(explain(run, path, "node-a"), "consolidation")
+    assert held["blockedBy"] == (
+        "pod shop/web-1 is annotated karpenter.sh/do-not-disrupt until 2026-11-11T00:05:00Z"
+    )
+    later = method(explain(run, path, "node-a", now="2026-11-12T00:00:00Z"), "consolidation")
+    assert later["blockedBy"] is None
+
+
+def test_a_nodepool_whose_node_class_is_missing_is_a_usage_error(run: Run, tmp_path: Path) -> None:
+    path = write(tmp_path, pool(), node("node-a"))
+    code, out, err = run("explain", "node", "node-a", "-f", str(path), "--now", NOW)
+    assert (code, out) == (2, "")
+    assert "EC2NodeClass default" in err

@@ -28,12 +28,12 @@ from fleetwright.manifests import Manifests, load_manifests, manifest_files, rea
 from fleetwright.model import labels as wk
 from fleetwright.model.errors import DocumentError, DocumentRef
 from fleetwright.model.instancetype import InstanceType
-from fleetwright.model.karpenter import parse_karpenter_document
+from fleetwright.model.karpenter import check_references, parse_karpenter_document
 from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
-from fleetwright.plan import scheduling_input
+from fleetwright.plan import PlanError, scheduling_input
 from fleetwright.scheduling.types import SchedulingInput
 
 JsonObject = Mapping[str, Any]
@@ -202,8 +202,12 @@ def disruption_for(
     now: float,
     settings: DisruptionSettings | None = None,
 ) -> DisruptionInput:
-    """The disruption planner's input for the view at ``now`` (epoch seconds)."""
+    """The disruption planner's input for the view at ``now`` (epoch seconds); raises ``PlanError`` on a
+    NodePool whose EC2NodeClass is missing from manifests, as :func:`scheduling_for` does."""
     manifests = view.manifests
+    problems = check_references(manifests.nodepools, manifests.nodeclasses)
+    if problems:
+        raise PlanError("\n".join(problems))
     by_type = {t.name: t for t in instance_types}
     return DisruptionInput(
         nodes=[_node_state(view, node, by_type, now) for node in manifests.nodes],
@@ -239,7 +243,8 @@ def _node_state(view: View, node: Node, by_type: Mapping[str, InstanceType], now
         zone=zone,
         price=offering_price(by_type, instance_type, zone, capacity_type) or 0.0,
         created_at=created,
-        initialized=node_initialized(obj, None) if obj else True,
+        # A hand-written Node without conditions is taken as ready, as the scheduler takes it.
+        initialized=node_initialized(obj, None) if (obj.get("status") or {}).get("conditions") else True,
         terminating=being_disrupted(obj),
         annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         instance_id=node.provider_id.rsplit("/", 1)[-1],
