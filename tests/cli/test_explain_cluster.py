@@ -149,3 +149,30 @@ def test_a_nodepool_of_the_cluster_without_its_node_class_is_skipped_with_a_warn
     assert code == 0, err
     assert "NodePool orphan skipped: EC2NodeClass gone not found" in err
     assert [p["name"] for p in json.loads(out)["nodePools"]] == ["general"]
+
+
+def test_the_nominated_event_names_the_nodeclaim_of_the_node_the_pod_would_go_to(
+    run: Run, cluster: tuple[ApiServer, Path]
+) -> None:
+    server, kubeconfig = cluster
+    rt = server.store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
+    assert rt is not None
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "general-x7k2p"},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+            ],
+        },
+        "status": {"nodeName": "node-a"},
+    }
+    server.seed(rt, [claim], keep_status=True)
+    small = yaml.safe_load(dedent(PENDING).replace("waiting", "small").replace('"3500m"', "100m"))
+    server.seed(PODS, [small], keep_status=True)
+    live, _ = _explain(run, server, "pod", "shop/small", "--kubeconfig", str(kubeconfig))
+    assert live["decision"]["action"] == "existing-node"
+    assert live["decision"]["node"] == "node-a"  # the first node by name with room
+    assert live["event"]["message"] == "Pod should schedule on: nodeclaim/general-x7k2p, node/node-a"

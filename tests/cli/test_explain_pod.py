@@ -148,7 +148,7 @@ def test_a_pod_with_room_on_a_node_goes_there_without_a_launch(run: Run, tmp_pat
     document = explain(run, path, "shop/web")
     assert document["decision"]["action"] == "existing-node"
     assert document["decision"]["node"] == "node-a"
-    assert document["event"] is None
+    assert document["event"]["message"] == "Pod should schedule on: node/node-a"
     assert by_pool(document)["general"]["fits"]  # a new node of the pool could run it too
 
 

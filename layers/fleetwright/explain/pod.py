@@ -13,6 +13,7 @@ Two kinds of run of the same scheduler (:func:`fleetwright.scheduling.scheduler.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,19 +88,21 @@ def explain_pod(view: View, key: str, instance_types: list[InstanceType], region
     if pod.node_name:
         return PodExplanation(pod, BOUND, node=pod.node_name, pools=pools)
     batch = [p for p in inp.pods if p.key != pod.key] + [pending]
-    explanation = decision(pending, schedule(replace(inp, pods=batch)))
+    explanation = decision(pending, schedule(replace(inp, pods=batch)), view.claims)
     explanation.pools = pools
     return explanation
 
 
-def decision(pod: Pod, results: Results) -> PodExplanation:
-    """What ``results`` do with ``pod``, and the event the provisioner would publish for it."""
+def decision(pod: Pod, results: Results, claims: Mapping[str, str]) -> PodExplanation:
+    """What ``results`` do with ``pod``, and the event the provisioner would publish for it (``claims``:
+    node name → its NodeClaim's name, which ``Nominated`` names with the node)."""
     for claim in results.new_claims:
         if any(p.key == pod.key for p in claim.pods):
             return PodExplanation(pod, LAUNCH, claim=claim, event=nominated(pod, nodeclaim=claim.name))
     for placement in results.existing:
         if any(p.key == pod.key for p in placement.pods):
-            return PodExplanation(pod, EXISTING, node=placement.node)
+            event = nominated(pod, nodeclaim=claims.get(placement.node, ""), node=placement.node)
+            return PodExplanation(pod, EXISTING, node=placement.node, event=event)
     reason = next((e.reason for e in results.errors if e.pod.key == pod.key), "not placed")
     return PodExplanation(pod, UNSCHEDULABLE, reason=reason, event=failed_scheduling(pod, reason))
 

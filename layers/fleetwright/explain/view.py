@@ -23,7 +23,7 @@ from fleetwright.disruption.inputs import being_disrupted, node_conditions, node
 from fleetwright.disruption.types import DisruptionInput, DisruptionSettings, NodeState
 from fleetwright.kube.cluster import KubeCluster, is_unschedulable
 from fleetwright.kube.errors import KubeApiError
-from fleetwright.kube.resources import EC2_NODE_CLASSES, NAMESPACES, NODE_POOLS, Resource
+from fleetwright.kube.resources import EC2_NODE_CLASSES, NAMESPACES, NODE_CLAIMS, NODE_POOLS, Resource
 from fleetwright.manifests import Manifests, load_manifests, manifest_files, read_documents
 from fleetwright.model import labels as wk
 from fleetwright.model.errors import DocumentError, DocumentRef
@@ -47,12 +47,14 @@ class View:
 
     ``manifests.pods`` are the pods the provisioner would batch (from a cluster: those the kube-scheduler
     marked unschedulable); ``unbound`` are other pods without a node (not looked at by the kube-scheduler
-    yet), which ``explain pod`` may still be asked about. ``node_objects`` are the Node objects by name.
+    yet), which ``explain pod`` may still be asked about. ``node_objects`` are the Node objects by name;
+    ``claims`` names the NodeClaim of each node that has one (NodeClaim objects' ``status.nodeName``).
     """
 
     manifests: Manifests
     node_objects: dict[str, JsonObject] = field(default_factory=dict)
     unbound: list[Pod] = field(default_factory=list)
+    claims: dict[str, str] = field(default_factory=dict)
     source: str = "manifests"
     warnings: list[str] = field(default_factory=list)
 
@@ -81,14 +83,23 @@ class View:
 def from_files(paths: Sequence[str]) -> View:
     """The view of manifests (``-f``); raises :class:`DocumentError` as ``fleetwright plan`` does."""
     manifests = load_manifests(paths)
-    objects: dict[str, JsonObject] = {}
+    view = View(manifests, source="manifests", warnings=[w.render() for w in manifests.warnings])
     for path in manifest_files(paths):
         for _, doc in read_documents(path):
             for item in _items(doc):
                 if item.get("kind") == "Node":
-                    objects[str((item.get("metadata") or {}).get("name") or "")] = item
-    warnings = [warning.render() for warning in manifests.warnings]
-    return View(manifests, objects, source="manifests", warnings=warnings)
+                    view.node_objects[str((item.get("metadata") or {}).get("name") or "")] = item
+    return view
+
+
+def claims_of_nodes(claims: Iterable[JsonObject]) -> dict[str, str]:
+    """Node name → the name of the NodeClaim whose ``status.nodeName`` it is."""
+    found: dict[str, str] = {}
+    for claim in claims:
+        node = (claim.get("status") or {}).get("nodeName")
+        if node:
+            found[str(node)] = str((claim.get("metadata") or {}).get("name") or "")
+    return found
 
 
 def _items(doc: JsonObject) -> Iterable[JsonObject]:
@@ -126,6 +137,7 @@ def from_cluster(kube: KubeCluster, source: str = "cluster") -> View:
         meta = namespace.get("metadata") or {}
         manifests.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
     _add_karpenter(view, [*_list(kube, EC2_NODE_CLASSES), *_list(kube, NODE_POOLS)])
+    view.claims = claims_of_nodes(_list(kube, NODE_CLAIMS))
     return view
 
 
