@@ -359,3 +359,15 @@ def test_a_nodepool_whose_node_class_is_missing_is_a_usage_error(run: Run, tmp_p
     code, out, err = run("explain", "node", "node-a", "-f", str(path), "--now", NOW)
     assert (code, out) == (2, "")
     assert "EC2NodeClass default" in err
+
+
+def test_an_invalid_do_not_disrupt_value_is_ignored_and_said_so(run: Run, tmp_path: Path) -> None:
+    odd = pod("web-1", "node-a").replace(
+        "labels: {app: web}}", "labels: {app: web}, annotations: {karpenter.sh/do-not-disrupt: sometimes}}"
+    )
+    path = write(tmp_path, CLASS, pool(), node("node-a"), node("node-b"), odd, pod("web-2", "node-b"))
+    document = explain(run, path, "node-a")
+    assert method(document, "consolidation")["blockedBy"] is None
+    [event] = [e for e in document["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
+    assert event["type"] == "Warning"
+    assert event["message"].startswith("Invalid karpenter.sh/do-not-disrupt annotation: ")

@@ -34,6 +34,7 @@ from fleetwright.disruption.drift import drift_reason
 from fleetwright.disruption.emptiness import empty_for
 from fleetwright.disruption.expiration import is_expired
 from fleetwright.disruption.notices import DISRUPTION_BLOCKED, plan_notices
+from fleetwright.disruption.notices import invalid_do_not_disrupt as ignored_annotations
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import (
@@ -48,7 +49,7 @@ from fleetwright.disruption.types import (
 from fleetwright.explain.pod import ExplainError, event_json
 from fleetwright.explain.view import View, disruption_for
 from fleetwright.kube.events import Event
-from fleetwright.kube.reasons import disruption_blocked, node_ref, unconsolidatable
+from fleetwright.kube.reasons import disruption_blocked, invalid_do_not_disrupt, node_ref, unconsolidatable
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.pod import Pod
 from fleetwright.plan import claim_json
@@ -121,6 +122,8 @@ def explain_node(
         if notice.node == name:
             make = disruption_blocked if notice.reason == DISRUPTION_BLOCKED else unconsolidatable
             found.events.append(make(node_ref(name), notice.message))
+    mine = {p.key for p in state.node.pods}
+    found.events += [invalid_do_not_disrupt(p, why) for p, why in ignored_annotations(inp) if p.key in mine]
     if ours:
         found.verdicts = verdicts(cluster, state)
     found.moves, found.replacements = removal(cluster, state)
