@@ -186,3 +186,40 @@ def test_bad_manifests_are_a_usage_error_naming_the_document(run: Run, tmp_path:
     assert code == 2
     assert out == ""
     assert "all.yaml" in err
+
+
+def test_a_pod_bigger_than_every_instance_type_of_a_pool_gets_the_resource_reason(
+    run: Run, tmp_path: Path
+) -> None:
+    small = "- {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}"
+    path = write(tmp_path, CLASS, pool("small", requirements=small), pool("general"), pod("wide", cpu="4"))
+    document = explain(run, path, "shop/wide")
+    assert document["decision"]["nodeClaim"]["nodePool"] == "general"
+    too_big = "no instance type has cpu=4 within the NodePool's requirements"
+    assert by_pool(document)["small"]["reason"] == too_big
+    assert "m5.large" not in by_pool(document)["general"]["instanceTypes"]
+
+
+def test_a_zone_spread_the_pool_cannot_keep_gets_the_topology_reason(run: Run, tmp_path: Path) -> None:
+    zone_a = "- {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}"
+    node_b = NODE.replace("node-a", "node-b").replace("us-east-1a", "us-east-1b")
+    spread = (
+        "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
+        "whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}]"
+    )
+    web = "namespace: shop, labels: {app: web}}"
+    labelled = [pod(f"web-{i}", node="node-a").replace("namespace: shop}", web) for i in range(2)]
+    new = pod("web-new", extra=spread).replace("namespace: shop}", web)
+    path = write(tmp_path, CLASS, pool("zonal", requirements=zone_a), NODE, node_b, *labelled, new)
+    document = explain(run, path, "shop/web-new")
+    assert document["decision"] == {
+        "action": "existing-node",
+        "node": "node-b",
+        "nodeClaim": None,
+        "reason": None,
+    }
+    assert not by_pool(document)["zonal"]["fits"]
+    assert by_pool(document)["zonal"]["reason"] == (
+        "topology spread on zone: maxSkew 1 cannot be met (matching pods: us-east-1a=2, us-east-1b=0); "
+        "only us-east-1a allowed by NodePool zonal"
+    )
