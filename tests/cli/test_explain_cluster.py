@@ -21,6 +21,7 @@ from tests.cli.conftest import Run
 from tests.cli.test_explain_node import CLASS, NOW, node, pdb, pod, pool
 
 TOKEN = "explain-test-token"
+RBAC = Path(__file__).resolve().parents[2] / "docs" / "explain-rbac.yaml"
 # The emulator stamps creationTimestamp with its clock: the nodes are created on the manifests' date.
 CREATED = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
 READS = {"get", "list"}
@@ -54,6 +55,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ApiServer, Path]]:
     server = ApiServer(
         port=0,
         token=TOKEN,
+        rbac=RBAC,  # enforced on the users add_user makes; the token above stays the administrator
         store=Store(clock=lambda: CREATED),
         deployment_controller=False,
         pod_lifecycle=False,
@@ -176,3 +178,30 @@ def test_the_nominated_event_names_the_nodeclaim_of_the_node_the_pod_would_go_to
     assert live["decision"]["action"] == "existing-node"
     assert live["decision"]["node"] == "node-a"  # the first node by name with room
     assert live["event"]["message"] == "Pod should schedule on: nodeclaim/general-x7k2p, node/node-a"
+
+
+def test_the_documented_cluster_role_is_all_explain_needs(
+    run: Run, cluster: tuple[ApiServer, Path], tmp_path: Path
+) -> None:
+    server, _ = cluster
+    token = server.add_user("alice", ("fleetwright-explain",))
+    kubeconfig = server.write_kubeconfig(tmp_path / "alice", token=token)
+    for args in (("node", "node-a"), ("pod", "shop/waiting")):
+        code, out, err = run("explain", *args, "--kubeconfig", str(kubeconfig), "--now", NOW)
+        assert code == 0 and out, err
+    assert server.authorizer is not None
+    asked = [r for r in server.authorizer.records if r.user.name == "alice"]
+    assert asked and all(r.allowed for r in asked)
+    assert {r.request.verb for r in asked} == {"list"}
+
+
+def test_a_user_without_the_role_gets_a_clear_error(
+    run: Run, cluster: tuple[ApiServer, Path], tmp_path: Path
+) -> None:
+    server, _ = cluster
+    token = server.add_user("bob", ("someone-else",))
+    kubeconfig = server.write_kubeconfig(tmp_path / "bob", token=token)
+    code, out, err = run("explain", "node", "node-a", "--kubeconfig", str(kubeconfig))
+    assert (code, out) == (1, "")
+    assert err.startswith("error: cannot read the cluster: ")
+    assert "forbidden" in err.lower()
