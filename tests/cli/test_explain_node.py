@@ -371,3 +371,16 @@ def test_an_invalid_do_not_disrupt_value_is_ignored_and_said_so(run: Run, tmp_pa
     [event] = [e for e in document["events"] if e["reason"] == "InvalidDoNotDisruptAnnotation"]
     assert event["type"] == "Warning"
     assert event["message"].startswith("Invalid karpenter.sh/do-not-disrupt annotation: ")
+
+
+def test_a_node_already_being_disrupted_is_left_to_its_termination(run: Run, tmp_path: Path) -> None:
+    cordoned = node("node-a", created="2026-01-01T00:00:00Z").replace(
+        "spec:\n", "spec:\n  taints: [{key: karpenter.sh/disrupted, effect: NoSchedule}]\n", 1
+    )
+    path = write(tmp_path, CLASS, pool(), cordoned, node("node-b"), pod("web-1", "node-a"))
+    document = explain(run, path, "node-a")
+    assert document["decision"] is None
+    assert {m["detail"] for m in document["methods"]} == {
+        "already being disrupted (cordoned for it, or being deleted)"
+    }
+    assert not any(m["applies"] for m in document["methods"])

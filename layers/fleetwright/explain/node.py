@@ -132,6 +132,17 @@ def explain_node(
 
 def verdicts(cluster: Cluster, state: NodeState) -> list[Verdict]:
     """Each method's verdict on ``state``, in the order a pass tries them."""
+    if state.terminating:
+        methods = (
+            ("expiration", EXPIRED),
+            ("emptiness", EMPTY),
+            ("drift", DRIFTED),
+            ("consolidation", UNDERUTILIZED),
+        )
+        return [
+            Verdict(m, r, False, "already being disrupted (cordoned for it, or being deleted)")
+            for m, r in methods
+        ]
     return [
         expiration(cluster, state),
         emptiness(cluster, state),
