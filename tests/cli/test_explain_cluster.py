@@ -153,25 +153,29 @@ def test_a_nodepool_of_the_cluster_without_its_node_class_is_skipped_with_a_warn
     assert [p["name"] for p in json.loads(out)["nodePools"]] == ["general"]
 
 
-def test_the_nominated_event_names_the_nodeclaim_of_the_node_the_pod_would_go_to(
-    run: Run, cluster: tuple[ApiServer, Path]
-) -> None:
-    server, kubeconfig = cluster
+def _nodeclaim(server: ApiServer, name: str, status: dict[str, Any], labels: dict[str, str]) -> None:
     rt = server.store.registry.lookup("karpenter.sh", "v1", "nodeclaims")
     assert rt is not None
     claim = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
-        "metadata": {"name": "general-x7k2p"},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "requirements": [
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
             ],
         },
-        "status": {"nodeName": "node-a"},
+        "status": status,
     }
     server.seed(rt, [claim], keep_status=True)
+
+
+def test_the_nominated_event_names_the_nodeclaim_of_the_node_the_pod_would_go_to(
+    run: Run, cluster: tuple[ApiServer, Path]
+) -> None:
+    server, kubeconfig = cluster
+    _nodeclaim(server, "general-x7k2p", {"nodeName": "node-a"}, {"karpenter.sh/nodepool": "general"})
     small = yaml.safe_load(dedent(PENDING).replace("waiting", "small").replace('"3500m"', "100m"))
     server.seed(PODS, [small], keep_status=True)
     live, _ = _explain(run, server, "pod", "shop/small", "--kubeconfig", str(kubeconfig))
@@ -205,3 +209,25 @@ def test_a_user_without_the_role_gets_a_clear_error(
     assert (code, out) == (1, "")
     assert err.startswith("error: cannot read the cluster: ")
     assert "forbidden" in err.lower()
+
+
+def test_a_nodeclaim_on_its_way_takes_the_pod_instead_of_a_new_launch(
+    run: Run, cluster: tuple[ApiServer, Path]
+) -> None:
+    server, kubeconfig = cluster
+    launched = {
+        "karpenter.sh/nodepool": "general",
+        "node.kubernetes.io/instance-type": "m5.xlarge",
+        "topology.kubernetes.io/zone": "us-east-1a",
+        "karpenter.sh/capacity-type": "on-demand",
+    }
+    room = {"cpu": "3920m", "memory": "14Gi", "pods": "58"}
+    _nodeclaim(server, "general-on-way", {"allocatable": room, "capacity": room}, launched)
+    live, made = _explain(run, server, "pod", "shop/waiting", "--kubeconfig", str(kubeconfig))
+    assert live["decision"]["action"] == "existing-node"
+    assert live["decision"]["node"] == "general-on-way"
+    assert live["event"]["message"] == "Pod should schedule on: nodeclaim/general-on-way"
+    assert set(made) <= READS
+    # the disruption planner sees it on its way too: the first node by name with room for node-a's pod
+    node, _ = _explain(run, server, "node", "node-a", "--kubeconfig", str(kubeconfig))
+    assert node["removal"]["pods"][0]["node"] == "general-on-way"

@@ -13,7 +13,7 @@ Two kinds of run of the same scheduler (:func:`fleetwright.scheduling.scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -88,20 +88,27 @@ def explain_pod(view: View, key: str, instance_types: list[InstanceType], region
     if pod.node_name:
         return PodExplanation(pod, BOUND, node=pod.node_name, pools=pools)
     batch = [p for p in inp.pods if p.key != pod.key] + [pending]
-    explanation = decision(pending, schedule(replace(inp, pods=batch)), view.claims)
+    coming = {n.name for n in view.in_flight}
+    explanation = decision(pending, schedule(replace(inp, pods=batch)), view.claims, coming)
     explanation.pools = pools
     return explanation
 
 
-def decision(pod: Pod, results: Results, claims: Mapping[str, str]) -> PodExplanation:
+def decision(
+    pod: Pod, results: Results, claims: Mapping[str, str], coming: Collection[str] = ()
+) -> PodExplanation:
     """What ``results`` do with ``pod``, and the event the provisioner would publish for it (``claims``:
-    node name → its NodeClaim's name, which ``Nominated`` names with the node)."""
+    node name → its NodeClaim's name, which ``Nominated`` names with the node; ``coming``: the NodeClaims
+    on their way, which it names alone)."""
     for claim in results.new_claims:
         if any(p.key == pod.key for p in claim.pods):
             return PodExplanation(pod, LAUNCH, claim=claim, event=nominated(pod, nodeclaim=claim.name))
     for placement in results.existing:
         if any(p.key == pod.key for p in placement.pods):
-            event = nominated(pod, nodeclaim=claims.get(placement.node, ""), node=placement.node)
+            if placement.node in coming:  # a NodeClaim on its way: no node yet
+                event = nominated(pod, nodeclaim=placement.node)
+            else:
+                event = nominated(pod, nodeclaim=claims.get(placement.node, ""), node=placement.node)
             return PodExplanation(pod, EXISTING, node=placement.node, event=event)
     reason = next((e.reason for e in results.errors if e.pod.key == pod.key), "not placed")
     return PodExplanation(pod, UNSCHEDULABLE, reason=reason, event=failed_scheduling(pod, reason))

@@ -13,7 +13,7 @@ creation and its pods' start times, and drift is the NodePool-requirements kind 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -48,13 +48,15 @@ class View:
     ``manifests.pods`` are the pods the provisioner would batch (from a cluster: those the kube-scheduler
     marked unschedulable); ``unbound`` are other pods without a node (not looked at by the kube-scheduler
     yet), which ``explain pod`` may still be asked about. ``node_objects`` are the Node objects by name;
-    ``claims`` names the NodeClaim of each node that has one (NodeClaim objects' ``status.nodeName``).
+    ``claims`` names the NodeClaim of each node that has one (NodeClaim objects' ``status.nodeName``);
+    ``in_flight`` are the NodeClaims launched but not registered yet, as nodes on their way.
     """
 
     manifests: Manifests
     node_objects: dict[str, JsonObject] = field(default_factory=dict)
     unbound: list[Pod] = field(default_factory=list)
     claims: dict[str, str] = field(default_factory=dict)
+    in_flight: list[Node] = field(default_factory=list)
     source: str = "manifests"
     warnings: list[str] = field(default_factory=list)
 
@@ -137,8 +139,37 @@ def from_cluster(kube: KubeCluster, source: str = "cluster") -> View:
         meta = namespace.get("metadata") or {}
         manifests.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
     _add_karpenter(view, [*_list(kube, EC2_NODE_CLASSES), *_list(kube, NODE_POOLS)])
-    view.claims = claims_of_nodes(_list(kube, NODE_CLAIMS))
+    nodeclaims = _list(kube, NODE_CLAIMS)
+    view.claims = claims_of_nodes(nodeclaims)
+    for claim in nodeclaims:
+        node = _convert(view, in_flight_node, claim)
+        if node is not None:
+            view.in_flight.append(node)
     return view
+
+
+def in_flight_node(claim: JsonObject) -> Node | None:
+    """A NodeClaim launched (it has ``status.allocatable``) but without a node yet, as the node on its way
+    (None for other claims); its type's labels are added with the catalog (:func:`with_type_labels`)."""
+    meta = claim.get("metadata") or {}
+    status = claim.get("status") or {}
+    if status.get("nodeName") or not status.get("allocatable") or meta.get("deletionTimestamp"):
+        return None
+    name = str(meta.get("name") or "")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    labels.setdefault(wk.HOSTNAME, name)
+    obj = {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": (claim.get("spec") or {}).get("taints") or []},
+        "status": {"allocatable": status["allocatable"], "capacity": status.get("capacity") or {}},
+    }
+    return replace(node_from_object(obj), ready=False, in_flight=True)
+
+
+def with_type_labels(node: Node, by_type: Mapping[str, InstanceType]) -> Node:
+    """The node on its way with its instance type's well-known labels (arch, OS, family, ...)."""
+    known = by_type.get(node.labels.get(wk.INSTANCE_TYPE, ""))
+    return replace(node, labels={**known.labels, **node.labels}) if known is not None else node
 
 
 def _add_pod(view: View, obj: JsonObject, bound: dict[str, list[Pod]]) -> None:
@@ -202,9 +233,14 @@ def _add_karpenter(view: View, objects: Sequence[JsonObject]) -> None:
 
 
 def scheduling_for(view: View, instance_types: list[InstanceType], region: str) -> SchedulingInput:
-    """The scheduler's input, as ``fleetwright plan`` builds it (raises ``PlanError`` on a NodePool whose
-    EC2NodeClass is missing from manifests)."""
-    return scheduling_input(view.manifests, instance_types, region)
+    """The scheduler's input, as ``fleetwright plan`` builds it, with the NodeClaims on their way among the
+    nodes (raises ``PlanError`` on a NodePool whose EC2NodeClass is missing from manifests)."""
+    manifests = view.manifests
+    if view.in_flight:
+        by_type = {t.name: t for t in instance_types}
+        coming = [with_type_labels(n, by_type) for n in view.in_flight]
+        manifests = replace(manifests, nodes=[*manifests.nodes, *coming])
+    return scheduling_input(manifests, instance_types, region)
 
 
 def disruption_for(
@@ -232,6 +268,7 @@ def disruption_for(
             pdb_from_object(o) for o in manifests.pdbs if (o.get("spec") or {}).get("selector") is not None
         ],
         pending=list(manifests.pods),
+        in_flight=[with_type_labels(n, by_type) for n in view.in_flight],
         volumes=dict(volume_requirements(manifests.pvcs, manifests.pvs, manifests.storageclasses)),
         namespace_labels=dict(manifests.namespace_labels),
         settings=settings or DisruptionSettings(),
