@@ -38,9 +38,10 @@ PIP_PYTHON_VERSION = "3.14"  # must match RUNTIME
 
 # Provided by the Lambda runtime; installing them would add ~33 MB (unzipped) to the layer.
 EXCLUDED_REQUIREMENTS = frozenset({"boto3", "botocore", "s3transfer", "jmespath"})
-# Parts of the package no Lambda function imports: the command line, the local API emulator, the offline
-# planner and manifest loader (the functions read the cluster, not files) and the catalog generator.
-EXCLUDED_PATHS = ("local", "cli.py", "plan.py", "catalog/generate.py")
+# Parts of the package no Lambda function imports: the command line and ``explain``, the local API emulator,
+# the offline planner and manifest loader (the functions read the cluster, not files) and the catalog
+# generator.
+EXCLUDED_PATHS = ("local", "explain", "cli.py", "plan.py", "catalog/generate.py")
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".mypy_cache")
 
 

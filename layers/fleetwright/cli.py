@@ -1,8 +1,8 @@
 """The ``fleetwright`` command line.
 
-Subcommands here: ``plan``, ``validate`` and ``catalog export``. Other packages add theirs with an
-``add_cli(subparsers)`` function declared as a ``fleetwright.commands`` entry point (``pyproject.toml``); one
-whose module is not installed is skipped. A subcommand sets ``handler``
+Subcommands here: ``plan``, ``validate``, ``catalog export`` and ``explain`` (``fleetwright.explain``).
+Other packages add theirs with an ``add_cli(subparsers)`` function declared as a ``fleetwright.commands``
+entry point (``pyproject.toml``); one whose module is not installed is skipped. A subcommand sets ``handler``
 (``Callable[[argparse.Namespace], int]``, returning the exit code) with ``set_defaults``; commands grouped
 under one word (``fleetwright local ...``) use :func:`fleetwright.commands.command_group`.
 """
@@ -190,6 +190,15 @@ def _add_catalog(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_catalog_export)
 
 
+# --- explain ---------------------------------------------------------------------------------------------
+
+
+def _add_explain(subparsers: Subparsers) -> None:
+    from fleetwright.explain.command import add_cli
+
+    add_cli(subparsers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -200,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(subparsers)
     _add_validate(subparsers)
     _add_catalog(subparsers)
+    _add_explain(subparsers)
     _add_optional(subparsers)
     return parser
 

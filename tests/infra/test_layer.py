@@ -56,6 +56,7 @@ def test_layer_leaves_out_offline_tools_and_runtime_provided_sdk(synthesis: Synt
         "fleetwright/local",
         "fleetwright/cli.py",
         "fleetwright/plan.py",
+        "fleetwright/explain",
         "fleetwright/catalog/generate.py",
         "boto3",
         "botocore",
