@@ -168,3 +168,45 @@ def test_later_rounds_start_from_the_markers_the_first_read_left() -> None:
     assert later.last_pod_event == 240.0 and after["n"].removed == 240.0
     stored = listing()["n"]
     assert stored.removed == 240.0 and stored.count == 1
+
+
+def test_a_failed_marker_write_fails_the_pass_and_the_departure_is_counted_late_never_early(
+    make_rig: RigFactory,
+) -> None:
+    """DynamoDB throttles the pod-set marker write of the pass that sees a pod leave: that pass disrupts
+    nothing, and the next one counts the departure from its own time."""
+    from botocore.exceptions import ClientError
+
+    rig = make_rig(nodepool(consolidate_after="30s"))
+    big = rig.node("m5.2xlarge")
+    wall = rig.world.wall
+    wall.advance(60)
+    started(rig, "web-0", big, wall() - 10)
+    started(rig, "web-1", big, wall() - 10)
+    controller = rig.controller()
+    assert underutilized(controller.run_once()) == []
+
+    wall.advance(60)
+    rig.world.client.delete(PODS, "web-1", "default")
+    wait_for(lambda: len(rig.world.kube.list_pods_on_node(big)) == 1)
+    podsets = rig.world.state.podsets
+    put = podsets.put
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem")
+
+    def refuse(_marker: object) -> None:
+        raise throttled
+
+    podsets.put = refuse  # type: ignore[method-assign]
+    failed = controller.run_once()
+    assert failed.error and "ThrottlingException" in failed.error
+    assert failed.commands == []
+    podsets.put = put  # type: ignore[method-assign]
+
+    wall.advance(20)  # the departure was 20 s ago; this pass sees it
+    assert underutilized(controller.run_once()) == []
+    marker = podsets.get(big)
+    assert marker is not None and marker.removed == wall()
+    wall.advance(29)  # 49 s after the departure, 29 s after the pass that saw it
+    assert underutilized(controller.run_once()) == []
+    wall.advance(2)
+    assert underutilized(controller.run_once()) == [[big]]
