@@ -12,7 +12,7 @@ from fleetwright.local.apiserver.resources import PODS as STORED_PODS
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.simulate.cloud import node_name
 from fleetwright.local.simulate.engine import Outcome
-from fleetwright.local.simulate.report import figures
+from fleetwright.local.simulate.report import figures, render_table
 from fleetwright.local.simulate.runner import MOTO, replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
@@ -44,6 +44,7 @@ def test_three_one_cpu_pods_on_m5_large_cost_what_a_hand_count_gives(spec_for: S
     assert result.node_hours == pytest.approx(running / 3600)
     assert result.peak_nodes == 3
     assert result.launches == 3
+    assert result.unused == 0
     assert result.pending == {"p50": 46.0, "p95": 46.0, "p99": 46.0, "max": 46.0}
     assert result.disruptions == {"Empty": 3}
     assert result.evicted == 0
@@ -103,6 +104,16 @@ def test_the_state_table_in_memory_and_in_moto_give_the_same_replay(spec_for: Sp
     assert figures("m", replay(spec, items), START_EPOCH) == figures(
         "m", replay(spec, items, backend=MOTO), START_EPOCH
     )
+
+
+def test_a_node_whose_pod_left_before_it_was_ready_is_a_launch_never_used(spec_for: SpecFor) -> None:
+    # Launched at 6 for the pod of 5 s; the pod is gone at 20, the node is Ready at 51 and stays empty.
+    outcome = replay(spec_for(nodepool()), trace(pods(1, 5.0, 20.0), 1800.0))
+    result = figures("default", outcome, START_EPOCH)
+    assert result.launches == 1
+    assert result.unused == 1
+    assert result.as_json()["launchesNeverUsed"] == 1
+    assert "launches never used" in render_table([result], 1800.0)
 
 
 def test_pods_waiting_for_a_registered_node_get_no_second_node(spec_for: SpecFor) -> None:

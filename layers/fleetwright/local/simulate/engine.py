@@ -81,6 +81,7 @@ class Outcome:
     passes: int
     errors: list[str]
     interruptions: int = 0  # spot interruption warnings sent
+    used_nodes: set[str] = field(default_factory=set)  # Nodes a trace pod was ever bound to
 
 
 def _dns_name(name: str) -> str:
@@ -171,6 +172,7 @@ class Replay:
         self._unschedulable: set[str] = set()  # pods the kube-scheduler left unschedulable
         self._unbound: set[str] = set()  # pods not bound to a node yet (the kube-scheduler's work)
         self.samples: list[Sample] = []
+        self.used_nodes: set[str] = set()
         self.passes = 0
         self.errors: list[str] = []
         self._subscription = world.store.subscribe(self._on_pod_event, [PODS])
@@ -213,6 +215,7 @@ class Replay:
             self.passes,
             self.errors,
             self.interruptions,
+            self.used_nodes,
         )
 
     def _loop(self) -> None:
@@ -238,14 +241,16 @@ class Replay:
             when, _, kind, payload = heapq.heappop(self._events)
             self.clock.advance_to(self.clock.start + when)
             handlers[kind](payload)
-            if kind in TRACE_EVENTS and self._events and self._events[0][:1] == (when,):
-                if self._events[0][2] in TRACE_EVENTS:
-                    continue  # pods created or deleted at one instant: the kube-scheduler sees them together
+            if kind in TRACE_EVENTS and self._next_is_trace_event_at(when):
+                continue  # pods created or deleted at one instant: the kube-scheduler sees them together
             self._settle()
             if self.progress is not None and when >= next_progress:
                 self.progress(when / end if end else 1.0)
                 next_progress = when + end / 200
         self.clock.advance_to(self.clock.start + end)
+
+    def _next_is_trace_event_at(self, when: float) -> bool:
+        return bool(self._events) and self._events[0][0] == when and self._events[0][2] in TRACE_EVENTS
 
     # -- trace pods ----------------------------------------------------------------------------------
 
@@ -419,6 +424,7 @@ class Replay:
     def _heard(self, summary: Any) -> None:
         """What the provisioner's pod watch hears of a kube-scheduler pass: pods it has not seen
         unschedulable in this invocation open or extend the batch."""
+        self.used_nodes.update(summary.bound.values())
         for key in summary.bound:
             self._unbound.discard(key)
             self._unschedulable.discard(key)

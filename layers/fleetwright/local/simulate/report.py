@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwright.catalog.bill import DEFAULT_REGION, node_class_view
-from fleetwright.local.simulate.cloud import SimInstance
+from fleetwright.local.simulate.cloud import SimInstance, node_name
 from fleetwright.local.simulate.engine import Outcome
 
 MINIMUM_BILLED_SECONDS = 60.0
@@ -134,6 +134,7 @@ class Figures:
     address_dollars: float = 0.0
     series: list[Point] = field(default_factory=list, repr=False)
     approximate: bool = False  # the lower bound: some LP solve stopped at its time limit
+    unused: int = 0  # launches whose node never ran a trace pod
 
     @property
     def launches_per_node(self) -> float:
@@ -176,6 +177,7 @@ class Figures:
             "launches": self.launches,
             "launchesPerPeakNode": round(self.launches_per_node, 3),
             "launchesPerNodeNeeded": None if per_needed is None else round(per_needed, 3),
+            "launchesNeverUsed": self.unused,
             "launchesByType": dict(sorted(self.by_type.items())),
             "podPendingSeconds": {k: round(v, 3) for k, v in self.pending.items()},
             "podsNeverRan": self.never_ran,
@@ -225,6 +227,7 @@ def figures(policy: str, outcome: Outcome, start: float, region: str = DEFAULT_R
         volume_dollars=volumes,
         address_dollars=addresses,
         series=timeline(outcome.instances, start, outcome.duration, region),
+        unused=sum(1 for i in outcome.instances if node_name(i.id) not in outcome.used_nodes),
     )
 
 
@@ -259,6 +262,7 @@ def render_table(rows: Sequence[Figures], duration: float) -> str:
     ]
     if needed is not None:
         lines.append(["launches / node needed", *(per_needed(r) for r in rows)])
+    lines.append(["launches never used", *(cell(r, str(r.unused)) for r in rows)])
     for key in (*(f"p{p}" for p in PERCENTILES), "max"):
         lines.append([f"pending {key} (s)", *(cell(r, f"{r.pending.get(key, 0.0):.1f}") for r in rows)])
     lines.append(["pods never ran", *(cell(r, str(r.never_ran)) for r in rows)])
