@@ -223,10 +223,11 @@ CATALOG: tuple[MetricSpec, ...] = (
 BY_NAME = {spec.name: spec for spec in CATALOG}
 
 # The custom metrics the stack's alarms read, by monitoring level (infra.settings.Monitoring). The essential
-# ones are written only when something fails, so an idle cluster publishes none of them.
+# ones are written only when something fails or launches, so an idle cluster publishes none of them.
 ESSENTIAL_ALARM_METRICS = (
     PROVISIONING_ERRORS,
     REGISTRATION_TIMEOUTS,
+    CLAIMS_LAUNCHED,
     TERMINATION_FAILURES,
     DISRUPTION_ERRORS,
     MESSAGES_REJECTED,
