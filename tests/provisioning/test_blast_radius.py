@@ -1,6 +1,7 @@
-"""The bounds on a runaway launcher, on the wall clock tests move by hand: the cluster-wide launch-rate cap
-holds across invocations and fails closed, and a NodePool whose nodes never register stops launching for
-a cool-off instead of relaunching every 15 minutes for ever."""
+"""The bounds on a runaway launcher, on virtual clocks (the wall clock tests move by hand, and the watching
+loop's): the cluster-wide launch-rate cap holds across passes and invocations and fails closed, and a
+NodePool whose nodes never register stops launching for a cool-off instead of relaunching every 15 minutes
+for ever."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fleetwright.observability.metrics import (
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from tests.provisioning.conftest import World, make_config, nodepool
+from tests.provisioning.virtual_clock import VirtualLoopClock
 
 ONE_POD_PER_NODE = nodepool(instance_types=["c5.large"])  # 1-cpu pods: one per c5.large
 
@@ -70,6 +72,25 @@ def test_a_scheduler_that_launches_every_pass_is_held_to_the_cap_in_every_window
         in_window = [t for t in launched_at if start <= t < start + 600.0]
         assert len(in_window) <= 5
     assert len(launched_at) <= 5 * 3  # 20 minutes: at most two whole windows and a part of a third
+
+
+def test_a_runaway_watching_loop_is_held_to_the_cap_and_so_is_the_next_invocation(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Provisioner, "_in_flight_nodes", lambda *_args: [])  # every pass launches again
+    world.pending(4)
+    config = make_config(ONE_POD_PER_NODE, launch_rate_limit=2, batch_idle_seconds=0.2)
+    clock = VirtualLoopClock()
+
+    report = world.provisioner(config, loop_clock=clock).run_until(clock.monotonic() + 50.0)
+
+    assert len(report.launched) == 2
+    assert len([p for p in report.passes if p.held]) >= 3  # it kept retrying, held back every time
+    world.wall.advance(60)
+    following = VirtualLoopClock()
+    again = world.provisioner(config, loop_clock=following).run_until(following.monotonic() + 50.0)
+    assert again.launched == [] and again.passes  # the next invocation shares the count
+    assert len(world.instances()) == 2
 
 
 def test_the_cap_fails_closed_when_its_record_changes_meanwhile(
