@@ -24,7 +24,7 @@ from fleetwright.provisioning.nodepool_source import (
     SOURCE_CONFIGURATION,
     NodePoolSource,
 )
-from fleetwright.provisioning.nodepool_status import NodePoolStatus
+from fleetwright.provisioning.nodepool_status import BREAKERS_MAX_AGE_SECONDS, NodePoolStatus
 from fleetwright.state.launchguard import BreakerPolicy
 from tests.aws.conftest import CLUSTER
 from tests.local.conftest import KUBECTL
@@ -152,6 +152,7 @@ def test_status_says_what_bounds_a_nodepool_and_when_its_breaker_holds_it(
     world.state.launchguard.record_timeouts(
         "open", [world.wall()], last_registered=None, policy=policy, reason="1 node(s) did not register"
     )
+    world.wall.advance(BREAKERS_MAX_AGE_SECONDS)  # the status reads the breakers once a minute
     source.refresh()
     held = conditions(world.client.get(NODE_POOLS, "open"))
     assert held["NodeRegistrationHealthy"][0] == "False"
@@ -159,7 +160,7 @@ def test_status_says_what_bounds_a_nodepool_and_when_its_breaker_holds_it(
     assert held["Ready"] == ("True", "")  # as Karpenter: Ready depends on validation and the node class
     assert kubectl("describe", "nodepool", "open").count("RegistrationBreakerOpen") == 1
 
-    world.wall.advance(policy.cool_off_seconds)
+    world.wall.advance(policy.cool_off_seconds - BREAKERS_MAX_AGE_SECONDS)
     source.refresh()
     assert conditions(world.client.get(NODE_POOLS, "open"))["NodeRegistrationHealthy"] == ("True", "")
 

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from fleetwright.aws.nodeclass import NodeClassResolver
     from fleetwright.kube.cache import ClusterCache
 
+# How long the registration breakers read for the NodePools' status are used before being read again.
+BREAKERS_MAX_AGE_SECONDS: Final = 60.0
+
 # Metric: a status that could not be written (dimension Kind).
 STATUS_WRITE_ERRORS: Final = "StatusWriteErrors"
 
@@ -159,8 +162,8 @@ class NodePoolStatus:
     gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
     that publishes synced it) once it has been synced, instead of listed. ``claims`` lists the claim
     records, so launched claims count before their Node registers (without it, only Nodes count).
-    ``breakers`` reads the registration breakers (``NodeRegistrationHealthy``; without it the condition is
-    left out).
+    ``breakers`` reads the registration breakers (``NodeRegistrationHealthy``, at most a minute late;
+    without it the condition is left out).
     """
 
     def __init__(
@@ -179,6 +182,7 @@ class NodePoolStatus:
         self.cache = cache
         self.claims = claims
         self.breakers = breakers
+        self._breakers_read: tuple[float, Mapping[str, Breaker]] | None = None  # when, and what
         self.resolver = resolver
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
@@ -212,14 +216,21 @@ class NodePoolStatus:
         return written
 
     def _breakers(self) -> Mapping[str, Breaker] | None:
-        """The registration breakers, by NodePool (None without a reader, or when it fails: logged)."""
+        """The registration breakers, by NodePool, read at most once every ``BREAKERS_MAX_AGE_SECONDS``
+        (a pass runs every few seconds; a breaker opens for half an hour): None without a reader, or
+        when it fails (logged)."""
         if self.breakers is None:
             return None
+        now = self.clock()
+        if self._breakers_read is not None and now - self._breakers_read[0] < BREAKERS_MAX_AGE_SECONDS:
+            return self._breakers_read[1]
         try:
-            return self.breakers()
+            found = self.breakers()
         except Exception as error:
             self._failed("NodePool", "*", error)
             return None
+        self._breakers_read = (now, found)
+        return found
 
     def _nodes(self) -> list[JsonObject]:
         """The Nodes of any NodePool (label ``karpenter.sh/nodepool``)."""

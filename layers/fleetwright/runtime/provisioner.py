@@ -74,7 +74,7 @@ def nodepool_source(
         logger=logger,
         cache=to.cache,
         claims=to.state.nodeclaims.list,
-        breakers=to.state.launchguard.breakers,
+        breakers=lambda: to.state.launchguard.breakers(consistent=False),
     )
     return NodePoolSource(to.kube, config, metrics=sink, logger=logger, status=status)
 
