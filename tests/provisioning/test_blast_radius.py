@@ -135,6 +135,12 @@ def test_a_nodepool_whose_nodes_never_register_is_not_relaunched_for_ever(world:
     late = [t for t in launched_at if t >= 6 * 3600]
     assert len(late) <= 2  # in the second six hours, at most one probe every 4 h
     assert "registration breaker" in _failed_scheduling(world)["app-0"]
+    events = world.client.list(EVENTS, "default").items
+    opened = [e for e in events if e.get("reason") == "RegistrationBreakerOpen"]
+    assert len(opened) == metrics.total(REGISTRATION_BREAKER_OPENED)  # one Event per opening, on the NodePool
+    for event in opened:
+        assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == ("NodePool", "default")
+        assert event["type"] == "Warning" and "launches nothing until" in event["message"]
 
 
 def test_a_node_that_becomes_ready_resets_the_count(world: World) -> None:

@@ -172,6 +172,7 @@ def count_timeouts(
             continue
         if breaker.is_open(now) and breaker.opened_at >= now:  # opened by these timeouts
             life.metrics.add(obs.REGISTRATION_BREAKER_OPENED, 1, obs.COUNT, {"NodePool": pool})
+            life.events.publish(reasons.registration_breaker_open(pool, breaker_message(breaker)))
             life.log.warning(
                 "registration breaker opened; the NodePool launches nothing meanwhile",
                 extra={
