@@ -166,3 +166,22 @@ def test_a_node_that_becomes_ready_resets_the_count(world: World) -> None:
     assert world.state.launchguard.open_breakers(world.wall()) == {}
     ended = world.state.nodeclaims.get(late.id)
     assert ended is not None and ended.status == ClaimStatus.TERMINATED
+
+
+def test_a_few_hosts_that_never_join_a_scale_up_do_not_stop_the_nodepool(world: World) -> None:
+    world.pending(6, cpu="3")  # one per node: a c5.xlarge, or a registered 4-cpu node
+    config = make_config(nodepool(instance_types=["c5.xlarge"]))
+    launched = world.provisioner(config).run_once().launched
+    assert len(launched) == 6
+    joined, lost = launched[:3], launched[3:]
+    for i, claim in enumerate(joined):
+        world.register_node(claim.provider_id, f"node-{i}", ready=True)
+    assert len(world.provisioner(config).reconcile().initialized) == 3
+    world.wall.advance(16 * 60)
+
+    report = world.provisioner(config).run_once()
+
+    # Three timeouts at once, but the NodePool's other nodes are Ready: the hosts' fault, not the NodePool's.
+    assert sorted(report.reconciles[0].timed_out) == sorted(c.id for c in lost)
+    assert world.state.launchguard.open_breakers(world.wall()) == {}
+    assert len(report.launched) == 3  # the three pods get new nodes at once

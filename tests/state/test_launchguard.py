@@ -103,3 +103,17 @@ def test_a_node_ready_since_resets_the_count_and_the_doubling(guard: LaunchGuard
     assert (breaker.opens, breaker.timeouts) == (0, [START + 2500])
     assert not breaker.is_open(START + 2500)
     assert "default" not in guard.open_breakers(START + 2500)
+
+
+def test_a_nodepool_with_a_node_ready_within_the_window_stays_open_to_launches(
+    guard: LaunchGuardStore,
+) -> None:
+    # A scale-up of hundreds: most nodes became Ready, three hosts never joined. The NodePool works.
+    ready_at = START + 120
+    times = [START + 900 + i for i in range(3)]
+    breaker = guard.record_timeouts("default", times, last_registered=ready_at, policy=POLICY, reason="x")
+    assert not breaker.is_open(START + 903) and breaker.timeouts == times
+    # An hour after its last Ready node, timeouts open it.
+    later = [START + 120 + 3600 + i for i in range(3)]
+    breaker = guard.record_timeouts("default", later, last_registered=ready_at, policy=POLICY, reason="x")
+    assert breaker.is_open(later[-1])

@@ -150,8 +150,8 @@ def count_timeouts(
     for record in timed_out:
         by_pool.setdefault(record.nodepool, []).append(record)
     for pool, pool_records in sorted(by_pool.items()):
-        # A node of the NodePool that became Ready resets the count (a node registered but never Ready
-        # does not: it times out too).
+        # A node of the NodePool that became Ready resets the count, and one within the window keeps the
+        # breaker closed (a node registered but never Ready does neither: it times out too).
         ready = [r.initialized_at for r in records if r.nodepool == pool and r.initialized_at]
         now = life.wall_clock()
         times = [now] * len(pool_records)

@@ -46,8 +46,9 @@ class ProvisionerConfig:
 
     Blast radius (``docs/provisioner.md``, "Bounded blast radius"): at most ``launch_rate_limit``
     instances are launched in any ``launch_rate_window_seconds``, cluster-wide; a NodePool whose claims
-    timed out ``breaker_threshold`` times within ``breaker_window_seconds`` with no node registering in
-    between launches nothing for ``breaker_cool_off_seconds`` (doubled at each failed retry, at most 4 h).
+    timed out ``breaker_threshold`` times within ``breaker_window_seconds`` with none of its nodes Ready
+    within that window launches nothing for ``breaker_cool_off_seconds`` (doubled at each failed retry, at
+    most 4 h).
     """
 
     cluster_name: str

@@ -12,8 +12,8 @@ count over-estimates, never under-estimates: at most ``limit`` launches are gran
 ``window`` seconds.
 
 Breakers: items ``BREAKER#<cluster>`` / NodePool name: ``timeouts`` (when claims of the NodePool timed out,
-within the window and since its last registration), ``opens`` (consecutive openings with no node of the
-NodePool registered since), ``openedAt``, ``openUntil``, ``reason``.
+within the window and since one of its nodes last became Ready), ``opens`` (consecutive openings with no
+node of the NodePool Ready since), ``openedAt``, ``openUntil``, ``reason``.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Breaker:
 @dataclass(frozen=True, slots=True)
 class BreakerPolicy:
     """When a NodePool's breaker opens: ``threshold`` registration timeouts within ``window_seconds`` with
-    no node of the NodePool registered in between. It stays open ``cool_off_seconds``, doubled at each
+    no node of the NodePool Ready within that window. It stays open ``cool_off_seconds``, doubled at each
     opening that follows with still no registration (a half-open probe that failed), up to
     ``max_cool_off_seconds``."""
 
@@ -195,10 +195,11 @@ def _breaker(item: Item) -> Breaker:
 def _count_timeout(
     breaker: Breaker, now: float, last_registered: float | None, policy: BreakerPolicy, reason: str
 ) -> None:
-    """One timeout at ``now``: a registration since resets the count (and the doubling), as does a
-    window without a timeout after the breaker closed; a breaker already open stays as it is; a half-open
-    breaker (opened before, no registration since) opens again at once, for twice as long; a closed one
-    opens at ``threshold`` timeouts within the window."""
+    """One timeout at ``now`` (``last_registered``: when a node of the NodePool last became Ready): a node
+    Ready since resets the count (and the doubling), as does a window without a timeout after the breaker
+    closed; a breaker already open stays as it is; a half-open breaker (opened before, no node Ready
+    since) opens again at once, for twice as long; a closed one opens at ``threshold`` timeouts within the
+    window if no node of the NodePool became Ready within it."""
     if last_registered is not None:
         breaker.timeouts = [t for t in breaker.timeouts if t > last_registered]
         if last_registered >= breaker.opened_at:
@@ -208,7 +209,9 @@ def _count_timeout(
     breaker.timeouts = [t for t in breaker.timeouts if t > now - policy.window_seconds] + [now]
     if breaker.is_open(now):
         return
-    if breaker.opens or len(breaker.timeouts) >= policy.threshold:
+    # A NodePool with a node Ready within the window works: its timeouts are the hosts' own faults.
+    works = last_registered is not None and last_registered > now - policy.window_seconds
+    if breaker.opens or (len(breaker.timeouts) >= policy.threshold and not works):
         breaker.opens += 1
         breaker.opened_at = now
         breaker.open_until = now + policy.cool_off(breaker.opens)
