@@ -150,7 +150,7 @@ def test_status_says_what_bounds_a_nodepool_and_when_its_breaker_holds_it(
 
     policy = BreakerPolicy(threshold=1)
     world.state.launchguard.record_timeouts(
-        "open", [world.wall()], last_registered=None, policy=policy, reason="1 node(s) did not register"
+        "open", [world.wall()], last_registered=None, policy=policy, reason="{count} did not register"
     )
     world.wall.advance(BREAKERS_MAX_AGE_SECONDS)  # the status reads the breakers once a minute
     source.refresh()

@@ -73,8 +73,11 @@ def test_the_breaker_opens_at_the_threshold_and_doubles_after_a_failed_probe(gua
             "gpu", [START + minute * 60], last_registered=None, policy=POLICY, reason="x"
         )
         assert not breaker.is_open(START + minute * 60)
-    opened = guard.record_timeouts("gpu", [START + 45 * 60], last_registered=None, policy=POLICY, reason="x")
+    opened = guard.record_timeouts(
+        "gpu", [START + 45 * 60], last_registered=None, policy=POLICY, reason="{count} timed out"
+    )
     assert opened.open_until == START + 45 * 60 + 1800
+    assert opened.reason == "3 timed out"
     assert set(guard.open_breakers(START + 50 * 60)) == {"gpu"}
     assert guard.open_breakers(START + 76 * 60) == {}  # cool-off over: a probe may launch
     # The probe times out too: open again at once, twice as long.

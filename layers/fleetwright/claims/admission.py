@@ -156,8 +156,9 @@ def count_timeouts(
         now = life.wall_clock()
         times = [now] * len(pool_records)
         reason = (
-            f"{len(pool_records)} node(s) did not register within "
-            f"{config.registration_timeout_seconds:.0f} s (last: NodeClaim {pool_records[-1].id})"
+            "{count} of its nodes did not register or become Ready within "
+            f"{config.registration_timeout_seconds:.0f} s and none was Ready in the last "
+            f"{config.breaker_window_seconds / 60:.0f} min (last: NodeClaim {pool_records[-1].id})"
         )
         try:
             breaker = life.state.launchguard.record_timeouts(

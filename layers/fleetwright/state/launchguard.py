@@ -145,8 +145,8 @@ class LaunchGuardStore:
         reason: str,
     ) -> Breaker:
         """Count registration timeouts of ``nodepool`` at ``times`` (``last_registered``: when a node of
-        the NodePool last registered, as the claims show it) and open its breaker when ``policy`` says so;
-        the breaker as written."""
+        the NodePool last became Ready, as the claims show it) and open its breaker when ``policy`` says so,
+        with ``reason`` (``{count}`` in it replaced by the timeouts counted); the breaker as written."""
         for _ in range(RECORD_ATTEMPTS):
             item = self.table.get(self.breaker_pk, nodepool)
             breaker = _breaker(item) if item else Breaker(nodepool)
@@ -215,4 +215,4 @@ def _count_timeout(
         breaker.opens += 1
         breaker.opened_at = now
         breaker.open_until = now + policy.cool_off(breaker.opens)
-        breaker.reason = reason
+        breaker.reason = reason.replace("{count}", str(len(breaker.timeouts)))
