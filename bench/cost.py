@@ -64,18 +64,18 @@ class MonitoringLevel:
 # Checked against the synthesized templates and infra/controller_metrics.py by
 # tests/infra/test_cost_options.py.
 MONITORING = {
-    # 12 alarms reading 17 metrics (the workflow-execution alarm 3, the dead-letter alarm 2 with the rules'
+    # 13 alarms reading 18 metrics (the workflow-execution alarm 3, the dead-letter alarm 2 with the rules'
     # delivery dead-letter queue, the near-limit ones 2 each). Idle series: the provisioner's PendingPods,
     # DurationOfTimeout, MemoryOfLimit; the disruption function's NodeCount and ClusterHourlyCost totals,
     # DisruptionCandidates, DisruptionDecisionDuration, DurationOfTimeout, MemoryOfLimit. The dashboard's
     # detailed sections take it past 50 metrics.
-    "full": MonitoringLevel(alarm_metrics=17, idle_metrics=9, dashboard_in_free_tier=False),
+    "full": MonitoringLevel(alarm_metrics=18, idle_metrics=9, dashboard_in_free_tier=False),
     # The same alarms; the two diagnostics of the disruption pass left out.
-    "alarms": MonitoringLevel(alarm_metrics=17, idle_metrics=7, dashboard_in_free_tier=True),
-    # 10 alarms reading 13 metrics, none written by an idle cluster; idle series: PendingPods and the
+    "alarms": MonitoringLevel(alarm_metrics=18, idle_metrics=7, dashboard_in_free_tier=True),
+    # 11 alarms reading 14 metrics, none written by an idle cluster; idle series: PendingPods and the
     # NodeCount and ClusterHourlyCost totals.
     "essential": MonitoringLevel(
-        alarm_metrics=13, idle_metrics=3, dashboard_in_free_tier=True, node_splits=False
+        alarm_metrics=14, idle_metrics=3, dashboard_in_free_tier=True, node_splits=False
     ),
 }
 # With nodes: NodeCount and ClusterHourlyCost per NodePool (one) and per capacity type (on-demand, spot).
@@ -185,6 +185,13 @@ TRANSACTIONAL_WRITE_UNITS = 2
 LAUNCH_CLAIM_WRITES = (True, True, False)
 REMOVAL_CLAIM_WRITES = (False, False, False)
 LAUNCH_CLAIM_READS = 2  # consistent GetItems of the record
+# The bounds on a runaway (docs/provisioner.md, *Bounded blast radius*): a launching pass reads and rewrites
+# the launch-rate count (a GetItem and a conditional PutItem of a small item) and Queries the breakers,
+# counted per launch (at most one launching pass per launch); the NodePools' status reads the breakers
+# at most once a minute, eventually consistent (half a read unit).
+LAUNCH_GUARD_WRITES = 1
+LAUNCH_GUARD_READS = 2
+STATUS_BREAKER_READS_PER_INVOCATION = 0.5
 
 
 def monthly(deployment: Deployment, cluster: Cluster) -> dict[str, float]:
@@ -250,7 +257,7 @@ def dynamodb_units(
 ) -> tuple[float, float]:
     """Write and read request units of a month (the constants above; launches as many as removals)."""
     claim_writes = sum(claim_write_units(f) for f in LAUNCH_CLAIM_WRITES + REMOVAL_CLAIM_WRITES)
-    writes = passes * LEASE_WRITES_PER_PASS + removals * claim_writes
+    writes = passes * LEASE_WRITES_PER_PASS + removals * (claim_writes + LAUNCH_GUARD_WRITES)
     query_units = max(1, math.ceil(cluster.nodes * CLAIM_RECORD_KB / 4))
     cold = COLD_STARTS_PER_DAY * DAYS_PER_MONTH
     # Queries again: at most once per pass, after a cold start or another process's claim write (the
@@ -264,6 +271,8 @@ def dynamodb_units(
         + (passes + invocations) * REVISION_READS_PER_PASS
         + (provisioner_queries + disruption_queries) * query_units
         + removals * LAUNCH_CLAIM_READS * math.ceil(CLAIM_RECORD_KB / 4)
+        + removals * LAUNCH_GUARD_READS
+        + invocations * STATUS_BREAKER_READS_PER_INVOCATION
     )
     return writes, reads
 

@@ -50,6 +50,9 @@ NODES_REGISTERED = provisioning.NODES_REGISTERED
 NODES_INITIALIZED = provisioning.NODES_INITIALIZED
 NODE_STARTUP_DURATION = provisioning.NODE_STARTUP_DURATION
 REGISTRATION_TIMEOUTS = provisioning.REGISTRATION_TIMEOUTS
+LAUNCH_RATE_CAPPED = provisioning.LAUNCH_RATE_CAPPED
+REGISTRATION_BREAKER_OPENED = provisioning.REGISTRATION_BREAKER_OPENED
+REGISTRATION_BREAKER_HELD = provisioning.REGISTRATION_BREAKER_HELD
 PROVISIONING_ERRORS = provisioning.PASS_ERRORS
 LEASE_LOST = provisioning.LEASE_LOST
 SCHEDULING_DURATION = provisioning.SCHEDULING_DURATION
@@ -164,6 +167,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _spec(NODES_INITIALIZED, CLAIM_SERVICES, *POOL),
     _spec(NODE_STARTUP_DURATION, CLAIM_SERVICES, *POOL, unit=SECONDS),
     _spec(REGISTRATION_TIMEOUTS, CLAIM_SERVICES, *POOL),
+    _spec(LAUNCH_RATE_CAPPED, CLAIM_SERVICES),
+    _spec(REGISTRATION_BREAKER_OPENED, CLAIM_SERVICES, *POOL),
+    _spec(REGISTRATION_BREAKER_HELD, CLAIM_SERVICES, *POOL),
     _spec(NODE_SYNC_ERRORS, CLAIM_SERVICES),
     _spec(NODECLAIM_SYNC_ERRORS, CLAIM_SERVICES, "Operation"),
     _spec(STATIC_LIMIT_REACHED, CLAIM_SERVICES, *POOL),
@@ -217,10 +223,11 @@ CATALOG: tuple[MetricSpec, ...] = (
 BY_NAME = {spec.name: spec for spec in CATALOG}
 
 # The custom metrics the stack's alarms read, by monitoring level (infra.settings.Monitoring). The essential
-# ones are written only when something fails, so an idle cluster publishes none of them.
+# ones are written only when something fails or launches, so an idle cluster publishes none of them.
 ESSENTIAL_ALARM_METRICS = (
     PROVISIONING_ERRORS,
     REGISTRATION_TIMEOUTS,
+    CLAIMS_LAUNCHED,
     TERMINATION_FAILURES,
     DISRUPTION_ERRORS,
     MESSAGES_REJECTED,

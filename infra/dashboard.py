@@ -36,6 +36,9 @@ PERIOD = Duration.minutes(1)
 WIDGET_WIDTH = 12
 # Launches, errors and costs are rare events: five-minute sums read better than one-minute spikes.
 EVENT_PERIOD = Duration.minutes(5)
+# The launch-rate alarm: launches in the cap's default window (10 min) reaching half its default limit.
+LAUNCH_RATE_PERIOD = Duration.minutes(10)
+LAUNCH_RATE_ALARM = 500
 OVERVIEW_WIDTH = 6  # four graphs a row
 # CloudWatch's free tier covers 3 dashboards of up to 50 metrics each (docs/cost.md).
 FREE_DASHBOARD_METRICS = 50
@@ -438,12 +441,18 @@ class FleetwrightDashboard(Construct):
         )
         self._add_widgets(
             cloudwatch.GraphWidget(
-                title="Nodes registered and initialized; registration timeouts",
+                title="Nodes registered and initialized; registration timeouts, launches held back",
                 left=[
                     cm.insights(cm.NODES_REGISTERED, None, period=EVENT_PERIOD),
                     cm.insights(cm.NODES_INITIALIZED, None, period=EVENT_PERIOD),
                 ],
-                right=[cm.insights(cm.REGISTRATION_TIMEOUTS, service, period=EVENT_PERIOD)],
+                right=[
+                    cm.insights(cm.REGISTRATION_TIMEOUTS, service, period=EVENT_PERIOD),
+                    # The bounds on a runaway: breakers opened, and claims they and the rate cap held back.
+                    cm.insights(cm.REGISTRATION_BREAKER_OPENED, None, period=EVENT_PERIOD),
+                    cm.insights(cm.REGISTRATION_BREAKER_HELD, None, period=EVENT_PERIOD),
+                    cm.insights(cm.LAUNCH_RATE_CAPPED, None, period=EVENT_PERIOD),
+                ],
                 width=WIDGET_WIDTH,
             ),
             cloudwatch.GraphWidget(
@@ -497,7 +506,26 @@ class FleetwrightDashboard(Construct):
             cloudwatch.AlarmWidget(title="Failed provisioning passes", alarm=failing, width=WIDGET_WIDTH),
             cloudwatch.AlarmWidget(title="Registration timeouts", alarm=timeouts, width=WIDGET_WIDTH),
         )
-        return [self.add_alarm(failing), self.add_alarm(timeouts)]
+        return [self.add_alarm(failing), self.add_alarm(timeouts), *self.add_launch_rate_alarms()]
+
+    def add_launch_rate_alarms(self) -> list[cloudwatch.Alarm]:
+        """An alarm on the cluster's launch rate (every launcher's claims in 10 minutes) reaching half the
+        launch-rate cap (docs/provisioner.md, "Bounded blast radius"). It also covers the cap being reached:
+        a rolling window of 1,000 launches puts at least 500 in one of the two 10-minute periods it
+        overlaps, so no second alarm (and alarm metric) is needed for that."""
+        rate = cloudwatch.Alarm(
+            self,
+            "LaunchRate",
+            alarm_description=f"More than {LAUNCH_RATE_ALARM} instances launched in 10 minutes, half the "
+            "launch-rate cap: a scale-up far above the usual, or a runaway. Check the provisioner's log for "
+            "the pods launched for, and the NodePools' limits.",
+            metric=cm.insights(cm.CLAIMS_LAUNCHED, None, period=LAUNCH_RATE_PERIOD),
+            threshold=LAUNCH_RATE_ALARM,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        return [self.add_alarm(rate)]
 
     def add_interruption_widgets(self) -> None:
         """What the interruption handler publishes: events by kind, rejected and duplicate messages,

@@ -2,6 +2,10 @@
 
 Shared by the CLI, ``cdk synth`` and the Lambda functions' cold start, so all three print the same
 messages.
+
+A NodePool without ``spec.limits`` gets a *note* among the report lines, not a warning: Karpenter accepts
+it and many of its own examples omit limits, so it is valid and fully acted on; the note says what bounds
+it instead (the cluster-wide launch-rate cap). Warnings stay for what Fleetwright does not do as written.
 """
 
 from __future__ import annotations
@@ -24,10 +28,22 @@ def _flatten(ref: DocumentRef, doc: Mapping[str, Any]) -> Iterator[tuple[Documen
         yield ref, doc
 
 
+def unlimited_note(name: str, limits: Any, replicas: Any) -> str | None:
+    """Why the NodePool ``name`` (its ``spec.limits`` and ``spec.replicas``) launches without a bound of its
+    own; None when it has limits or is static (``replicas`` bounds it)."""
+    if limits or replicas is not None:
+        return None
+    return (
+        f"NodePool {name} has no spec.limits: only the cluster-wide launch-rate cap bounds how many "
+        "nodes it launches (set limits.cpu or limits.nodes to bound it)"
+    )
+
+
 def validate(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     """Check the NodePools and EC2NodeClasses in ``paths``: ``(report lines, warnings, errors)``.
 
-    Every document is checked, so one run shows every problem; other kinds are noted and skipped.
+    Every document is checked, so one run shows every problem; other kinds are noted and skipped. Report
+    lines include notes (``<document>: note: ...``), which change nothing: a NodePool without limits.
     """
     from fleetwright.manifests import manifest_files, read_documents
     from fleetwright.model.karpenter import check_references, is_karpenter_document, parse_karpenter_document
@@ -59,6 +75,8 @@ def validate(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
                     nodeclasses += parsed.nodeclasses
                     warnings += [warning.render() for warning in parsed.warnings]
                     report.append(f"{ref.describe()}: OK")
+                    notes = (unlimited_note(p.name, p.spec.limits, p.spec.replicas) for p in parsed.nodepools)
+                    report += [f"{ref.describe()}: note: {note}" for note in notes if note]
         except DocumentError as err:
             errors.append(str(err))
     errors += [f"error: {problem}" for problem in check_references(nodepools, nodeclasses)]

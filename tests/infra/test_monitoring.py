@@ -166,7 +166,16 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
     # with the provisioner's and the disruption function's near-limit alarms (test_private_cluster.py)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 12
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 13
+
+
+def test_a_launch_rate_of_half_the_cap_raises_an_alarm(synthesis: Synthesis) -> None:
+    alarms = _alarms(synthesis)
+    [rate] = [a for a in alarms if "NodeClaimsLaunched" in json.dumps(a.get("Metrics", ""))]
+    # Every launcher's launches (the provisioner's and replacements) over the cap's window
+    assert rate["Metrics"][0]["Expression"] == "SELECT SUM(NodeClaimsLaunched) FROM Fleetwright"
+    assert (rate["Metrics"][0]["Period"], rate["Threshold"]) == (600, 500)
+    assert rate["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
 def test_any_rejected_interruption_message_raises_an_alarm(synthesis: Synthesis) -> None:

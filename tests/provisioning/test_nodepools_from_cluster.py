@@ -24,7 +24,8 @@ from fleetwright.provisioning.nodepool_source import (
     SOURCE_CONFIGURATION,
     NodePoolSource,
 )
-from fleetwright.provisioning.nodepool_status import NodePoolStatus
+from fleetwright.provisioning.nodepool_status import BREAKERS_MAX_AGE_SECONDS, NodePoolStatus
+from fleetwright.state.launchguard import BreakerPolicy
 from tests.aws.conftest import CLUSTER
 from tests.local.conftest import KUBECTL
 from tests.provisioning.conftest import World, make_config, nodepool
@@ -119,6 +120,49 @@ def make(world: World) -> Make:
         return world.provisioner(config, metrics=metrics, nodepool_source=source), source, metrics
 
     return build
+
+
+def test_status_says_what_bounds_a_nodepool_and_when_its_breaker_holds_it(
+    world: World, kubectl: Kubectl
+) -> None:
+    writer = NodePoolStatus(
+        world.kube,
+        clock=world.wall,
+        claims=world.state.nodeclaims.list,
+        breakers=world.state.launchguard.breakers,
+    )
+    source = NodePoolSource(world.kube, make_config(), status=writer)
+    kubectl.apply(
+        NODECLASS,
+        nodepool_doc("bounded", "c5.large", limits={"cpu": "100"}),
+        nodepool_doc("open", "m5.large"),
+    )
+    source.refresh()
+    bounded = conditions(world.client.get(NODE_POOLS, "bounded"))
+    unbounded = conditions(world.client.get(NODE_POOLS, "open"))
+    assert bounded["LimitsConfigured"] == ("True", "")
+    assert (
+        unbounded["LimitsConfigured"][0] == "False"
+        and "has no spec.limits" in unbounded["LimitsConfigured"][1]
+    )
+    assert unbounded["Ready"] == ("True", "")  # a note, not a fault
+    assert bounded["NodeRegistrationHealthy"] == unbounded["NodeRegistrationHealthy"] == ("True", "")
+
+    policy = BreakerPolicy(threshold=1)
+    world.state.launchguard.record_timeouts(
+        "open", [world.wall()], last_registered=None, policy=policy, reason="{count} did not register"
+    )
+    world.wall.advance(BREAKERS_MAX_AGE_SECONDS)  # the status reads the breakers once a minute
+    source.refresh()
+    held = conditions(world.client.get(NODE_POOLS, "open"))
+    assert held["NodeRegistrationHealthy"][0] == "False"
+    assert "launches nothing until" in held["NodeRegistrationHealthy"][1]
+    assert held["Ready"] == ("True", "")  # as Karpenter: Ready depends on validation and the node class
+    assert kubectl("describe", "nodepool", "open").count("RegistrationBreakerOpen") == 1
+
+    world.wall.advance(policy.cool_off_seconds - BREAKERS_MAX_AGE_SECONDS)
+    source.refresh()
+    assert conditions(world.client.get(NODE_POOLS, "open"))["NodeRegistrationHealthy"] == ("True", "")
 
 
 def launched(provisioner: Provisioner) -> list[tuple[str, str]]:
@@ -244,6 +288,7 @@ def test_status_shows_resources_and_resolved_nodeclass(world: World, kubectl: Ku
     pool = world.client.get(NODE_POOLS, "general")
     assert pool["status"]["resources"] == {"cpu": "2", "memory": "7910Mi", "pods": "29", "nodes": "1"}
     assert {k: v[0] for k, v in conditions(pool).items()} == {
+        "LimitsConfigured": "False",  # no spec.limits: a note, Ready stays True
         "NodeClassReady": "True",
         "Ready": "True",
         "ValidationSucceeded": "True",

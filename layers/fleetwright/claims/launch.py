@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from fleetwright.aws.deadline import Deadline, deadline_scope
 from fleetwright.aws.networkinterfaces import EFA_RESOURCE
+from fleetwright.claims.admission import Admission
 from fleetwright.claims.records import (
     claim_record,
     launch_request,
@@ -53,6 +54,8 @@ class Launcher:
 
     def __init__(self, life: ClaimLifecycle) -> None:
         self.life = life
+        # The launch-rate cap and the registration breakers, checked before anything is recorded.
+        self.admission = Admission(life)
 
     def deadline(self) -> float:
         """When this pass's launches must be done (epoch seconds): the lease's expiry or the invocation's
@@ -73,7 +76,8 @@ class Launcher:
         nominate: bool = False,
     ) -> None:
         """Record ``claims`` and launch them; outcomes go to ``report`` (``launched``, ``failed``). With
-        ``nominate`` the pods of each launched claim are told which claim they wait for."""
+        ``nominate`` the pods of each launched claim are told which claim they wait for (and those of a claim
+        held back by the launch-rate cap or a registration breaker, why they wait: claims/admission.py)."""
         life = self.life
         # Renewing proves the lease is still ours and gives the launches a full lease to finish in.
         life.lease.renew()
@@ -82,6 +86,9 @@ class Launcher:
             for claim in claims:
                 report.failed[claim.name] = f"{DEADLINE_EXCEEDED}: no time left to launch before the deadline"
             life.log.warning("no time left to launch", extra={"claims": len(claims)})
+            return
+        claims = self.admission.admit(claims, report, nominate=nominate)
+        if not claims:
             return
         planned: list[Planned] = []
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fleetwright.claims.admission import count_timeouts
 from fleetwright.claims.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
 from fleetwright.claims.records import launched_fields
 from fleetwright.claims.registration import (
@@ -52,6 +53,21 @@ class Reconciler:
         nodes = nodes_by_instance(life.node_objects())
         now = life.wall_clock()
         type_labels = _TypeLabels(life.catalogs)
+        timed_out = len(report.timed_out)
+        self._follow(following, nodes, now, type_labels, report)
+        if len(report.timed_out) > timed_out:
+            ended = set(report.timed_out[timed_out:])
+            count_timeouts(life, [r for r in following if r.id in ended], records)
+
+    def _follow(
+        self,
+        following: Sequence[NodeClaimRecord],
+        nodes: Mapping[str, Mapping[str, Any]],
+        now: float,
+        type_labels: _TypeLabels,
+        report: ReconcileReport,
+    ) -> None:
+        """Registration, initialization and timeouts of the claims launched or registered."""
         for record in following:
             node = nodes.get(record.instance_id)
             if record.status == ClaimStatus.LAUNCHED and node is None:
@@ -171,7 +187,7 @@ class Reconciler:
         report.timed_out.append(record.id)
         life.metrics.add(obs.REGISTRATION_TIMEOUTS, 1, obs.COUNT, {"NodePool": record.nodepool})
         life.log.warning(
-            f"node never {what}d; instance terminated",
+            f"node never {'initialized' if registered else 'registered'}; instance terminated",
             extra={
                 "nodeclaim": record.id,
                 "instanceId": record.instance_id,

@@ -17,6 +17,8 @@ class PassReport:
     unschedulable: int = 0
     launched: list[NodeClaimRecord] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # claim id → reason
+    # Claims not launched (nor recorded) by the bounds on a runaway (claims/admission.py), also in ``failed``.
+    held: dict[str, str] = field(default_factory=dict)  # claim name → reason
     scheduling_seconds: float = 0.0
     error: str = ""
 

@@ -18,6 +18,9 @@ from fleetwright.config.names import (
     ENV_ACCOUNT,
     ENV_BATCH_IDLE_SECONDS,
     ENV_BATCH_MAX_SECONDS,
+    ENV_BREAKER_COOL_OFF_SECONDS,
+    ENV_BREAKER_THRESHOLD,
+    ENV_BREAKER_WINDOW_SECONDS,
     ENV_CLUSTER,
     ENV_DEADLINE_MARGIN_SECONDS,
     ENV_DEFAULT_REGION,
@@ -26,6 +29,8 @@ from fleetwright.config.names import (
     ENV_KUBECONFIG,
     ENV_LAUNCH_MARGIN_SECONDS,
     ENV_LAUNCH_PARALLELISM,
+    ENV_LAUNCH_RATE_LIMIT,
+    ENV_LAUNCH_RATE_WINDOW_SECONDS,
     ENV_LEASE_SECONDS,
     ENV_LEASE_WAIT_SECONDS,
     ENV_MIN_NODE_AGE_SECONDS,
@@ -141,6 +146,11 @@ class FunctionEnvironment(BaseModel):
     launch_margin_seconds: Seconds = Field(5.0, alias=ENV_LAUNCH_MARGIN_SECONDS)
     settle_grace_seconds: Seconds = Field(30.0, alias=ENV_SETTLE_GRACE_SECONDS)
     launch_parallelism: Count = Field(8, alias=ENV_LAUNCH_PARALLELISM)
+    launch_rate_limit: Count = Field(1000, alias=ENV_LAUNCH_RATE_LIMIT)
+    launch_rate_window_seconds: Seconds = Field(600.0, alias=ENV_LAUNCH_RATE_WINDOW_SECONDS)
+    breaker_threshold: Count = Field(3, alias=ENV_BREAKER_THRESHOLD)
+    breaker_window_seconds: Seconds = Field(3600.0, alias=ENV_BREAKER_WINDOW_SECONDS)
+    breaker_cool_off_seconds: Seconds = Field(1800.0, alias=ENV_BREAKER_COOL_OFF_SECONDS)
     # Interruption handling.
     replace_on_rebalance: Flag = Field(False, alias=ENV_REPLACE_ON_REBALANCE)
     account_id: str = Field("", alias=ENV_ACCOUNT, pattern=r"^\d{12}$")
@@ -199,6 +209,11 @@ class FunctionEnvironment(BaseModel):
                 "launch_margin_seconds",
                 "settle_grace_seconds",
                 "launch_parallelism",
+                "launch_rate_limit",
+                "launch_rate_window_seconds",
+                "breaker_threshold",
+                "breaker_window_seconds",
+                "breaker_cool_off_seconds",
                 "economy",
             }
         )

@@ -43,6 +43,12 @@ class ProvisionerConfig:
     tag, or failed, ``settle_grace_seconds`` after its launch deadline (claims recorded without one:
     ``orphan_grace_seconds`` after creation). ``economy`` makes each invocation a single pass instead of
     watching until the deadline.
+
+    Blast radius (``docs/provisioner.md``, "Bounded blast radius"): at most ``launch_rate_limit``
+    instances are launched in any ``launch_rate_window_seconds``, cluster-wide; a NodePool whose claims
+    timed out ``breaker_threshold`` times within ``breaker_window_seconds`` with none of its nodes Ready
+    within that window launches nothing for ``breaker_cool_off_seconds`` (doubled at each failed retry, at
+    most 4 h).
     """
 
     cluster_name: str
@@ -59,6 +65,11 @@ class ProvisionerConfig:
     launch_margin_seconds: float = 5.0
     settle_grace_seconds: float = 30.0
     launch_parallelism: int = 8
+    launch_rate_limit: int = 1000
+    launch_rate_window_seconds: float = 600.0
+    breaker_threshold: int = 3
+    breaker_window_seconds: float = 3600.0
+    breaker_cool_off_seconds: float = 1800.0
     economy: bool = False
     failed_claim_ttl_seconds: float = 3600.0
     terminated_claim_ttl_seconds: float = 86400.0

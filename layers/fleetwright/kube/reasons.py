@@ -17,6 +17,8 @@ FAILED_SCHEDULING: Final = "FailedScheduling"
 # NodeClaim lifecycle.
 INSUFFICIENT_CAPACITY_ERROR: Final = "InsufficientCapacityError"
 LAUNCH_FAILED: Final = "LaunchFailed"
+# A NodePool whose nodes keep failing to register stops launching for a while (Fleetwright's own).
+REGISTRATION_BREAKER_OPEN: Final = "RegistrationBreakerOpen"
 # Disruption.
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
@@ -96,6 +98,17 @@ def launch_failed(nodeclaim: ObjectRef, message: str, *, capacity: bool) -> Even
         WARNING,
         (_identity(nodeclaim),),
     )
+
+
+def nodepool_ref(name: str) -> ObjectRef:
+    """The reference to a NodePool (the recorder looks its uid up, so ``kubectl describe`` finds it)."""
+    return ObjectRef("NodePool", name, api_version=NODE_CLAIM_API_VERSION)
+
+
+def registration_breaker_open(nodepool: str, message: str) -> Event:
+    """The NodePool launches nothing until its registration breaker closes, and why."""
+    ref = nodepool_ref(nodepool)
+    return Event(ref, REGISTRATION_BREAKER_OPEN, message, WARNING, (_identity(ref), message))
 
 
 def disruption_blocked(ref: ObjectRef, message: str) -> Event:

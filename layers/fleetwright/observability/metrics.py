@@ -27,6 +27,12 @@ PASS_ERRORS = "ProvisioningErrors"
 LEASE_LOST = "LeaseLost"
 # A claim launched after EC2 refused one of its offerings for capacity (or quota) in the same launch.
 INSUFFICIENT_CAPACITY_RECOVERED = "InsufficientCapacityRecovered"
+# Claims not launched because the cluster-wide launch-rate cap was reached (or its record could not be
+# updated: the cap fails closed).
+LAUNCH_RATE_CAPPED = "LaunchRateCapped"
+# A NodePool's registration breaker opened (dimension NodePool), and claims it held back (dimension NodePool).
+REGISTRATION_BREAKER_OPENED = "RegistrationBreakerOpened"
+REGISTRATION_BREAKER_HELD = "RegistrationBreakerHeld"
 
 # Series the handlers leave out (comma-separated): ``Name`` withholds every series of a metric, ``Name{A+B}``
 # only the one with exactly those dimensions of its own (``Name{}``: the one without). The stack sets it per

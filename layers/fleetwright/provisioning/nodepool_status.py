@@ -2,13 +2,14 @@
 
 NodePool: ``resources`` (the summed capacity of its nodes, plus ``nodes``, their number; as Karpenter counts
 them, a claim whose instance is launched counts from then, at that instance's capacity, before its Node
-registers) and the
-conditions ``ValidationSucceeded``, ``NodeClassReady`` and ``Ready``. EC2NodeClass: the ``subnets``,
-``securityGroups``, ``amis``, ``capacityReservations`` and ``instanceProfile`` its terms resolve to and
-the conditions ``ValidationSucceeded``, ``SubnetsReady``, ``SecurityGroupsReady``, ``AMIsReady``,
-``InstanceProfileReady``, ``CapacityReservationsReady`` and ``Ready``. Written through the status
-subresource, and only when it differs from what the object holds; a condition keeps its
-``lastTransitionTime`` while its status stays.
+registers) and the conditions ``ValidationSucceeded``, ``NodeClassReady`` and ``Ready``, and two that
+``Ready`` does not depend on: ``LimitsConfigured`` (False for a NodePool without ``spec.limits``) and
+Karpenter's ``NodeRegistrationHealthy`` (False while the NodePool's registration breaker holds its
+launches). EC2NodeClass: the ``subnets``, ``securityGroups``, ``amis``, ``capacityReservations`` and
+``instanceProfile`` its terms resolve to and the conditions ``ValidationSucceeded``, ``SubnetsReady``,
+``SecurityGroupsReady``, ``AMIsReady``, ``InstanceProfileReady``, ``CapacityReservationsReady`` and
+``Ready``. Written through the status subresource, and only when it differs from what the object holds; a
+condition keeps its ``lastTransitionTime`` while its status stays.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from fleetwright.claims.admission import breaker_message
 from fleetwright.claims.registration import instance_id_of
 from fleetwright.kube.client import MERGE_PATCH, JsonObject
 from fleetwright.kube.cluster import KubeCluster
@@ -29,11 +31,16 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.resources import add, parse_resources
 from fleetwright.observability.metrics import MetricsSink, NullMetrics
 from fleetwright.provisioning.nodepool_source import SOURCE_CLUSTER, VALIDATION_FAILED, KarpenterObjects
+from fleetwright.state.launchguard import Breaker
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
+from fleetwright.validation import unlimited_note
 
 if TYPE_CHECKING:
     from fleetwright.aws.nodeclass import NodeClassResolver
     from fleetwright.kube.cache import ClusterCache
+
+# How long the registration breakers read for the NodePools' status are used before being read again.
+BREAKERS_MAX_AGE_SECONDS: Final = 60.0
 
 # Metric: a status that could not be written (dimension Kind).
 STATUS_WRITE_ERRORS: Final = "StatusWriteErrors"
@@ -103,17 +110,23 @@ def nodepool_resources(
 
 
 def conditions(
-    wanted: Mapping[str, Condition], before: Sequence[Mapping[str, Any]], generation: int, now: str
+    wanted: Mapping[str, Condition],
+    before: Sequence[Mapping[str, Any]],
+    generation: int,
+    now: str,
+    informational: Mapping[str, Condition] | None = None,
 ) -> list[JsonObject]:
-    """``wanted`` plus ``Ready`` (True when all of them are), as condition objects; times carried over
-    from ``before`` for conditions whose status did not change."""
+    """``wanted`` plus ``Ready`` (True when all of them are) and ``informational`` (which ``Ready`` does not
+    depend on), as condition objects; times carried over from ``before`` for conditions whose status did
+    not change."""
     unhealthy = [f"{kind}={status}" for kind, (status, _, _) in wanted.items() if status != TRUE]
     ready: Condition = (
         (TRUE, "Ready", "") if not unhealthy else (FALSE, "UnhealthyDependents", ", ".join(unhealthy))
     )
     old = {str(c.get("type")): c for c in before if isinstance(c, Mapping)}
     result: list[JsonObject] = []
-    for kind, (status, reason, message) in sorted({**wanted, "Ready": ready}.items()):
+    every = {**(informational or {}), **wanted, "Ready": ready}
+    for kind, (status, reason, message) in sorted(every.items()):
         previous = old.get(kind)
         since = (
             str(previous["lastTransitionTime"])
@@ -149,6 +162,8 @@ class NodePoolStatus:
     gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
     that publishes synced it) once it has been synced, instead of listed. ``claims`` lists the claim
     records, so launched claims count before their Node registers (without it, only Nodes count).
+    ``breakers`` reads the registration breakers (``NodeRegistrationHealthy``, at most a minute late;
+    without it the condition is left out).
     """
 
     def __init__(
@@ -161,10 +176,13 @@ class NodePoolStatus:
         clock: Callable[[], float] = time.time,
         cache: ClusterCache | None = None,
         claims: Callable[[], Sequence[NodeClaimRecord]] | None = None,
+        breakers: Callable[[], Mapping[str, Breaker]] | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
         self.claims = claims
+        self.breakers = breakers
+        self._breakers_read: tuple[float, Mapping[str, Breaker]] | None = None  # when, and what
         self.resolver = resolver
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
@@ -190,11 +208,29 @@ class NodePoolStatus:
             status, ready = self._nodeclass_status(obj, read, classes.get(name), now)
             class_ready[name] = ready
             written += self._write(EC2_NODE_CLASSES, obj, status)
+        breakers = self._breakers()
         for obj in read.nodepool_objects:
             written += self._write(
-                NODE_POOLS, obj, self._nodepool_status(obj, read, class_ready, resources, now)
+                NODE_POOLS, obj, self._nodepool_status(obj, read, class_ready, resources, now, breakers)
             )
         return written
+
+    def _breakers(self) -> Mapping[str, Breaker] | None:
+        """The registration breakers, by NodePool, read at most once every ``BREAKERS_MAX_AGE_SECONDS``
+        (a pass runs every few seconds; a breaker opens for half an hour): None without a reader, or
+        when it fails (logged)."""
+        if self.breakers is None:
+            return None
+        now = self.clock()
+        if self._breakers_read is not None and now - self._breakers_read[0] < BREAKERS_MAX_AGE_SECONDS:
+            return self._breakers_read[1]
+        try:
+            found = self.breakers()
+        except Exception as error:
+            self._failed("NodePool", "*", error)
+            return None
+        self._breakers_read = (now, found)
+        return found
 
     def _nodes(self) -> list[JsonObject]:
         """The Nodes of any NodePool (label ``karpenter.sh/nodepool``)."""
@@ -213,6 +249,7 @@ class NodePoolStatus:
         class_ready: Mapping[str, Condition],
         resources: Mapping[str, dict[str, str]],
         now: str,
+        breakers: Mapping[str, Breaker] | None = None,
     ) -> JsonObject:
         name = _name(obj)
         ref = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeClassRef") or {}
@@ -233,10 +270,30 @@ class NodePoolStatus:
             "NodeClassReady": node_class,
         }
         before = (obj.get("status") or {}).get("conditions") or []
+        informational = self._bounds(name, obj.get("spec") or {}, breakers)
         return {
             "resources": resources.get(name, {"nodes": "0"}),
-            "conditions": conditions(wanted, before, _generation(obj), now),
+            "conditions": conditions(wanted, before, _generation(obj), now, informational),
         }
+
+    def _bounds(
+        self, name: str, spec: Mapping[str, Any], breakers: Mapping[str, Breaker] | None
+    ) -> dict[str, Condition]:
+        """What bounds the NodePool's launches (neither makes it not Ready): ``LimitsConfigured`` (False
+        without ``spec.limits``: only the cluster-wide launch-rate cap bounds it) and, with the breakers,
+        Karpenter's ``NodeRegistrationHealthy`` (False while its registration breaker holds launches)."""
+        note = unlimited_note(name, spec.get("limits"), spec.get("replicas"))
+        found: dict[str, Condition] = {
+            "LimitsConfigured": (FALSE, "NoLimits", note) if note else (TRUE, "LimitsConfigured", "")
+        }
+        if breakers is not None:
+            breaker = breakers.get(name)
+            found["NodeRegistrationHealthy"] = (
+                (FALSE, "RegistrationBreakerOpen", breaker_message(breaker))
+                if breaker is not None and breaker.is_open(self.clock())
+                else (TRUE, "NodeRegistrationHealthy", "")
+            )
+        return found
 
     def _nodeclass_status(
         self, obj: JsonObject, read: KarpenterObjects, node_class: EC2NodeClass | None, now: str

@@ -74,6 +74,7 @@ def nodepool_source(
         logger=logger,
         cache=to.cache,
         claims=to.state.nodeclaims.list,
+        breakers=lambda: to.state.launchguard.breakers(consistent=False),
     )
     return NodePoolSource(to.kube, config, metrics=sink, logger=logger, status=status)
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fleetwright.state.emptiness import EmptinessStore
+from fleetwright.state.launchguard import LaunchGuardStore
 from fleetwright.state.lease import DEFAULT_LEASE_SECONDS, Lease
 from fleetwright.state.nodeclaims import NodeClaimStore
 from fleetwright.state.podevents import PodSetStore
@@ -17,8 +18,8 @@ ENV_TABLE = "FLEETWRIGHT_STATE_TABLE"
 
 
 class StateStore:
-    """NodeClaims, the unavailable-offerings cache, "empty since" and pod-set markers, leases and
-    idempotency records of one cluster.
+    """NodeClaims, the unavailable-offerings cache, "empty since" and pod-set markers, the launch-rate
+    record and registration breakers, leases and idempotency records of one cluster.
 
     ``table`` is a table name or a :class:`DynamoTable`; ``clock`` gives epoch seconds.
     """
@@ -41,6 +42,7 @@ class StateStore:
         self.nodeclaims = NodeClaimStore(self.table, cluster)
         self.emptiness = EmptinessStore(self.table, cluster)
         self.podsets = PodSetStore(self.table, cluster)
+        self.launchguard = LaunchGuardStore(self.table, cluster)
         self.unavailable = DynamoUnavailableOfferings(
             self.table, cluster, refresh_seconds=unavailable_refresh_seconds, clock=clock
         )
