@@ -12,9 +12,12 @@ from datetime import UTC, datetime
 from typing import Final
 
 from fleetwright.catalog.bill import NodeBill, NodeClassView, node_bill, node_class_view
+from fleetwright.claims.terms import NO_TERMS, ClaimTerms, pool_terms
 from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
+from fleetwright.model.hashes import HASH_VERSION, nodeclass_hash, nodepool_hash
+from fleetwright.model.hashes import VERSIONS as HASH_VERSIONS
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
@@ -127,8 +130,9 @@ class Cluster:
         self._allowed: dict[tuple[str, str], int] = {}
         self.memo: dict[str, object] = {}  # per-pass figures a method computes once (e.g. Balanced totals)
         self._views: dict[str, NodeClassView] = {}
-        # Durations parsed once per pool, not once per node.
-        self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
+        # Durations parsed once per pool, not once per node: what nodes without terms of their own follow.
+        self.pool_terms = {name: pool_terms(p) for name, p in self.pools.items()}
+        self._hashes: dict[tuple[str, str, str], str | None] = {}
         self.consolidate_after = {
             name: p.spec.disruption.consolidate_after_seconds() for name, p in self.pools.items()
         }
@@ -162,6 +166,34 @@ class Cluster:
     def pool_of(self, state: NodeState) -> NodePool | None:
         """The NodePool of ``state``, or None when the node is not ours."""
         return self.pools.get(state.nodepool)
+
+    def terms(self, state: NodeState) -> ClaimTerms:
+        """The node's ``expireAfter`` and ``terminationGracePeriod``: its claim's own, copied at launch, else
+        (a claim recorded before they were copied) its NodePool's current ones."""
+        if state.terms is not None:
+            return state.terms
+        return self.pool_terms.get(state.nodepool, NO_TERMS)
+
+    def current_hash(self, kind: str, name: str, version: str) -> str | None:
+        """The current drift hash of NodePool (``kind`` "nodepool") or EC2NodeClass ``name`` digested at
+        ``version``; None when unknown (the document is missing, or the version is not one this release
+        knows: no hash drift, as Karpenter when versions differ)."""
+        if version == HASH_VERSION:
+            known = self.input.nodepool_hashes if kind == "nodepool" else self.input.nodeclass_hashes
+            return known.get(name) or None
+        key = (kind, name, version)
+        if key not in self._hashes:
+            self._hashes[key] = self._digest(kind, name, version)
+        return self._hashes[key]
+
+    def _digest(self, kind: str, name: str, version: str) -> str | None:
+        if version not in HASH_VERSIONS:
+            return None
+        if kind == "nodepool":
+            found = self.pools.get(name)
+            return nodepool_hash(found, version) if found is not None else None
+        node_class = next((nc for nc in self.input.nodeclasses if nc.name == name), None)
+        return nodeclass_hash(node_class, version) if node_class is not None else None
 
     def is_static(self, state: NodeState) -> bool:
         """True when ``state`` belongs to a static NodePool (``spec.replicas``): it keeps its nodes."""

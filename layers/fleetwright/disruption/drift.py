@@ -35,13 +35,16 @@ def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
     if pool is None:
         return None
     inp = cluster.input
-    current = inp.nodepool_hashes.get(pool.name, "")
-    if state.nodepool_hash and current and state.nodepool_hash != current:
-        return f"NodePool {pool.name} changed"
     node_class = pool.node_class_name()
-    current = inp.nodeclass_hashes.get(node_class, "")
-    if state.nodeclass_hash and current and state.nodeclass_hash != current:
-        return f"EC2NodeClass {node_class} changed"
+    version = state.hash_version
+    if state.nodepool_hash:
+        current = cluster.current_hash("nodepool", pool.name, version)
+        if current and state.nodepool_hash != current:
+            return f"NodePool {pool.name} changed"
+    if state.nodeclass_hash:
+        current = cluster.current_hash("nodeclass", node_class, version)
+        if current and state.nodeclass_hash != current:
+            return f"EC2NodeClass {node_class} changed"
     images = inp.amis.get(node_class)
     if state.image_id and images is not None and state.image_id not in images:
         return f"AMI {state.image_id} is no longer selected by EC2NodeClass {node_class}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
 from fleetwright.claims.starting import scheduling_node
+from fleetwright.claims.terms import recorded_terms
 from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
@@ -28,7 +29,7 @@ from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
-from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.model.hashes import UNVERSIONED, nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
 from fleetwright.model.pod import LabelSelector, Pod
@@ -174,6 +175,19 @@ def update_empty_since(
     for name in markers.keys() - present:
         store.clear(name)
     return since
+
+
+def _launch_fields(record: NodeClaimRecord | None) -> dict[str, Any]:
+    """What the node's claim recorded at launch: its drift hashes (and their version) and its own
+    expireAfter and terminationGracePeriod (none for a node without a claim, or a claim recorded before)."""
+    if record is None:
+        return {}
+    return {
+        "nodepool_hash": record.nodepool_hash,
+        "nodeclass_hash": record.nodeclass_hash,
+        "hash_version": record.hash_version or UNVERSIONED,
+        "terms": recorded_terms(record),
+    }
 
 
 class InputReader:
@@ -393,8 +407,7 @@ class InputReader:
             claim_id=record.id if record is not None else str(getattr(instance, "nodeclaim", "") or ""),
             instance_id=str(getattr(instance, "id", "") or instance_id_of(node.provider_id)),
             image_id=str(getattr(instance, "image_id", "") or ""),
-            nodepool_hash=record.nodepool_hash if record is not None else "",
-            nodeclass_hash=record.nodeclass_hash if record is not None else "",
+            **_launch_fields(record),
             subnet_id=str(getattr(instance, "subnet_id", "") or ""),
             security_group_ids=frozenset(getattr(instance, "security_group_ids", ()) or ()),
             conditions=node_conditions(obj),
