@@ -14,7 +14,7 @@ from typing import Final
 from fleetwright.catalog.bill import NodeBill, NodeClassView, node_bill, node_class_view
 from fleetwright.claims.terms import NO_TERMS, ClaimTerms, pool_terms
 from fleetwright.disruption.budgets import allowed_disruptions
-from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
+from fleetwright.disruption.types import DRIFTED, DisruptionInput, NodeState, Pdb
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
 from fleetwright.model.hashes import HASH_VERSION, nodeclass_hash, nodepool_hash
 from fleetwright.model.hashes import VERSIONS as HASH_VERSIONS
@@ -216,10 +216,13 @@ class Cluster:
             )
         return self._allowed[key]
 
-    def graceful_block(self, state: NodeState) -> str | None:
-        """Why ``state`` may not be disrupted gracefully (None when it may).
+    def graceful_block(self, state: NodeState, reason: str = "") -> str | None:
+        """Why ``state`` may not be disrupted gracefully for ``reason`` (None when it may).
 
-        Budgets are not checked here: they depend on the other nodes of the command.
+        Budgets are not checked here: they depend on the other nodes of the command. A drifted node with a
+        ``terminationGracePeriod`` is not held by its pods (``karpenter.sh/do-not-disrupt``,
+        PodDisruptionBudgets): as Karpenter's eventual disruption, its drain respects them until that
+        deadline and then deletes what is left (:meth:`pods_may_hold`).
         """
         if state.nodepool not in self.pools:
             return "not managed by a NodePool of this cluster"
@@ -229,6 +232,8 @@ class Cluster:
             return "not initialized yet"
         if node_protected(state.annotations):
             return f"node is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        if not self.pods_may_hold(state, reason):
+            return None
         protected = self.protected_pod(state)
         if protected is not None:
             return protected
@@ -237,6 +242,11 @@ class Cluster:
             allowed = pdb.disruptions_allowed
             return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows {allowed} disruption(s)"
         return None
+
+    def pods_may_hold(self, state: NodeState, reason: str) -> bool:
+        """False when the node's pods cannot hold a disruption for ``reason``: drift (Karpenter's eventual
+        disruption class) of a node with a ``terminationGracePeriod``, whose drain ends at that deadline."""
+        return reason != DRIFTED or self.terms(state).termination_grace_period is None
 
     def protected_pod(self, state: NodeState) -> str | None:
         """Why a running pod's ``karpenter.sh/do-not-disrupt`` holds ``state`` now (None when none does):
@@ -275,6 +285,8 @@ class CommandBuilder:
         if self.per_pool.get(pool, 0) >= allowed:
             return f"budget: NodePool {pool} allows {allowed} more {self.reason} disruption(s) now"
         assert self.ledger is not None
+        if not self.cluster.pods_may_hold(state, self.reason):
+            return None
         pdb = self.ledger.blocking(evictable_pods(state))
         if pdb is not None:
             return (

@@ -7,6 +7,10 @@ now, when its instance's subnet is not among those the ``subnetSelectorTerms`` r
 its well-known labels (instance type, zone, capacity type, architecture, ...) no longer satisfy the
 NodePool's requirements. Labels a node lacks are not held against it.
 
+A drifted node whose NodeClaim has a ``terminationGracePeriod`` is not held by ``karpenter.sh/do-not-disrupt``
+pods or PodDisruptionBudgets (Karpenter's eventual disruption: its drain respects them until that deadline,
+then deletes what is left); without one they hold it. The node's own annotation always holds it.
+
 Empty drifted nodes go together in one command within the ``Drifted`` budget. Otherwise one drifted node
 per pass is replaced: its pods are simulated without it and the NodeClaims the scheduler opens (any
 number, any price) are its replacements; a node whose pods cannot all be placed is skipped.
@@ -89,7 +93,7 @@ def drift_command(
     empty: list[tuple[NodeState, str]] = []
     busy: list[tuple[NodeState, str]] = []
     for state, why in drifted_nodes(cluster, excluded):
-        block = cluster.graceful_block(state)
+        block = cluster.graceful_block(state, DRIFTED)
         if block is not None:
             skipped.setdefault(state.name, f"drifted ({why}) but {block}")
             continue

@@ -179,7 +179,7 @@ def static_drift_command(cluster: Cluster, skipped: dict[str, str]) -> Command |
     for state, why in drifted_nodes(cluster, set()):
         if not cluster.is_static(state):
             continue
-        block = cluster.graceful_block(state) or CommandBuilder(cluster, DRIFTED).refusal(state)
+        block = cluster.graceful_block(state, DRIFTED) or CommandBuilder(cluster, DRIFTED).refusal(state)
         if block is None and over_limit(cluster, cluster.pools[state.nodepool]):
             block = f"a replacement would exceed NodePool {state.nodepool}'s limits.nodes"
         if block is not None:
