@@ -18,6 +18,7 @@ from fleetwright.disruption.types import DRIFTED, DisruptionInput, NodeState, Pd
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
 from fleetwright.model.hashes import HASH_VERSION, nodeclass_hash, nodepool_hash
 from fleetwright.model.hashes import VERSIONS as HASH_VERSIONS
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
@@ -133,6 +134,7 @@ class Cluster:
         # Durations parsed once per pool, not once per node: what nodes without terms of their own follow.
         self.pool_terms = {name: pool_terms(p) for name, p in self.pools.items()}
         self._hashes: dict[tuple[str, str, str], str | None] = {}
+        self._types: dict[str, InstanceType] | None = None
         self.consolidate_after = {
             name: p.spec.disruption.consolidate_after_seconds() for name, p in self.pools.items()
         }
@@ -166,6 +168,13 @@ class Cluster:
     def pool_of(self, state: NodeState) -> NodePool | None:
         """The NodePool of ``state``, or None when the node is not ours."""
         return self.pools.get(state.nodepool)
+
+    def instance_type(self, name: str) -> InstanceType | None:
+        """The catalog's instance type ``name`` (None when the catalog lacks it)."""
+        types = self._types
+        if types is None:
+            types = self._types = {t.name: t for t in self.input.instance_types}
+        return types.get(name)
 
     def terms(self, state: NodeState) -> ClaimTerms:
         """The node's ``expireAfter`` and ``terminationGracePeriod``: its claim's own, copied at launch, else

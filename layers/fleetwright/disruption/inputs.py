@@ -196,7 +196,9 @@ class InputReader:
     ``catalogs`` returns the instance types the NodePools' node classes can boot (the claim lifecycle's
     :meth:`~fleetwright.claims.lifecycle.ClaimLifecycle.catalogs`); ``amis`` the AMI ids a node class
     selects now (None: no AMI drift is reported); ``subnets``/``security_groups`` likewise the subnet and
-    security-group ids (None: no such drift). ``clock`` gives epoch seconds. ``cache``: the
+    security-group ids (None: no such drift); ``class_reservations`` the capacity reservations each node
+    class selects, as of the last ``catalogs`` call (None: no reservation drift). ``clock`` gives epoch
+    seconds. ``cache``: the
     watch-fed :class:`ClusterCache` to read nodes, pods, DaemonSets and PDBs from (synced at each read);
     without it each read lists them.
     """
@@ -213,6 +215,7 @@ class InputReader:
         reservations: Callable[[Sequence[str]], dict[str, float]] | None = None,
         subnets: Callable[[EC2NodeClass], set[str]] | None = None,
         security_groups: Callable[[EC2NodeClass], set[str]] | None = None,
+        class_reservations: Callable[[], Mapping[str, set[str]]] | None = None,
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
@@ -228,6 +231,7 @@ class InputReader:
         self.reservations = reservations
         self.subnets = subnets
         self.security_groups = security_groups
+        self.class_reservations = class_reservations
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
@@ -244,7 +248,7 @@ class InputReader:
             str((o.get("metadata") or {}).get("name") or ""): o for o in node_objects
         }
         records = self.state.nodeclaims.list()
-        catalog, _ = self.catalogs()
+        catalog, bootable = self.catalogs()
         by_type = {t.name: t for t in catalog}
         states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
         self._mark_empty(states, initialized_at, now, track_emptiness)
@@ -279,8 +283,24 @@ class InputReader:
             nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
             settings=self.settings,
             expiring_reservations=self._expiring(states, problems),
+            bootable=bootable,
+            reservations=self._selected_reservations(),
         )
         return Gathered(inp, objects, {r.id: r for r in records}, problems)
+
+    def _selected_reservations(self) -> dict[str, set[str]]:
+        """Per node class, the capacity reservations it selects now, when known: a class without
+        ``capacityReservationSelectorTerms`` selects none; one with terms that resolved to none this pass
+        is left out (EC2 may not have answered), so no node of it drifts for its reservation."""
+        if self.class_reservations is None:
+            return {}
+        selected = self.class_reservations()
+        known: dict[str, set[str]] = {}
+        for node_class in self.config.nodeclasses:
+            ids = set(selected.get(node_class.name, ()))
+            if ids or not node_class.spec.capacity_reservation_selector_terms:
+                known[node_class.name] = ids
+        return known
 
     def _cluster(self) -> tuple[ClusterSnapshot, list[dict[str, Any]], list[dict[str, Any]] | None]:
         """The snapshot, the Node objects and the PDB objects (None: read_pdbs lists them)."""

@@ -173,6 +173,10 @@ class DisruptionInput:
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)
     # Capacity Blocks of our nodes that end soon (id → end, epoch seconds): their nodes are expired.
     expiring_reservations: dict[str, float] = field(default_factory=dict)
+    # Per EC2NodeClass name, the instance types it boots now (InstanceTypeNotFound drift) and the capacity
+    # reservations it selects now (reservation drift); a class missing is unknown: no such drift.
+    bootable: dict[str, set[str]] = field(default_factory=dict)
+    reservations: dict[str, set[str]] = field(default_factory=dict)
     # Where node bills are priced, and per EC2NodeClass name whether its subnets assign public IPv4
     # addresses on launch (fleetwright.catalog.bill.node_class_view; unknown: they do not).
     region: str = DEFAULT_REGION
