@@ -7,6 +7,7 @@ from __future__ import annotations
 from fleetwright.claims.terms import ClaimTerms
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import DRIFT, NodeState, Pdb
+from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.pod import LabelSelector, Pod
 from tests.disruption.conftest import RigFactory, nodepool
@@ -94,3 +95,40 @@ def test_a_drifted_node_without_grace_period_and_a_do_not_disrupt_pod_is_left(ma
     rig.controller().run_once()
 
     assert rig.workflows.started == {}
+
+
+def test_fault_a_blocked_drift_holds_its_pod_until_the_grace_period_then_the_node_goes(
+    make_rig: RigFactory,
+) -> None:
+    # The promise: no pod is pushed past do-not-disrupt before the explicit deadline. The drifted node's
+    # do-not-disrupt pod keeps running through the drain and goes only at the terminationGracePeriod.
+    rig = make_rig(nodepool(consolidate_after="Never", grace="90m", instance_types=["m5.large", "m5.xlarge"]))
+    drifted = rig.node("m5.large")
+    room = rig.node("m5.xlarge")
+    rig.pod("batch-0", drifted, cpu="500m", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    # Requirement drift: the NodePool no longer allows m5.large (the pod fits on the other node).
+    rig.config.nodepools[0] = nodepool(consolidate_after="Never", grace="90m", instance_types=["m5.xlarge"])
+    started = rig.world.wall()
+    seen: list[tuple[float, bool]] = []
+
+    def sleep(seconds: float) -> None:
+        alive = any(p["metadata"]["name"] == "batch-0" for p in rig.world.kube.list_pods_on_node(drifted))
+        seen.append((rig.world.wall() - started, alive))
+        rig.world.wall.advance(seconds)
+
+    run = run_disruption(
+        kube=rig.world.kube,
+        cloud=rig.world.cloud,
+        state=rig.world.state,
+        config=rig.config,
+        clock=rig.world.wall,
+        sleep=sleep,
+        collect_garbage=False,
+    )
+
+    assert [e.status for e in run.executions] == ["SUCCEEDED"]
+    assert rig.world.kube.get_node(drifted) is None and rig.world.kube.get_node(room) is not None
+    # Running at every drain pass; the drain ended (the pod deleted) no earlier than its own grace period
+    # (30 s) before the 90-minute deadline.
+    assert seen and all(alive for _, alive in seen)
+    assert rig.world.wall() - started >= 5400 - 30

@@ -133,6 +133,8 @@ class Cluster:
         self._views: dict[str, NodeClassView] = {}
         # Durations parsed once per pool, not once per node: what nodes without terms of their own follow.
         self.pool_terms = {name: pool_terms(p) for name, p in self.pools.items()}
+        # Each NodePool's current lifetime; a node expires by its own (:meth:`terms`).
+        self.expire_after = {name: t.expire_after for name, t in self.pool_terms.items()}
         self._hashes: dict[tuple[str, str, str], str | None] = {}
         self._types: dict[str, InstanceType] | None = None
         self.consolidate_after = {
