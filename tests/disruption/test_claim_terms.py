@@ -141,3 +141,20 @@ def test_a_claim_recorded_before_terms_were_copied_is_drained_by_its_nodepools_g
     [request] = rig.workflows.started.values()
     assert request.node == node and request.reason == "Expired"
     assert abs(request.deadline_epoch - (rig.world.wall() + 2700)) < 2
+
+
+def test_one_invocation_after_lowering_expire_after_starts_only_what_the_drift_budget_allows(
+    make_rig: RigFactory,
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never", expire_after="720h"))
+    nodes = [rig.node("m5.large") for _ in range(10)]
+    rig.world.wall.advance(2 * DAY)
+    rig.config.nodepools[0] = nodepool(
+        consolidate_after="Never", expire_after="24h", budgets=[{"nodes": "10%"}]
+    )
+
+    rig.controller().run_once()
+
+    requests = list(rig.workflows.started.values())
+    assert [r.reason for r in requests] == ["Drifted"]
+    assert requests[0].node in nodes
