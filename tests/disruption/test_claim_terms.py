@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fleetwright.claims.terms import ClaimTerms
+from fleetwright.claims.terms import ClaimTerms, claim_terms, recorded_terms
+from fleetwright.disruption.inputs import unreadable_terms
 from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import DRIFT, EXPIRATION, NodeState
 from fleetwright.model.hashes import UNVERSIONED, nodepool_hash
+from fleetwright.state.nodeclaims import NodeClaimRecord
 from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import DAY, HOUR, busy, node, planner_input, pool
 
@@ -158,3 +160,15 @@ def test_one_invocation_after_lowering_expire_after_starts_only_what_the_drift_b
     requests = list(rig.workflows.started.values())
     assert [r.reason for r in requests] == ["Drifted"]
     assert requests[0].node in nodes
+
+
+def test_a_claim_with_unreadable_terms_follows_its_nodepool_and_is_reported() -> None:
+    broken = NodeClaimRecord(id="default-abc", nodepool="default", status="Initialized", created_at=0.0)
+    broken.expire_after, broken.termination_grace_period = "a fortnight", "1h"
+    assert recorded_terms(broken) is None
+    assert claim_terms(broken, pool(expire_after="24h")).expire_after == 24 * 3600
+    [problem] = unreadable_terms([broken])
+    assert "claim default-abc" in problem and "'a fortnight'" in problem
+    fine = NodeClaimRecord(id="default-def", nodepool="default", status="Initialized", created_at=0.0)
+    fine.expire_after = "Never"
+    assert unreadable_terms([fine]) == [] and recorded_terms(fine) == ClaimTerms(None, None)

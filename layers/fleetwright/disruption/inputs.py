@@ -190,6 +190,17 @@ def _launch_fields(record: NodeClaimRecord | None) -> dict[str, Any]:
     }
 
 
+def unreadable_terms(records: Iterable[NodeClaimRecord]) -> list[str]:
+    """A problem line for each active claim whose copied expireAfter or terminationGracePeriod does not
+    parse (its NodePool's current ones apply instead)."""
+    return [
+        f"claim {r.id}: expireAfter {r.expire_after!r} / terminationGracePeriod "
+        f"{r.termination_grace_period!r} unreadable; its NodePool's apply"
+        for r in records
+        if r.active and r.expire_after and recorded_terms(r) is None
+    ]
+
+
 class InputReader:
     """Builds the planner's input for one cluster.
 
@@ -251,6 +262,7 @@ class InputReader:
         catalog, bootable = self.catalogs()
         by_type = {t.name: t for t in catalog}
         states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
+        problems.extend(unreadable_terms(records))
         self._mark_empty(states, initialized_at, now, track_emptiness)
         self._podsets = update_pod_events(
             self.state.podsets,
