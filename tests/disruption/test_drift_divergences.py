@@ -167,3 +167,22 @@ def test_reservations_a_node_class_selects_are_known_only_when_resolved() -> Non
     assert reader._selected_reservations() == {"plain": set()}
     selected["reserving"] = {"cr-0123456789abcdef0"}
     assert reader._selected_reservations() == {"plain": set(), "reserving": {"cr-0123456789abcdef0"}}
+
+
+def test_instance_type_not_found_when_the_nodepool_requirements_no_longer_allow_the_type() -> None:
+    # The node lacks the instance-generation label, but its type (m5: generation 5) is no longer allowed.
+    bare = node("n", "m5.xlarge", pods=busy("w", 4))
+    del bare.node.labels["karpenter.k8s.aws/instance-generation"]
+    newer = pool(
+        requirements=[
+            {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["m5.xlarge", "m6i.xlarge"]},
+            {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+            {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["5"]},
+        ]
+    )
+    result = plan(planner_input([bare], [newer]))
+    assert _drifted(result) == ["n"]
+    assert result.command is not None
+    assert "instance type m5.xlarge is no longer allowed by NodePool default's requirements" in (
+        result.command.explanation
+    )

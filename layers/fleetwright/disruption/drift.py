@@ -6,8 +6,9 @@ A node has drifted, as Karpenter judges it, when
   when both are known; see :mod:`fleetwright.model.hashes` for what the hashes cover);
 * its labels no longer satisfy the NodePool's requirements (requirement drift, per node, custom labels
   included); a label it lacks counts only when the NodePool now puts it on every new node;
-* its instance type is no longer one its EC2NodeClass boots, or has no offering in its zone and capacity
-  type (InstanceTypeNotFound);
+* its instance type, as the catalog describes it, is no longer allowed by the NodePool's requirements, is
+  no longer one its EC2NodeClass boots, or has no offering in its zone and capacity type
+  (InstanceTypeNotFound);
 * what its EC2NodeClass selects now leaves its instance out: the AMI it booted, exactly its security
   groups, its subnet, the capacity reservation it runs in (each only when resolved this pass).
 
@@ -92,17 +93,27 @@ def requirement_drift(pool: NodePool, labels: Mapping[str, str]) -> str | None:
 
 
 def instance_type_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> str | None:
-    """Karpenter's InstanceTypeNotFound: the node's instance type is no longer one its EC2NodeClass boots,
-    or has no offering in its zone and capacity type any more (a reserved node's on-demand offering also
-    counts: it may have been demoted). Nothing when the class's types are unknown this pass."""
+    """Karpenter's InstanceTypeNotFound: the node's instance type (as the catalog describes it, whatever
+    labels the node carries) is no longer allowed by the NodePool's requirements, is no longer one its
+    EC2NodeClass boots, or has no offering in its zone and capacity type any more (a reserved node's
+    on-demand offering also counts: it may have been demoted). The last two only when the class's types
+    are known this pass."""
+    if not state.instance_type:
+        return None
+    known = cluster.instance_type(state.instance_type)
+    if known is not None:
+        for requirement in pool.requirements():
+            value = known.labels.get(requirement.key)
+            if value is not None and not requirement.has(value):
+                return (
+                    f"instance type {state.instance_type} is no longer allowed by NodePool {pool.name}'s "
+                    f"requirements ({requirement.key}={value})"
+                )
     node_class = pool.node_class_name()
     bootable = cluster.input.bootable.get(node_class)
-    if not bootable or not state.instance_type:
+    if not bootable:
         return None
-    if state.instance_type not in bootable:
-        return f"instance type {state.instance_type} is no longer offered for EC2NodeClass {node_class}"
-    known = cluster.instance_type(state.instance_type)
-    if known is None:
+    if state.instance_type not in bootable or known is None:
         return f"instance type {state.instance_type} is no longer offered for EC2NodeClass {node_class}"
     accepted = {state.capacity_type, ON_DEMAND} if state.capacity_type == RESERVED else {state.capacity_type}
     if not any(o.zone == state.zone and o.capacity_type in accepted for o in known.offerings):
