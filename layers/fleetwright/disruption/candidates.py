@@ -24,6 +24,7 @@ from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod, is_node_bound
 from fleetwright.model.quantity import CPU
+from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.types import NewNodeClaim
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -137,6 +138,8 @@ class Cluster:
         self.expire_after = {name: t.expire_after for name, t in self.pool_terms.items()}
         self._hashes: dict[tuple[str, str, str], str | None] = {}
         self._types: dict[str, InstanceType] | None = None
+        self._requirements: dict[str, Requirements] = {}
+        self.memo_type_drift: dict[tuple[str, str], str | None] = {}  # (pool, type) → why, per pass
         self.consolidate_after = {
             name: p.spec.disruption.consolidate_after_seconds() for name, p in self.pools.items()
         }
@@ -177,6 +180,13 @@ class Cluster:
         if types is None:
             types = self._types = {t.name: t for t in self.input.instance_types}
         return types.get(name)
+
+    def requirements(self, pool: NodePool) -> Requirements:
+        """The NodePool's requirements, built once per pass."""
+        found = self._requirements.get(pool.name)
+        if found is None:
+            found = self._requirements[pool.name] = pool.requirements()
+        return found
 
     def terms(self, state: NodeState) -> ClaimTerms:
         """The node's ``expireAfter`` and ``terminationGracePeriod``: its claim's own, copied at launch, else

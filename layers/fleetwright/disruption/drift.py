@@ -35,6 +35,7 @@ from fleetwright.disruption.candidates import (
 from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import DRIFT, DRIFTED, Command, NodeState
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import (
     CAPACITY_RESERVATION_ID,
     NODEPOOL,
@@ -43,6 +44,7 @@ from fleetwright.model.labels import (
     WELL_KNOWN_LABELS,
 )
 from fleetwright.model.nodepool import NodePool
+from fleetwright.model.requirements import Requirements
 
 
 def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
@@ -52,7 +54,7 @@ def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
         return None
     return (
         _hash_drift(cluster, state, pool)
-        or requirement_drift(pool, state.node.labels)
+        or requirement_drift(pool, state.node.labels, cluster.requirements(pool))
         or instance_type_drift(cluster, state, pool)
         or _node_class_drift(cluster, state, pool.node_class_name())
     )
@@ -74,12 +76,14 @@ def _hash_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> str | Non
     return None
 
 
-def requirement_drift(pool: NodePool, labels: Mapping[str, str]) -> str | None:
+def requirement_drift(
+    pool: NodePool, labels: Mapping[str, str], requirements: Requirements | None = None
+) -> str | None:
     """Karpenter's requirement drift, checked per node: a label the node has that a NodePool requirement
     on its key no longer allows, or a label the node lacks that the NodePool now puts on every new node (a
     custom key required ``In`` one value). A well-known label the node lacks, or a custom key the NodePool
     allows several values of, is not held against it: Fleetwright's nodes would not carry it either."""
-    for requirement in pool.requirements():
+    for requirement in requirements if requirements is not None else pool.requirements():
         key = requirement.key
         if key == NODEPOOL:
             continue
@@ -102,13 +106,12 @@ def instance_type_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> s
         return None
     known = cluster.instance_type(state.instance_type)
     if known is not None:
-        for requirement in pool.requirements():
-            value = known.labels.get(requirement.key)
-            if value is not None and not requirement.has(value):
-                return (
-                    f"instance type {state.instance_type} is no longer allowed by NodePool {pool.name}'s "
-                    f"requirements ({requirement.key}={value})"
-                )
+        key = (pool.name, known.name)
+        memo = cluster.memo_type_drift
+        if key not in memo:
+            memo[key] = _type_disallowed(cluster, pool, known)
+        if memo[key] is not None:
+            return memo[key]
     node_class = pool.node_class_name()
     bootable = cluster.input.bootable.get(node_class)
     if not bootable:
@@ -119,6 +122,17 @@ def instance_type_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> s
     if not any(o.zone == state.zone and o.capacity_type in accepted for o in known.offerings):
         kind = state.capacity_type
         return f"instance type {state.instance_type} has no {kind} offering in {state.zone} any more"
+    return None
+
+
+def _type_disallowed(cluster: Cluster, pool: NodePool, known: InstanceType) -> str | None:
+    for requirement in cluster.requirements(pool):
+        value = known.labels.get(requirement.key)
+        if value is not None and not requirement.has(value):
+            return (
+                f"instance type {known.name} is no longer allowed by NodePool {pool.name}'s "
+                f"requirements ({requirement.key}={value})"
+            )
     return None
 
 
