@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.tags import ownership_tags, to_aws
+from fleetwright.claims.terms import copy_terms
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.disruption.config import DisruptionOptions
 from fleetwright.disruption.controller import DisruptionController
@@ -19,7 +20,7 @@ from fleetwright.disruption.types import DisruptionSettings
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.model import labels as wk
 from fleetwright.model.allocatable import instance_type_allocatable
-from fleetwright.model.hashes import nodeclass_hash, nodepool_hash
+from fleetwright.model.hashes import HASH_VERSION, UNVERSIONED, nodeclass_hash, nodepool_hash
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.karpenter import NodePool
 from fleetwright.observability.metrics import RecordingMetrics
@@ -150,9 +151,12 @@ class Rig:
         status: ClaimStatus = ClaimStatus.INITIALIZED,
         taints: list[dict[str, str]] | None = None,
         startup_taints: list[str] | None = None,
+        legacy_claim: bool = False,
     ) -> str:
         """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
-        current hashes, and a Ready Node with the instance type's labels and allocatable (``status``,
+        current hashes and its NodePool's expireAfter and terminationGracePeriod (``legacy_claim``: as
+        recorded before those were copied and hashes versioned), and a Ready Node with the instance type's
+        labels and allocatable (``status``,
         ``taints`` and ``startup_taints``: a node still starting instead)."""
         self.counter += 1
         claim = f"{pool}-n{self.counter:07d}"
@@ -179,29 +183,32 @@ class Rig:
         known = self.catalog()[instance_type]
         np = next(p for p in self.config.nodepools if p.name == pool)
         now = self.world.wall()
-        self.world.state.nodeclaims.create(
-            NodeClaimRecord(
-                id=claim,
-                nodepool=pool,
-                status=str(status),
-                startup_taints=list(startup_taints or []),
-                created_at=now,
-                node_class="default",
-                instance_id=instance_id,
-                instance_type=instance_type,
-                zone=zone,
-                capacity_type=capacity_type,
-                price=next(
-                    o.price for o in known.offerings if o.zone == zone and o.capacity_type == capacity_type
-                ),
-                launched_at=now,
-                registered_at=now,
-                initialized_at=now if status == ClaimStatus.INITIALIZED else None,
-                node_name=name,
-                nodepool_hash=nodepool_hash(np),
-                nodeclass_hash=nodeclass_hash(self.config.nodeclasses[0]),
-            )
+        version = UNVERSIONED if legacy_claim else HASH_VERSION
+        record = NodeClaimRecord(
+            id=claim,
+            nodepool=pool,
+            status=str(status),
+            startup_taints=list(startup_taints or []),
+            created_at=now,
+            node_class="default",
+            instance_id=instance_id,
+            instance_type=instance_type,
+            zone=zone,
+            capacity_type=capacity_type,
+            price=next(
+                o.price for o in known.offerings if o.zone == zone and o.capacity_type == capacity_type
+            ),
+            launched_at=now,
+            registered_at=now,
+            initialized_at=now if status == ClaimStatus.INITIALIZED else None,
+            node_name=name,
+            nodepool_hash=nodepool_hash(np, version),
+            nodeclass_hash=nodeclass_hash(self.config.nodeclasses[0], version),
+            hash_version="" if legacy_claim else HASH_VERSION,
         )
+        if not legacy_claim:
+            copy_terms(record, np)
+        self.world.state.nodeclaims.create(record)
         allocatable = instance_type_allocatable(known, None)
         quantities = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in allocatable.items()}
         labels = {

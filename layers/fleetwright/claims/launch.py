@@ -24,13 +24,15 @@ from fleetwright.claims.records import (
     offering_price,
 )
 from fleetwright.claims.reports import PassReport
+from fleetwright.claims.terms import copy_terms
 from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
 from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
-from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.model.hashes import HASH_VERSION, nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.nodepool import NodePool
 from fleetwright.observability import metrics as obs
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate
 from fleetwright.state.lease import LeaseLostError
@@ -139,10 +141,14 @@ class Launcher:
                 now=life.wall_clock(),
             )
             record.launch_deadline = deadline
-            record.annotations = self._template_annotations(claim.nodepool)
+            nodepool = self._nodepool(claim.nodepool)
+            record.annotations = nodepool.annotations() if nodepool is not None else {}
+            if nodepool is not None:
+                copy_terms(record, nodepool)  # its own expireAfter and terminationGracePeriod
             # What the node is meant to look like, so the disruption controller can tell drift.
             record.nodepool_hash = pool_hashes.get(claim.nodepool, "")
             record.nodeclass_hash = class_hashes.get(template.node_class, "")
+            record.hash_version = HASH_VERSION
             # Recorded before the launch, fenced: a crash after CreateFleet leaves a claim to match by
             # tag, and a launcher that lost the lease records (and so launches) nothing.
             if not life.state.nodeclaims.create(record, fence=life.lease):
@@ -153,10 +159,10 @@ class Launcher:
             node_class = life.config.nodeclass(template.node_class)
             planned.append((claim, record, launch_request(record, candidates, node_class, efa=efa)))
 
-    def _template_annotations(self, nodepool: str) -> dict[str, str]:
-        """The NodePool template's annotations, which its NodeClaims and Nodes carry (as Karpenter)."""
-        pool = next((np for np in self.life.config.nodepools if np.name == nodepool), None)
-        return pool.annotations() if pool is not None else {}
+    def _nodepool(self, nodepool: str) -> NodePool | None:
+        """The NodePool a claim launches for: its template's annotations, which its NodeClaims and Nodes
+        carry, and its expireAfter and terminationGracePeriod, which its NodeClaims keep (as Karpenter)."""
+        return next((np for np in self.life.config.nodepools if np.name == nodepool), None)
 
     def _launch_parallel(
         self,

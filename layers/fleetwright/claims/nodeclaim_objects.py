@@ -79,7 +79,8 @@ def labels_of(record: NodeClaimRecord) -> dict[str, str]:
 
 def spec_of(record: NodeClaimRecord, requests: Mapping[str, int] | None = None) -> JsonObject:
     """Requirements (instance types, zones, capacity types, NodePool, single-valued labels), taints,
-    startup taints, the EC2NodeClass and, when known, the pods' resource requests."""
+    startup taints, the EC2NodeClass, ``expireAfter`` and ``terminationGracePeriod`` and, when known, the
+    pods' resource requests."""
     requirements: dict[str, list[str]] = {}
     for key, values in (
         (wk.INSTANCE_TYPE, record.instance_types),
@@ -101,6 +102,11 @@ def spec_of(record: NodeClaimRecord, requests: Mapping[str, int] | None = None) 
         spec["startupTaints"] = [_taint(t) for t in record.startup_taints]
     if requests:
         spec["resources"] = {"requests": _quantities(requests)}
+    # The NodePool's, copied at launch (none on claims recorded before they were copied).
+    if record.expire_after:
+        spec["expireAfter"] = record.expire_after
+    if record.termination_grace_period:
+        spec["terminationGracePeriod"] = record.termination_grace_period
     return spec
 
 

@@ -12,14 +12,19 @@ from datetime import UTC, datetime
 from typing import Final
 
 from fleetwright.catalog.bill import NodeBill, NodeClassView, node_bill, node_class_view
+from fleetwright.claims.terms import NO_TERMS, ClaimTerms, pool_terms
 from fleetwright.disruption.budgets import allowed_disruptions
-from fleetwright.disruption.types import DisruptionInput, NodeState, Pdb
+from fleetwright.disruption.types import DRIFTED, DisruptionInput, NodeState, Pdb
 from fleetwright.model.donotdisrupt import node_protected, pod_protection
+from fleetwright.model.hashes import HASH_VERSION, nodeclass_hash, nodepool_hash
+from fleetwright.model.hashes import VERSIONS as HASH_VERSIONS
+from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.node import Node
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import Pod, is_node_bound
 from fleetwright.model.quantity import CPU
+from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.types import NewNodeClaim
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -127,8 +132,14 @@ class Cluster:
         self._allowed: dict[tuple[str, str], int] = {}
         self.memo: dict[str, object] = {}  # per-pass figures a method computes once (e.g. Balanced totals)
         self._views: dict[str, NodeClassView] = {}
-        # Durations parsed once per pool, not once per node.
-        self.expire_after = {name: p.expire_after_seconds() for name, p in self.pools.items()}
+        # Durations parsed once per pool, not once per node: what nodes without terms of their own follow.
+        self.pool_terms = {name: pool_terms(p) for name, p in self.pools.items()}
+        # Each NodePool's current lifetime; a node expires by its own (:meth:`terms`).
+        self.expire_after = {name: t.expire_after for name, t in self.pool_terms.items()}
+        self._hashes: dict[tuple[str, str, str], str | None] = {}
+        self._types: dict[str, InstanceType] | None = None
+        self._requirements: dict[str, Requirements] = {}
+        self.memo_type_drift: dict[tuple[str, str], str | None] = {}  # (pool, type) → why, per pass
         self.consolidate_after = {
             name: p.spec.disruption.consolidate_after_seconds() for name, p in self.pools.items()
         }
@@ -163,6 +174,48 @@ class Cluster:
         """The NodePool of ``state``, or None when the node is not ours."""
         return self.pools.get(state.nodepool)
 
+    def instance_type(self, name: str) -> InstanceType | None:
+        """The catalog's instance type ``name`` (None when the catalog lacks it)."""
+        types = self._types
+        if types is None:
+            types = self._types = {t.name: t for t in self.input.instance_types}
+        return types.get(name)
+
+    def requirements(self, pool: NodePool) -> Requirements:
+        """The NodePool's requirements, built once per pass."""
+        found = self._requirements.get(pool.name)
+        if found is None:
+            found = self._requirements[pool.name] = pool.requirements()
+        return found
+
+    def terms(self, state: NodeState) -> ClaimTerms:
+        """The node's ``expireAfter`` and ``terminationGracePeriod``: its claim's own, copied at launch, else
+        (a claim recorded before they were copied) its NodePool's current ones."""
+        if state.terms is not None:
+            return state.terms
+        return self.pool_terms.get(state.nodepool, NO_TERMS)
+
+    def current_hash(self, kind: str, name: str, version: str) -> str | None:
+        """The current drift hash of NodePool (``kind`` "nodepool") or EC2NodeClass ``name`` digested at
+        ``version``; None when unknown (the document is missing, or the version is not one this release
+        knows: no hash drift, as Karpenter when versions differ)."""
+        if version == HASH_VERSION:
+            known = self.input.nodepool_hashes if kind == "nodepool" else self.input.nodeclass_hashes
+            return known.get(name) or None
+        key = (kind, name, version)
+        if key not in self._hashes:
+            self._hashes[key] = self._digest(kind, name, version)
+        return self._hashes[key]
+
+    def _digest(self, kind: str, name: str, version: str) -> str | None:
+        if version not in HASH_VERSIONS:
+            return None
+        if kind == "nodepool":
+            found = self.pools.get(name)
+            return nodepool_hash(found, version) if found is not None else None
+        node_class = next((nc for nc in self.input.nodeclasses if nc.name == name), None)
+        return nodeclass_hash(node_class, version) if node_class is not None else None
+
     def is_static(self, state: NodeState) -> bool:
         """True when ``state`` belongs to a static NodePool (``spec.replicas``): it keeps its nodes."""
         pool = self.pools.get(state.nodepool)
@@ -184,10 +237,13 @@ class Cluster:
             )
         return self._allowed[key]
 
-    def graceful_block(self, state: NodeState) -> str | None:
-        """Why ``state`` may not be disrupted gracefully (None when it may).
+    def graceful_block(self, state: NodeState, reason: str = "") -> str | None:
+        """Why ``state`` may not be disrupted gracefully for ``reason`` (None when it may).
 
-        Budgets are not checked here: they depend on the other nodes of the command.
+        Budgets are not checked here: they depend on the other nodes of the command. A drifted node with a
+        ``terminationGracePeriod`` is not held by its pods (``karpenter.sh/do-not-disrupt``,
+        PodDisruptionBudgets): as Karpenter's eventual disruption, its drain respects them until that
+        deadline and then deletes what is left (:meth:`pods_may_hold`).
         """
         if state.nodepool not in self.pools:
             return "not managed by a NodePool of this cluster"
@@ -197,6 +253,8 @@ class Cluster:
             return "not initialized yet"
         if node_protected(state.annotations):
             return f"node is annotated {DO_NOT_DISRUPT_ANNOTATION}"
+        if not self.pods_may_hold(state, reason):
+            return None
         protected = self.protected_pod(state)
         if protected is not None:
             return protected
@@ -205,6 +263,11 @@ class Cluster:
             allowed = pdb.disruptions_allowed
             return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows {allowed} disruption(s)"
         return None
+
+    def pods_may_hold(self, state: NodeState, reason: str) -> bool:
+        """False when the node's pods cannot hold a disruption for ``reason``: drift (Karpenter's eventual
+        disruption class) of a node with a ``terminationGracePeriod``, whose drain ends at that deadline."""
+        return reason != DRIFTED or self.terms(state).termination_grace_period is None
 
     def protected_pod(self, state: NodeState) -> str | None:
         """Why a running pod's ``karpenter.sh/do-not-disrupt`` holds ``state`` now (None when none does):
@@ -243,6 +306,8 @@ class CommandBuilder:
         if self.per_pool.get(pool, 0) >= allowed:
             return f"budget: NodePool {pool} allows {allowed} more {self.reason} disruption(s) now"
         assert self.ledger is not None
+        if not self.cluster.pods_may_hold(state, self.reason):
+            return None
         pdb = self.ledger.blocking(evictable_pods(state))
         if pdb is not None:
             return (

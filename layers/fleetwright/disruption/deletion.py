@@ -12,9 +12,10 @@ Fleetwright puts the ``karpenter.sh/termination`` finalizer on every Node it reg
    garbage-collected; a NodeClaim being deleted whose claim has no Node gets a workflow for its instance
    alone, or, when the claim ended, just its finalizer lifted;
 2. for every Node of ours being deleted with no termination workflow running on its instance, one is
-   started: cordon, drain (PodDisruptionBudgets respected; pods still there at the NodePool's
-   ``terminationGracePeriod`` after the deletion are deleted; without one the drain waits as long as it
-   takes), terminate, then the workflow removes the finalizer and the Node goes away.
+   started: cordon, drain (PodDisruptionBudgets respected; pods still there at the node's
+   ``terminationGracePeriod`` (its NodeClaim's, else its NodePool's) after the deletion are deleted;
+   without one the drain waits as long as it takes), terminate, then the workflow removes the finalizer
+   and the Node goes away.
 
 Why in the disruption pass: it already lists every node, holds the workflow starter and runs the sweep, so
 one place decides which node has a workflow (the provisioner's Lambda cannot start workflows); a deletion
@@ -36,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from fleetwright.claims.registration import TERMINATION_FINALIZER, has_finalizer, instance_id_of
+from fleetwright.claims.terms import claim_terms
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.disruption.gc import parse_timestamp
 from fleetwright.kube.cluster import KubeCluster
@@ -352,7 +354,8 @@ class DeletionRetirer:
         if self.clock() - deleted_at < retry_after(attempt):
             report.waiting.append(label)
             return
-        grace = pool.termination_grace_period_seconds() if pool is not None else None
+        # The node's own terminationGracePeriod: its claim's, copied at launch, else its NodePool's.
+        grace = claim_terms(record, pool).termination_grace_period
         seconds = float(grace) if grace is not None else float(NO_DEADLINE_SECONDS)
         request = TerminationRequest(
             node=node,

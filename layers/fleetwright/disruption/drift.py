@@ -1,11 +1,20 @@
 """Drift: nodes that no longer look like what their NodePool and EC2NodeClass would launch today.
 
-A node has drifted when its recorded NodePool or EC2NodeClass hash differs from the current one (only when
-both are known), when the AMI it booted is no longer among those its EC2NodeClass resolves to, when its
-instance's security groups are not exactly those the class's ``securityGroupSelectorTerms`` resolve to
-now, when its instance's subnet is not among those the ``subnetSelectorTerms`` resolve to now, or when
-its well-known labels (instance type, zone, capacity type, architecture, ...) no longer satisfy the
-NodePool's requirements. Labels a node lacks are not held against it.
+A node has drifted, as Karpenter judges it, when
+
+* its recorded NodePool or EC2NodeClass hash differs from the current one at the recorded version (only
+  when both are known; see :mod:`fleetwright.model.hashes` for what the hashes cover);
+* its labels no longer satisfy the NodePool's requirements (requirement drift, per node, custom labels
+  included); a label it lacks counts only when the NodePool now puts it on every new node;
+* its instance type, as the catalog describes it, is no longer allowed by the NodePool's requirements, is
+  no longer one its EC2NodeClass boots, or has no offering in its zone and capacity type
+  (InstanceTypeNotFound);
+* what its EC2NodeClass selects now leaves its instance out: the AMI it booted, exactly its security
+  groups, its subnet, the capacity reservation it runs in (each only when resolved this pass).
+
+A drifted node whose NodeClaim has a ``terminationGracePeriod`` is not held by ``karpenter.sh/do-not-disrupt``
+pods or PodDisruptionBudgets (Karpenter's eventual disruption: its drain respects them until that deadline,
+then deletes what is left); without one they hold it. The node's own annotation always holds it.
 
 Empty drifted nodes go together in one command within the ``Drifted`` budget. Otherwise one drifted node
 per pass is replaced: its pods are simulated without it and the NodeClaims the scheduler opens (any
@@ -14,7 +23,7 @@ number, any price) are its replacements; a node whose pods cannot all be placed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fleetwright.disruption.candidates import (
     Cluster,
@@ -26,7 +35,16 @@ from fleetwright.disruption.candidates import (
 from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import DRIFT, DRIFTED, Command, NodeState
-from fleetwright.model.labels import NODEPOOL, WELL_KNOWN_LABELS
+from fleetwright.model.instancetype import InstanceType
+from fleetwright.model.labels import (
+    CAPACITY_RESERVATION_ID,
+    NODEPOOL,
+    ON_DEMAND,
+    RESERVED,
+    WELL_KNOWN_LABELS,
+)
+from fleetwright.model.nodepool import NodePool
+from fleetwright.model.requirements import Requirements
 
 
 def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
@@ -34,14 +52,94 @@ def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
     pool = cluster.pool_of(state)
     if pool is None:
         return None
-    inp = cluster.input
-    current = inp.nodepool_hashes.get(pool.name, "")
-    if state.nodepool_hash and current and state.nodepool_hash != current:
-        return f"NodePool {pool.name} changed"
+    return (
+        _hash_drift(cluster, state, pool)
+        or requirement_drift(pool, state.node.labels, cluster.requirements(pool))
+        or instance_type_drift(cluster, state, pool)
+        or _node_class_drift(cluster, state, pool.node_class_name())
+    )
+
+
+def _hash_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> str | None:
+    """NodePool or EC2NodeClass hash drift: the hash recorded at launch differs from the current one at the
+    recorded version (nothing when either is unknown)."""
+    version = state.hash_version
+    if state.nodepool_hash:
+        current = cluster.current_hash("nodepool", pool.name, version)
+        if current and state.nodepool_hash != current:
+            return f"NodePool {pool.name} changed"
     node_class = pool.node_class_name()
-    current = inp.nodeclass_hashes.get(node_class, "")
-    if state.nodeclass_hash and current and state.nodeclass_hash != current:
-        return f"EC2NodeClass {node_class} changed"
+    if state.nodeclass_hash:
+        current = cluster.current_hash("nodeclass", node_class, version)
+        if current and state.nodeclass_hash != current:
+            return f"EC2NodeClass {node_class} changed"
+    return None
+
+
+def requirement_drift(
+    pool: NodePool, labels: Mapping[str, str], requirements: Requirements | None = None
+) -> str | None:
+    """Karpenter's requirement drift, checked per node: a label the node has that a NodePool requirement
+    on its key no longer allows, or a label the node lacks that the NodePool now puts on every new node (a
+    custom key required ``In`` one value). A well-known label the node lacks, or a custom key the NodePool
+    allows several values of, is not held against it: Fleetwright's nodes would not carry it either."""
+    for requirement in requirements if requirements is not None else pool.requirements():
+        key = requirement.key
+        if key == NODEPOOL:
+            continue
+        value = labels.get(key)
+        if value is not None and not requirement.has(value):
+            return f"label {key}={value} no longer meets NodePool {pool.name}'s requirements"
+        if value is None and key not in WELL_KNOWN_LABELS and requirement.single_value() is not None:
+            wanted = requirement.single_value()
+            return f"label {key} is missing: NodePool {pool.name} now requires {key}={wanted}"
+    return None
+
+
+def instance_type_drift(cluster: Cluster, state: NodeState, pool: NodePool) -> str | None:
+    """Karpenter's InstanceTypeNotFound: the node's instance type (as the catalog describes it, whatever
+    labels the node carries) is no longer allowed by the NodePool's requirements, is no longer one its
+    EC2NodeClass boots, or has no offering in its zone and capacity type any more (a reserved node's
+    on-demand offering also counts: it may have been demoted). The last two only when the class's types
+    are known this pass."""
+    if not state.instance_type:
+        return None
+    known = cluster.instance_type(state.instance_type)
+    if known is not None:
+        key = (pool.name, known.name)
+        memo = cluster.memo_type_drift
+        if key not in memo:
+            memo[key] = _type_disallowed(cluster, pool, known)
+        if memo[key] is not None:
+            return memo[key]
+    node_class = pool.node_class_name()
+    bootable = cluster.input.bootable.get(node_class)
+    if not bootable:
+        return None
+    if state.instance_type not in bootable or known is None:
+        return f"instance type {state.instance_type} is no longer offered for EC2NodeClass {node_class}"
+    accepted = {state.capacity_type, ON_DEMAND} if state.capacity_type == RESERVED else {state.capacity_type}
+    if not any(o.zone == state.zone and o.capacity_type in accepted for o in known.offerings):
+        kind = state.capacity_type
+        return f"instance type {state.instance_type} has no {kind} offering in {state.zone} any more"
+    return None
+
+
+def _type_disallowed(cluster: Cluster, pool: NodePool, known: InstanceType) -> str | None:
+    for requirement in cluster.requirements(pool):
+        value = known.labels.get(requirement.key)
+        if value is not None and not requirement.has(value):
+            return (
+                f"instance type {known.name} is no longer allowed by NodePool {pool.name}'s "
+                f"requirements ({requirement.key}={value})"
+            )
+    return None
+
+
+def _node_class_drift(cluster: Cluster, state: NodeState, node_class: str) -> str | None:
+    """What the EC2NodeClass's selector terms resolve to now, against the node's instance: AMI, security
+    groups, subnet, capacity reservation (each only when known)."""
+    inp = cluster.input
     images = inp.amis.get(node_class)
     if state.image_id and images is not None and state.image_id not in images:
         return f"AMI {state.image_id} is no longer selected by EC2NodeClass {node_class}"
@@ -54,17 +152,21 @@ def drift_reason(cluster: Cluster, state: NodeState) -> str | None:
     subnets = inp.subnets.get(node_class)
     if subnets and state.subnet_id and state.subnet_id not in subnets:
         return f"subnet {state.subnet_id} is no longer selected by EC2NodeClass {node_class}"
-    labels = state.node.labels
-    for requirement in pool.requirements():
-        key = requirement.key
-        if (
-            key in WELL_KNOWN_LABELS
-            and key != NODEPOOL
-            and key in labels
-            and not requirement.has(labels[key])
-        ):
-            return f"label {key}={labels[key]} no longer meets NodePool {pool.name}'s requirements"
-    return None
+    return reservation_drift(cluster, state, node_class)
+
+
+def reservation_drift(cluster: Cluster, state: NodeState, node_class: str) -> str | None:
+    """Karpenter's capacity-reservation drift, per instance: the node runs in a reservation its EC2NodeClass
+    no longer selects. Unknown (the class's reservations were not resolved this pass) is no drift, and a
+    reservation about to end is expiration's."""
+    reservation = state.node.labels.get(CAPACITY_RESERVATION_ID)
+    if not reservation or state.capacity_type != RESERVED:
+        return None
+    inp = cluster.input
+    selected = inp.reservations.get(node_class)
+    if selected is None or reservation in selected or reservation in inp.expiring_reservations:
+        return None
+    return f"capacity reservation {reservation} is no longer selected by EC2NodeClass {node_class}"
 
 
 def drifted_nodes(cluster: Cluster, excluded: set[str]) -> list[tuple[NodeState, str]]:
@@ -86,7 +188,7 @@ def drift_command(
     empty: list[tuple[NodeState, str]] = []
     busy: list[tuple[NodeState, str]] = []
     for state, why in drifted_nodes(cluster, excluded):
-        block = cluster.graceful_block(state)
+        block = cluster.graceful_block(state, DRIFTED)
         if block is not None:
             skipped.setdefault(state.name, f"drifted ({why}) but {block}")
             continue

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from fleetwright.claims.protocols import ClaimLauncher
+from fleetwright.claims.terms import pool_terms
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.types import EXPIRED, UNHEALTHY, Command, DisruptionSettings, NodeState
 from fleetwright.kube.events import EventRecorder
@@ -88,8 +89,9 @@ class CommandOutcome:
 class CommandExecutor:
     """Launches a command's replacements through ``launcher`` and starts its workflows on ``workflow``.
 
-    The workflow's deadline is now plus the NodePool's ``terminationGracePeriod``, at which pods still on the
-    node are deleted (a repair's deadline is now: its pods are deleted at once); when the pool sets none,
+    The workflow's deadline is now plus the node's ``terminationGracePeriod`` (its NodeClaim's, copied from
+    the NodePool at launch; the NodePool's for claims recorded before), at which pods still on the node are
+    deleted (a repair's deadline is now: its pods are deleted at once); when the pool sets none,
     ``settings.default_drain_seconds``, at which the disruption is called off instead (the node uncordoned and
     kept: PodDisruptionBudgets and ``karpenter.sh/do-not-disrupt`` are never overridden without an explicit
     deadline). ``clock`` gives epoch seconds.
@@ -154,13 +156,15 @@ class CommandExecutor:
         it started or already runs)."""
         if not candidate.instance_id:
             return "no instance id"
+        # The node's own terminationGracePeriod (its claim's, copied at launch; else its NodePool's).
+        grace = (candidate.terms or pool_terms(nodepool)).termination_grace_period
         request = TerminationRequest(
             node=candidate.name,
             instance_id=candidate.instance_id,
             claim_id=candidate.claim_id,
             reason=command.reason,
-            deadline=self._deadline(nodepool, command.reason),
-            on_deadline=self._on_deadline(nodepool, command.reason),
+            deadline=self._deadline(grace, command.reason),
+            on_deadline=self._on_deadline(grace, command.reason),
             uncordon_on_failure=True,
             wait_for_replacement=bool(launched),
             replacement_claims=launched,
@@ -234,16 +238,15 @@ class CommandExecutor:
         return outcome
 
     @staticmethod
-    def _on_deadline(nodepool: NodePool | None, reason: str = "") -> str:
-        """Pods still on the node at the deadline are deleted only when the NodePool says how long they
-        may hold it (``terminationGracePeriod``), or for a repair; otherwise the disruption is called off."""
+    def _on_deadline(grace: int | None, reason: str = "") -> str:
+        """Pods still on the node at the deadline are deleted only when the node has a
+        ``terminationGracePeriod`` saying how long they may hold it, or for a repair; otherwise the
+        disruption is called off."""
         if reason == UNHEALTHY:
             return DELETE_AT_DEADLINE
-        grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
         return DELETE_AT_DEADLINE if grace is not None else ABANDON_AT_DEADLINE
 
-    def _deadline(self, nodepool: NodePool | None, reason: str) -> datetime:
-        grace = nodepool.termination_grace_period_seconds() if nodepool is not None else None
+    def _deadline(self, grace: int | None, reason: str) -> datetime:
         if reason == UNHEALTHY:
             # A repair does not wait for the pods (Karpenter sets the termination timestamp to now).
             seconds = 0.0

@@ -1,5 +1,9 @@
-"""Expiration: nodes older than their NodePool's ``expireAfter``, and nodes in a Capacity Block within 40
+"""Expiration: nodes older than their ``expireAfter``, and nodes in a Capacity Block within 40
 minutes of its end (EC2 reclaims them before it), are replaced, forcefully.
+
+A node's ``expireAfter`` is its NodeClaim's, copied from the NodePool at launch (as Karpenter); editing the
+NodePool's drifts its nodes instead (it is in the NodePool hash), so they roll within the ``Drifted``
+budget. Claims recorded before the value was copied follow their NodePool's current one.
 
 Expiration is not limited by disruption budgets, ``karpenter.sh/do-not-disrupt`` or PodDisruptionBudgets
 (the drain deadline, ``terminationGracePeriod``, bounds how long those may hold the node). Every expired
@@ -27,8 +31,19 @@ def is_expired(cluster: Cluster, state: NodeState) -> bool:
         return False
     if capacity_block_end(cluster, state) is not None:
         return True
-    lifetime = cluster.expire_after[pool.name]
+    lifetime = cluster.terms(state).expire_after
     return lifetime is not None and cluster.now - state.created_at >= lifetime
+
+
+def expire_after_text(cluster: Cluster, state: NodeState) -> str:
+    """``expireAfter 24h`` and whose it is: the node's claim's (copied at launch) or its NodePool's."""
+    terms = cluster.terms(state)
+    whose = (
+        f"its NodeClaim's (NodePool {state.nodepool} at launch)"
+        if terms.copied
+        else f"NodePool {state.nodepool}"
+    )
+    return f"{whose} expireAfter {describe_seconds(terms.expire_after or 0)}"
 
 
 def capacity_block_end(cluster: Cluster, state: NodeState) -> float | None:
@@ -64,8 +79,6 @@ def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]
         stuck[name] = stuck.get(name, 0) + 1
     for state in expired:
         command = commands[state.name]
-        pool = cluster.pools[state.nodepool]
-        lifetime = pool.expire_after_seconds() or 0
         block_end = capacity_block_end(cluster, state)
         if block_end is not None:
             text = (
@@ -76,8 +89,7 @@ def expiration_commands(cluster: Cluster, simulator: Simulator) -> list[Command]
         else:
             text = (
                 f"node {state.name} ({state.instance_type}) expired: "
-                f"{describe_seconds(cluster.now - state.created_at)} old, "
-                f"NodePool {pool.name} expireAfter {describe_seconds(lifetime)}"
+                f"{describe_seconds(cluster.now - state.created_at)} old, {expire_after_text(cluster, state)}"
             )
         if command.replacements:
             text += f"; launch {claims_summary(command.replacements)}"

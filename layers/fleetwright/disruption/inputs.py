@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
 from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
 from fleetwright.claims.starting import scheduling_node
+from fleetwright.claims.terms import recorded_terms
 from fleetwright.cloud.instances import Instance
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.config.settings import ProvisionerConfig
@@ -28,7 +29,7 @@ from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
 from fleetwright.kube.snapshot import ClusterSnapshot, read_snapshot
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
-from fleetwright.model.hashes import nodeclass_hashes, nodepool_hashes
+from fleetwright.model.hashes import UNVERSIONED, nodeclass_hashes, nodepool_hashes
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.node import Node
 from fleetwright.model.pod import LabelSelector, Pod
@@ -176,13 +177,39 @@ def update_empty_since(
     return since
 
 
+def _launch_fields(record: NodeClaimRecord | None) -> dict[str, Any]:
+    """What the node's claim recorded at launch: its drift hashes (and their version) and its own
+    expireAfter and terminationGracePeriod (none for a node without a claim, or a claim recorded before)."""
+    if record is None:
+        return {}
+    return {
+        "nodepool_hash": record.nodepool_hash,
+        "nodeclass_hash": record.nodeclass_hash,
+        "hash_version": record.hash_version or UNVERSIONED,
+        "terms": recorded_terms(record),
+    }
+
+
+def unreadable_terms(records: Iterable[NodeClaimRecord]) -> list[str]:
+    """A problem line for each active claim whose copied expireAfter or terminationGracePeriod does not
+    parse (its NodePool's current ones apply instead)."""
+    return [
+        f"claim {r.id}: expireAfter {r.expire_after!r} / terminationGracePeriod "
+        f"{r.termination_grace_period!r} unreadable; its NodePool's apply"
+        for r in records
+        if r.active and r.expire_after and recorded_terms(r) is None
+    ]
+
+
 class InputReader:
     """Builds the planner's input for one cluster.
 
     ``catalogs`` returns the instance types the NodePools' node classes can boot (the claim lifecycle's
     :meth:`~fleetwright.claims.lifecycle.ClaimLifecycle.catalogs`); ``amis`` the AMI ids a node class
     selects now (None: no AMI drift is reported); ``subnets``/``security_groups`` likewise the subnet and
-    security-group ids (None: no such drift). ``clock`` gives epoch seconds. ``cache``: the
+    security-group ids (None: no such drift); ``class_reservations`` the capacity reservations each node
+    class selects, as of the last ``catalogs`` call (None: no reservation drift). ``clock`` gives epoch
+    seconds. ``cache``: the
     watch-fed :class:`ClusterCache` to read nodes, pods, DaemonSets and PDBs from (synced at each read);
     without it each read lists them.
     """
@@ -199,6 +226,7 @@ class InputReader:
         reservations: Callable[[Sequence[str]], dict[str, float]] | None = None,
         subnets: Callable[[EC2NodeClass], set[str]] | None = None,
         security_groups: Callable[[EC2NodeClass], set[str]] | None = None,
+        class_reservations: Callable[[], Mapping[str, set[str]]] | None = None,
         settings: DisruptionSettings | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
@@ -214,6 +242,7 @@ class InputReader:
         self.reservations = reservations
         self.subnets = subnets
         self.security_groups = security_groups
+        self.class_reservations = class_reservations
         self.settings = settings or DisruptionSettings()
         self.clock = clock
         self.log = logger or log
@@ -230,9 +259,10 @@ class InputReader:
             str((o.get("metadata") or {}).get("name") or ""): o for o in node_objects
         }
         records = self.state.nodeclaims.list()
-        catalog, _ = self.catalogs()
+        catalog, bootable = self.catalogs()
         by_type = {t.name: t for t in catalog}
         states, initialized_at = self._node_states(snapshot, objects, records, by_type, now)
+        problems.extend(unreadable_terms(records))
         self._mark_empty(states, initialized_at, now, track_emptiness)
         self._podsets = update_pod_events(
             self.state.podsets,
@@ -265,8 +295,24 @@ class InputReader:
             nodeclass_hashes=nodeclass_hashes(self.config.nodeclasses),
             settings=self.settings,
             expiring_reservations=self._expiring(states, problems),
+            bootable=bootable,
+            reservations=self._selected_reservations(),
         )
         return Gathered(inp, objects, {r.id: r for r in records}, problems)
+
+    def _selected_reservations(self) -> dict[str, set[str]]:
+        """Per node class, the capacity reservations it selects now, when known: a class without
+        ``capacityReservationSelectorTerms`` selects none; one with terms that resolved to none this pass
+        is left out (EC2 may not have answered), so no node of it drifts for its reservation."""
+        if self.class_reservations is None:
+            return {}
+        selected = self.class_reservations()
+        known: dict[str, set[str]] = {}
+        for node_class in self.config.nodeclasses:
+            ids = set(selected.get(node_class.name, ()))
+            if ids or not node_class.spec.capacity_reservation_selector_terms:
+                known[node_class.name] = ids
+        return known
 
     def _cluster(self) -> tuple[ClusterSnapshot, list[dict[str, Any]], list[dict[str, Any]] | None]:
         """The snapshot, the Node objects and the PDB objects (None: read_pdbs lists them)."""
@@ -393,8 +439,7 @@ class InputReader:
             claim_id=record.id if record is not None else str(getattr(instance, "nodeclaim", "") or ""),
             instance_id=str(getattr(instance, "id", "") or instance_id_of(node.provider_id)),
             image_id=str(getattr(instance, "image_id", "") or ""),
-            nodepool_hash=record.nodepool_hash if record is not None else "",
-            nodeclass_hash=record.nodeclass_hash if record is not None else "",
+            **_launch_fields(record),
             subnet_id=str(getattr(instance, "subnet_id", "") or ""),
             security_group_ids=frozenset(getattr(instance, "security_group_ids", ()) or ()),
             conditions=node_conditions(obj),

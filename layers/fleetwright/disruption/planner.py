@@ -128,7 +128,11 @@ def _still_graceful(cluster: Cluster, command: Command, fresh: Sequence[NodeStat
     """Why a graceful command's nodes may no longer go together (blocks, changed pods, budgets, PDBs)."""
     builder = CommandBuilder(cluster, command.reason)
     for planned, state in zip(command.candidates, fresh, strict=True):
-        why = cluster.graceful_block(state) or _pods_changed(planned, state) or builder.add(state)
+        why = (
+            cluster.graceful_block(state, command.reason)
+            or _pods_changed(planned, state)
+            or builder.add(state)
+        )
         if why is not None:
             return f"node {state.name}: {why}"
     return None

@@ -35,7 +35,7 @@ from fleetwright.disruption.candidates import (
     type_summary,
 )
 from fleetwright.disruption.drift import drift_reason, drifted_nodes, still_drifted
-from fleetwright.disruption.expiration import expired_nodes, is_expired, still_expired
+from fleetwright.disruption.expiration import expire_after_text, expired_nodes, is_expired, still_expired
 from fleetwright.disruption.method import PassContext
 from fleetwright.disruption.types import DRIFT, DRIFTED, EXPIRATION, EXPIRED, Command, NodeState
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION, NODEPOOL
@@ -63,7 +63,7 @@ def _do_not_disrupt(state: NodeState) -> bool:
 
 
 def _lifetime_left(cluster: Cluster, state: NodeState) -> float:
-    lifetime = cluster.expire_after.get(state.nodepool)
+    lifetime = cluster.terms(state).expire_after
     if not lifetime:
         return 1.0
     return min(1.0, max(0.0, 1.0 - (cluster.now - state.created_at) / lifetime))
@@ -164,8 +164,8 @@ def static_expirations(cluster: Cluster) -> list[Command]:
                 replacements=[] if limited else replacement(cluster, state),
                 explanation=(
                     f"node {state.name} ({state.instance_type}) expired: "
-                    f"{describe_seconds(cluster.now - state.created_at)} old, NodePool {pool.name} "
-                    f"expireAfter {describe_seconds(pool.expire_after_seconds() or 0)}; "
+                    f"{describe_seconds(cluster.now - state.created_at)} old, "
+                    f"{expire_after_text(cluster, state)}; "
                     + (then or f"replaced by a node of static NodePool {pool.name}")
                 ),
             )
@@ -179,7 +179,7 @@ def static_drift_command(cluster: Cluster, skipped: dict[str, str]) -> Command |
     for state, why in drifted_nodes(cluster, set()):
         if not cluster.is_static(state):
             continue
-        block = cluster.graceful_block(state) or CommandBuilder(cluster, DRIFTED).refusal(state)
+        block = cluster.graceful_block(state, DRIFTED) or CommandBuilder(cluster, DRIFTED).refusal(state)
         if block is None and over_limit(cluster, cluster.pools[state.nodepool]):
             block = f"a replacement would exceed NodePool {state.nodepool}'s limits.nodes"
         if block is not None:

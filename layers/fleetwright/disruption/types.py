@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from fleetwright.catalog.bill import DEFAULT_REGION
+from fleetwright.claims.terms import ClaimTerms
 from fleetwright.model.ec2nodeclass import EC2NodeClass
+from fleetwright.model.hashes import HASH_VERSION
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import NODEPOOL
 from fleetwright.model.node import Node
@@ -84,7 +86,10 @@ class NodeState:
     deleted, or a termination workflow runs for it. ``annotations`` are the Node's annotations.
     ``claim_id``/``instance_id`` tie it to its NodeClaim record and EC2 instance; ``image_id`` is the AMI it
     booted; ``nodepool_hash``/``nodeclass_hash`` were recorded at launch (""
-    when unknown: no hash drift is reported). ``subnet_id``/``security_group_ids`` are its instance's now
+    when unknown: no hash drift is reported), digested at ``hash_version``. ``terms`` are the
+    ``expireAfter`` and ``terminationGracePeriod`` its claim copied at launch (None when it has none of its
+    own: its NodePool's current ones apply, :mod:`fleetwright.claims.terms`).
+    ``subnet_id``/``security_group_ids`` are its instance's now
     ("" / empty when unknown: no subnet or security-group drift is reported). ``conditions`` are the Node's
     status conditions: type → (status, lastTransitionTime in epoch seconds, None when absent).
     ``last_pod_event`` is when a pod needing a new home was last bound to or gone from the node, never
@@ -107,6 +112,8 @@ class NodeState:
     image_id: str = ""
     nodepool_hash: str = ""
     nodeclass_hash: str = ""
+    hash_version: str = HASH_VERSION
+    terms: ClaimTerms | None = None
     subnet_id: str = ""
     security_group_ids: frozenset[str] = frozenset()
     conditions: dict[str, tuple[str, float | None]] = field(default_factory=dict)
@@ -166,6 +173,10 @@ class DisruptionInput:
     settings: DisruptionSettings = field(default_factory=DisruptionSettings)
     # Capacity Blocks of our nodes that end soon (id → end, epoch seconds): their nodes are expired.
     expiring_reservations: dict[str, float] = field(default_factory=dict)
+    # Per EC2NodeClass name, the instance types it boots now (InstanceTypeNotFound drift) and the capacity
+    # reservations it selects now (reservation drift); a class missing is unknown: no such drift.
+    bootable: dict[str, set[str]] = field(default_factory=dict)
+    reservations: dict[str, set[str]] = field(default_factory=dict)
     # Where node bills are priced, and per EC2NodeClass name whether its subnets assign public IPv4
     # addresses on launch (fleetwright.catalog.bill.node_class_view; unknown: they do not).
     region: str = DEFAULT_REGION

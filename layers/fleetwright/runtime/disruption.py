@@ -173,6 +173,7 @@ def input_reader(
         reservations=cloud.expiring_reservations,
         subnets=cloud.node_class_subnets,
         security_groups=cloud.node_class_security_groups,
+        class_reservations=lambda: lifecycle.reservations_by_class,
         settings=settings,
         clock=parts.clock,
         logger=parts.logger,

@@ -87,6 +87,9 @@ _ATTRIBUTES = {
     "launch_deadline": "launchDeadline",
     "reservation_ids": "reservationIds",
     "annotations": "annotations",
+    "hash_version": "hashVersion",
+    "expire_after": "expireAfter",
+    "termination_grace_period": "terminationGracePeriod",
 }
 
 
@@ -135,6 +138,12 @@ class NodeClaimRecord:
     launch_deadline: float | None = None  # epoch seconds after which its launcher calls EC2 no more
     reservation_ids: list[str] = field(default_factory=list)  # reservations a reserved claim may use
     annotations: dict[str, str] = field(default_factory=dict)  # the NodePool template's, at launch
+    hash_version: str = ""  # the drift hashes' version ("" on claims recorded before versions were)
+    # The NodePool template's expireAfter ("Never" or a duration) and terminationGracePeriod ("" when it set
+    # none) at launch, as Karpenter copies them onto each NodeClaim; expire_after is "" on claims recorded
+    # before they were copied (their NodePool's current values apply).
+    expire_after: str = ""
+    termination_grace_period: str = ""
 
     @property
     def provider_id(self) -> str:
