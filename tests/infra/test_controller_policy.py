@@ -126,6 +126,15 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
     """What docs/iam.md promises for ``function``'s policy, statement by statement."""
     request_tag = {f"aws:RequestTag/{CLUSTER_TAG}": CLUSTER}
     resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": CLUSTER}
+    # Existing instances and launch templates also need the second tag the controller writes.
+    instance_owned = {
+        "StringEquals": resource_tag,
+        "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "?*"},
+    }
+    template_owned = {
+        "StringEquals": resource_tag,
+        "StringLike": {"aws:ResourceTag/fleetwright.io/ec2nodeclass": "?*"},
+    }
     profiles = f"arn:{P}:iam::{A}:instance-profile/{CLUSTER}_*"
     catalog = {
         "LaunchFromSharedResources": {
@@ -141,7 +150,7 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
         "LaunchFromClusterLaunchTemplates": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
             "Resource": [f"{EC2}:{A}:launch-template/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": template_owned,
         },
         "CreateOnlyClusterTaggedResources": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
@@ -161,12 +170,12 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
         "TerminateClusterInstances": {
             "Action": ["ec2:TerminateInstances"],
             "Resource": [f"{EC2}:{A}:instance/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": instance_owned,
         },
         "DeleteClusterLaunchTemplates": {
             "Action": ["ec2:DeleteLaunchTemplate"],
             "Resource": [f"{EC2}:{A}:launch-template/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": template_owned,
         },
         "ReadEc2": {
             "Action": EC2_READS[function],
