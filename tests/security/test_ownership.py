@@ -21,6 +21,8 @@ from fleetwright.aws.launchtemplates import (
     describe_launch_templates,
     template_name,
 )
+from fleetwright.aws.provider import AwsProvider
+from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, kubernetes_cluster_tag, ownership_tags, to_aws
 from fleetwright.cloud.errors import InstanceNotFoundError, NotOwnedError
 from fleetwright.disruption import metrics as m
@@ -151,3 +153,39 @@ def test_a_launch_template_with_our_name_and_the_cluster_tag_alone_is_never_used
 
     assert report.deleted_launch_templates == []
     assert gc.templates() == [name]
+
+
+class _FailBeforeLaunch(AwsProvider):
+    def launch(self, request: LaunchRequest) -> LaunchedInstance:
+        raise ConnectionError("EC2 endpoint unreachable")
+
+
+def test_a_hand_tagged_instance_naming_a_pending_claim_is_not_adopted_by_it(world: World) -> None:  # noqa: F811
+    world.pending(2)
+    failing = world.provisioner(holder="failing")
+    failing.lifecycle.cloud = _FailBeforeLaunch(
+        world.aws.cluster, "us-east-1", clients=world.aws.clients, unavailable=world.state.unavailable
+    )
+    failing.run_once()
+    [orphan] = world.state.nodeclaims.list()
+    assert orphan.launch_deadline is not None
+    # Someone tags an instance of theirs with the cluster tag and the claim's id while it is pending.
+    world.aws.clients.ec2.run_instances(
+        ImageId=next(iter(world.amis.ids.values())),
+        InstanceType="m5.large",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=world.aws.subnets["a-small"],
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": to_aws({**CLUSTER_ONLY, NODECLAIM_TAG: orphan.id})}
+        ],
+    )
+    world.strict.consistency.settle()
+
+    world.wall.advance(orphan.launch_deadline - world.wall() + 31)
+    report = world.provisioner().run_once()
+
+    assert report.reconciles[0].adopted == []
+    assert report.reconciles[0].abandoned == [orphan.id]
+    gone = world.state.nodeclaims.get(orphan.id)
+    assert gone is not None and gone.status == ClaimStatus.FAILED and gone.instance_id == ""
