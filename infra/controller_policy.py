@@ -222,9 +222,17 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
         ),
         iam.PolicyStatement(
             sid="CreateClusterInstanceProfiles",
-            actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+            actions=["iam:CreateInstanceProfile"],
             resources=[profiles],
             conditions={"StringEquals": request_tag},
+        ),
+        # Tagging only a profile already the cluster's, with the cluster's tag: a profile someone made by
+        # hand under the cluster's prefix cannot be claimed by tagging it (Karpenter scopes it so too).
+        iam.PolicyStatement(
+            sid="TagClusterInstanceProfiles",
+            actions=["iam:TagInstanceProfile"],
+            resources=[profiles],
+            conditions={"StringEquals": {**request_tag, **resource_tag}},
         ),
         iam.PolicyStatement(
             sid="ManageClusterInstanceProfiles",

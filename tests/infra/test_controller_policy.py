@@ -31,6 +31,7 @@ LAUNCH = [
     "TagOnlyWhileCreating",
     "PassNodeRole",
     "CreateClusterInstanceProfiles",
+    "TagClusterInstanceProfiles",
     "ManageClusterInstanceProfiles",
     "ReadClusterInstanceProfiles",
     "ReadPrices",
@@ -204,9 +205,14 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
             },
         },
         "CreateClusterInstanceProfiles": {
-            "Action": ["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+            "Action": ["iam:CreateInstanceProfile"],
             "Resource": [profiles],
             "Condition": {"StringEquals": request_tag},
+        },
+        "TagClusterInstanceProfiles": {
+            "Action": ["iam:TagInstanceProfile"],
+            "Resource": [profiles],
+            "Condition": {"StringEquals": {**request_tag, **resource_tag}},
         },
         "ManageClusterInstanceProfiles": {
             "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],

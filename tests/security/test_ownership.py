@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+from fleetwright.aws.instanceprofiles import ensure_instance_profile, instance_profile_name
 from fleetwright.aws.instances import (
     ClusterInstances,
     describe_instances,
@@ -23,7 +24,14 @@ from fleetwright.aws.launchtemplates import (
 )
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.request import LaunchedInstance, LaunchRequest
-from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, kubernetes_cluster_tag, ownership_tags, to_aws
+from fleetwright.aws.tags import (
+    CLUSTER_TAG,
+    NODECLAIM_TAG,
+    from_aws,
+    kubernetes_cluster_tag,
+    ownership_tags,
+    to_aws,
+)
 from fleetwright.cloud.errors import InstanceNotFoundError, NotOwnedError
 from fleetwright.disruption import metrics as m
 from fleetwright.state.nodeclaims import ClaimStatus
@@ -189,3 +197,21 @@ def test_a_hand_tagged_instance_naming_a_pending_claim_is_not_adopted_by_it(worl
     assert report.reconciles[0].abandoned == [orphan.id]
     gone = world.state.nodeclaims.get(orphan.id)
     assert gone is not None and gone.status == ClaimStatus.FAILED and gone.instance_id == ""
+
+
+def test_an_instance_profile_made_by_hand_under_the_clusters_name_is_refused(world: World) -> None:  # noqa: F811
+    iam = world.aws.clients.iam
+    for role in ("NodeRoleA", "NodeRoleB"):
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")
+    hand_made = instance_profile_name(CLUSTER, "NodeRoleA")
+    iam.create_instance_profile(InstanceProfileName=hand_made)  # untagged, holding what its maker chose
+
+    with pytest.raises(ValueError, match=f"{hand_made} exists but is not tagged"):
+        ensure_instance_profile(world.aws.clients, CLUSTER, "NodeRoleA")
+    assert iam.get_instance_profile(InstanceProfileName=hand_made)["InstanceProfile"]["Roles"] == []
+
+    # A profile the controller makes itself is tagged at creation, and holds the role.
+    made = ensure_instance_profile(world.aws.clients, CLUSTER, "NodeRoleB")
+    profile = iam.get_instance_profile(InstanceProfileName=made)["InstanceProfile"]
+    assert [r["RoleName"] for r in profile["Roles"]] == ["NodeRoleB"]
+    assert from_aws(profile["Tags"])[CLUSTER_TAG] == CLUSTER
