@@ -4,7 +4,10 @@ records each function's calls and checks them against its role).
 
 Everything Fleetwright creates carries the tag ``fleetwright.io/cluster=<cluster>`` (see
 :mod:`fleetwright.aws.tags`); the policies use that tag both ways: a launch must put it on every resource it
-creates, and only resources carrying it may be terminated or deleted. docs/iam.md explains each statement.
+creates, and only resources carrying it may be terminated or deleted. Using, terminating or deleting also
+needs the second tag the controller writes (instances: ``karpenter.sh/nodepool``; launch templates:
+``fleetwright.io/ec2nodeclass``), as the code does (:func:`fleetwright.aws.tags.is_owned`), so the cluster
+tag alone, which anyone with ``ec2:CreateTags`` can add, grants nothing. docs/iam.md explains each statement.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fleetwright.aws.instanceprofiles import instance_profile_name
-from fleetwright.aws.tags import CLUSTER_TAG
+from fleetwright.aws.tags import CLUSTER_TAG, INSTANCE_CONTROLLER_TAG, LAUNCH_TEMPLATE_CONTROLLER_TAG
 
 # The resource types a launch creates; each must be tagged in the request.
 CREATED_RESOURCE_TYPES = (
@@ -139,6 +142,15 @@ CONTROLLER = replace(PROVISIONER | INTERRUPTION | DISRUPTION | TERMINATION, name
 BUILT_IN = {p.name: p for p in (PROVISIONER, INTERRUPTION, DISRUPTION, TERMINATION)}
 
 
+def owned_conditions(cluster: str, controller_tag: str) -> dict[str, dict[str, str]]:
+    """Conditions of a statement acting on an existing resource: the cluster tag names ``cluster`` and the
+    controller's second tag is present with a value (``?*``: at least one character, as the code asks)."""
+    return {
+        "StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster},
+        "StringLike": {f"aws:ResourceTag/{controller_tag}": "?*"},
+    }
+
+
 def _ec2_arn(resource: str, *, account: bool = True) -> str:
     owner = Aws.ACCOUNT_ID if account else ""
     return f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{owner}:{resource}"
@@ -185,7 +197,7 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
             sid="LaunchFromClusterLaunchTemplates",
             actions=list(LAUNCH_ACTIONS),
             resources=[_ec2_arn("launch-template/*")],
-            conditions={"StringEquals": resource_tag},
+            conditions=owned_conditions(cluster, LAUNCH_TEMPLATE_CONTROLLER_TAG),
         ),
         iam.PolicyStatement(
             sid="CreateOnlyClusterTaggedResources",
@@ -210,9 +222,17 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
         ),
         iam.PolicyStatement(
             sid="CreateClusterInstanceProfiles",
-            actions=["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+            actions=["iam:CreateInstanceProfile"],
             resources=[profiles],
             conditions={"StringEquals": request_tag},
+        ),
+        # Tagging only a profile already the cluster's, with the cluster's tag: a profile someone made by
+        # hand under the cluster's prefix cannot be claimed by tagging it (Karpenter scopes it so too).
+        iam.PolicyStatement(
+            sid="TagClusterInstanceProfiles",
+            actions=["iam:TagInstanceProfile"],
+            resources=[profiles],
+            conditions={"StringEquals": {**request_tag, **resource_tag}},
         ),
         iam.PolicyStatement(
             sid="ManageClusterInstanceProfiles",
@@ -235,8 +255,9 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
 def _deletion_statements(
     resources: ControllerResources, permissions: FunctionPermissions
 ) -> list[iam.PolicyStatement]:
-    """Terminating instances and deleting launch templates, only those tagged for this cluster."""
-    resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": resources.cluster_name}
+    """Terminating instances and deleting launch templates, only those tagged for this cluster by the
+    controller (the cluster tag and the controller's second tag)."""
+    cluster = resources.cluster_name
     statements = []
     if permissions.terminates:
         statements.append(
@@ -244,7 +265,7 @@ def _deletion_statements(
                 sid="TerminateClusterInstances",
                 actions=["ec2:TerminateInstances"],
                 resources=[_ec2_arn("instance/*")],
-                conditions={"StringEquals": resource_tag},
+                conditions=owned_conditions(cluster, INSTANCE_CONTROLLER_TAG),
             )
         )
     if permissions.deletes_launch_templates:
@@ -253,7 +274,7 @@ def _deletion_statements(
                 sid="DeleteClusterLaunchTemplates",
                 actions=["ec2:DeleteLaunchTemplate"],
                 resources=[_ec2_arn("launch-template/*")],
-                conditions={"StringEquals": resource_tag},
+                conditions=owned_conditions(cluster, LAUNCH_TEMPLATE_CONTROLLER_TAG),
             )
         )
     return statements

@@ -683,6 +683,7 @@ class FleetwrightDashboard(Construct):
                 title="Garbage collected by kind; nodes retired after deletion",
                 left=[
                     cm.insights(cm.GARBAGE_COLLECTED, service, group_by="Kind"),
+                    cm.insights(cm.IMPOSTORS_SEEN, service, label="Instances tagged by someone else (kept)"),
                     cm.insights(cm.NODES_UNCORDONED_BY_SWEEP, service, label="Nodes given back by the sweep"),
                     cm.insights(cm.INTERRUPTIONS_REDRIVEN, service, label="Interruptions re-driven"),
                     cm.insights(cm.NODES_RETIRED, service, group_by="Reason"),

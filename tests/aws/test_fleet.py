@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import email
 from collections.abc import Iterator
 
@@ -241,6 +242,15 @@ def test_other_errors_fail_the_claim_without_retrying(aws: Aws, amis: SeededAmis
     }
     assert len(aws.fleet.requests) == 1
     assert aws.unavailable.entries() == []
+
+
+def test_a_launch_without_its_nodepool_is_refused_before_any_create_fleet(aws: Aws, amis: SeededAmis) -> None:
+    # Its instance would lack the NodePool tag ownership needs: nothing could ever terminate it.
+    request = dataclasses.replace(_request(aws, ["m5.large"]), nodepool="")
+    with pytest.raises(LaunchError, match=r"karpenter\.sh/nodepool") as failure:
+        _launcher(aws).launch(request)
+    assert not failure.value.may_have_launched
+    assert aws.fleet.requests == []
 
 
 def test_launching_the_same_claim_twice_yields_one_instance(aws: Aws, amis: SeededAmis) -> None:

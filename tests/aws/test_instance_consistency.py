@@ -4,7 +4,7 @@ once, and one DescribeInstances call takes at most 200 filter values."""
 from __future__ import annotations
 
 from fleetwright.aws.instances import find_claimed_instances, terminate_instances
-from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, to_aws
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG, to_aws
 from tests.aws.conftest import CLUSTER, Aws
 
 
@@ -16,7 +16,10 @@ def _launch(aws: Aws, claim: str) -> str:
         InstanceType="m5.large",
         SubnetId=aws.subnets["b"],
         TagSpecifications=[
-            {"ResourceType": "instance", "Tags": to_aws({CLUSTER_TAG: CLUSTER, NODECLAIM_TAG: claim})}
+            {
+                "ResourceType": "instance",
+                "Tags": to_aws({CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default", NODECLAIM_TAG: claim}),
+            }
         ],
     )
     return str(reservation["Instances"][0]["InstanceId"])

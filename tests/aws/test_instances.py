@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.aws.instances import NotOwnedError, describe_instances, list_instances, terminate_instances
-from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, to_aws
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG, to_aws
 from tests.aws.conftest import CLUSTER, Aws
 from tests.aws.strict import StrictEc2
 
@@ -35,7 +35,7 @@ def _state(aws: Aws, instance_id: str) -> str:
 
 
 def test_terminate_refuses_an_instance_without_our_tag(aws: Aws) -> None:
-    ours = _run(aws, {CLUSTER_TAG: CLUSTER})
+    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default"})
     foreign = _run(aws, {"team": "payments"})
     other_cluster = _run(aws, {CLUSTER_TAG: "another"})
     for target in (foreign, other_cluster):
@@ -46,7 +46,7 @@ def test_terminate_refuses_an_instance_without_our_tag(aws: Aws) -> None:
 
 
 def test_terminate_ours_and_treat_missing_instances_as_gone(aws: Aws) -> None:
-    ours = _run(aws, {CLUSTER_TAG: CLUSTER})
+    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default"})
     result = terminate_instances(aws.clients, CLUSTER, [ours, "i-0123456789abcdef0"])
     assert result.terminating == [ours]
     assert result.already_gone == ["i-0123456789abcdef0"]
@@ -59,7 +59,7 @@ def test_terminate_ours_and_treat_missing_instances_as_gone(aws: Aws) -> None:
 
 
 def test_describe_and_list_return_only_our_instances(aws: Aws) -> None:
-    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODECLAIM_TAG: "claim-9"})
+    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default", NODECLAIM_TAG: "claim-9"})
     foreign = _run(aws, {"team": "payments"})
     found = describe_instances(aws.clients, CLUSTER, [ours, foreign, "i-0123456789abcdef0"])
     assert set(found) == {ours}

@@ -9,7 +9,7 @@ from fleetwright.aws.launchtemplates import (
     describe_launch_templates,
     launch_template_data,
 )
-from fleetwright.aws.tags import CLUSTER_TAG, merge_tags, ownership_tags
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, merge_tags, ownership_tags
 from tests.aws.conftest import CLUSTER, Aws, node_class
 
 AMI = Ami("ami-0123456789abcdef0", "amd64", "standard")
@@ -56,7 +56,7 @@ def test_bottlerocket_gets_an_os_volume_and_a_data_volume() -> None:
 def test_equal_settings_share_a_template_and_unused_ones_are_deleted(aws: Aws) -> None:
     spec = node_class().spec
     templates = LaunchTemplates(aws.clients, CLUSTER)
-    tags = {CLUSTER_TAG: CLUSTER}
+    tags = {CLUSTER_TAG: CLUSTER, NODECLASS_TAG: "default"}
     first = templates.ensure(launch_template_data(spec, AMI, "a", ["sg-1"], "p"), tags)
     # Another process (a fresh cache) finds the existing template instead of failing to create it.
     again = LaunchTemplates(aws.clients, CLUSTER).ensure(

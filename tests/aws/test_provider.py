@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 
 from fleetwright.aws.instances import ClusterInstances
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.tags import CLUSTER_TAG, to_aws
+from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, to_aws
 from fleetwright.cloud.errors import (
     InstanceNotFoundError,
     InsufficientCapacityError,
@@ -48,7 +48,7 @@ def _provider(aws: Aws) -> CloudProvider:
 
 def test_get_answers_our_instance_and_raises_not_found_for_a_foreign_or_unknown_one(aws: Aws) -> None:
     cloud: InstanceCloud = ClusterInstances(aws.clients, CLUSTER)
-    ours = _run(aws, {CLUSTER_TAG: CLUSTER})
+    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default"})
     foreign = _run(aws, {CLUSTER_TAG: "another"})
 
     found = cloud.get(ours)
@@ -61,7 +61,7 @@ def test_get_answers_our_instance_and_raises_not_found_for_a_foreign_or_unknown_
 
 def test_throttled_and_server_side_failures_are_transient_others_pass_through(aws: Aws) -> None:
     cloud = _provider(aws)
-    ours = _run(aws, {CLUSTER_TAG: CLUSTER})
+    ours = _run(aws, {CLUSTER_TAG: CLUSTER, NODEPOOL_TAG: "default"})
 
     FailCall("DescribeInstances", "RequestLimitExceeded", status=503).install(aws.clients.ec2)
     with pytest.raises(ThrottledError) as throttled:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.tags import CLUSTER_TAG, ownership_tags, to_aws
+from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, ownership_tags, to_aws
 from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import ORPHANED_SINCE_ANNOTATION, GarbageCollector, GcReport
@@ -105,7 +105,12 @@ class Gc:
         answer = self.ec2.create_launch_template(
             LaunchTemplateName=name,
             LaunchTemplateData={"ImageId": image, "InstanceType": "m5.large"},
-            TagSpecifications=[{"ResourceType": "launch-template", "Tags": to_aws({CLUSTER_TAG: owner})}],
+            TagSpecifications=[
+                {
+                    "ResourceType": "launch-template",
+                    "Tags": to_aws({CLUSTER_TAG: owner, NODECLASS_TAG: "default"}),
+                }
+            ],
         )
         # moto stamps the template with the real time (whole seconds): the collector's clock must not lag
         # behind it, or a template a test ages by the grace plus a second is still young on a slow machine.

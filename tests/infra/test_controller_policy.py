@@ -31,6 +31,7 @@ LAUNCH = [
     "TagOnlyWhileCreating",
     "PassNodeRole",
     "CreateClusterInstanceProfiles",
+    "TagClusterInstanceProfiles",
     "ManageClusterInstanceProfiles",
     "ReadClusterInstanceProfiles",
     "ReadPrices",
@@ -126,6 +127,15 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
     """What docs/iam.md promises for ``function``'s policy, statement by statement."""
     request_tag = {f"aws:RequestTag/{CLUSTER_TAG}": CLUSTER}
     resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": CLUSTER}
+    # Existing instances and launch templates also need the second tag the controller writes.
+    instance_owned = {
+        "StringEquals": resource_tag,
+        "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "?*"},
+    }
+    template_owned = {
+        "StringEquals": resource_tag,
+        "StringLike": {"aws:ResourceTag/fleetwright.io/ec2nodeclass": "?*"},
+    }
     profiles = f"arn:{P}:iam::{A}:instance-profile/{CLUSTER}_*"
     catalog = {
         "LaunchFromSharedResources": {
@@ -141,7 +151,7 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
         "LaunchFromClusterLaunchTemplates": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
             "Resource": [f"{EC2}:{A}:launch-template/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": template_owned,
         },
         "CreateOnlyClusterTaggedResources": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
@@ -161,12 +171,12 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
         "TerminateClusterInstances": {
             "Action": ["ec2:TerminateInstances"],
             "Resource": [f"{EC2}:{A}:instance/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": instance_owned,
         },
         "DeleteClusterLaunchTemplates": {
             "Action": ["ec2:DeleteLaunchTemplate"],
             "Resource": [f"{EC2}:{A}:launch-template/*"],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": template_owned,
         },
         "ReadEc2": {
             "Action": EC2_READS[function],
@@ -195,9 +205,14 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
             },
         },
         "CreateClusterInstanceProfiles": {
-            "Action": ["iam:CreateInstanceProfile", "iam:TagInstanceProfile"],
+            "Action": ["iam:CreateInstanceProfile"],
             "Resource": [profiles],
             "Condition": {"StringEquals": request_tag},
+        },
+        "TagClusterInstanceProfiles": {
+            "Action": ["iam:TagInstanceProfile"],
+            "Resource": [profiles],
+            "Condition": {"StringEquals": {**request_tag, **resource_tag}},
         },
         "ManageClusterInstanceProfiles": {
             "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],

@@ -24,7 +24,15 @@ from tests.infra.conftest import (
 )
 
 DESCRIPTION = "Fleetwright disruption"
-CLUSTER_TAG_CONDITION = {"StringEquals": {"aws:ResourceTag/fleetwright.io/cluster": CLUSTER}}
+CLUSTER_TAG = {"StringEquals": {"aws:ResourceTag/fleetwright.io/cluster": CLUSTER}}
+# Each deletion also needs the second tag the controller writes on what it deletes.
+OWNED_CONDITIONS = {
+    "ec2:TerminateInstances": {**CLUSTER_TAG, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "?*"}},
+    "ec2:DeleteLaunchTemplate": {
+        **CLUSTER_TAG,
+        "StringLike": {"aws:ResourceTag/fleetwright.io/ec2nodeclass": "?*"},
+    },
+}
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -127,7 +135,7 @@ def test_disruption_may_start_and_look_up_only_termination_workflows(synthesis: 
 def test_disruption_deletes_only_resources_tagged_for_its_cluster(synthesis: Synthesis, action: str) -> None:
     granting = _granting(_effective_statements(synthesis), action)
     assert granting
-    assert all(s.get("Condition") == CLUSTER_TAG_CONDITION for s in granting)
+    assert all(s.get("Condition") == OWNED_CONDITIONS[action] for s in granting)
 
 
 def test_disruption_launches_only_cluster_tagged_replacements(synthesis: Synthesis) -> None:

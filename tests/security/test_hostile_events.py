@@ -244,3 +244,20 @@ def test_a_hostile_message_in_a_batch_leaves_the_genuine_one_working(interruptio
     assert interruptions.metrics.total("InterruptionMessagesRejected", Reason="WrongAccount") == 1
     assert interruptions.metrics.total("RebalanceRecommendations") == 1
     assert interruptions.executions() == [] and harness.pods_on(node) == ["web-0", "web-1"]
+
+
+def test_a_spot_warning_for_an_instance_tagged_with_the_cluster_tag_alone_is_ignored(
+    interruptions: Interruptions,
+) -> None:
+    harness = interruptions.harness
+    instance_id, node, zone = _spot_node(harness)
+    # Its NodePool tag removed: it carries the cluster tag as anyone's hand could put it there.
+    harness.world.aws.clients.ec2.delete_tags(
+        Resources=[instance_id], Tags=[{"Key": "karpenter.sh/nodepool"}]
+    )
+
+    response = interruptions.deliver(for_instance(SPOT_WARNING, instance_id))
+
+    assert response == {"batchItemFailures": []}
+    assert interruptions.metrics.total("InterruptionEventsIgnored", Reason="NotOwned") == 1
+    assert_untouched(interruptions, instance_id, node, zone)

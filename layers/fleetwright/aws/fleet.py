@@ -419,6 +419,11 @@ class FleetLauncher:
         when called inside a deadline scope.
         """
         failures: list[LaunchFailure] = []
+        if not request.nodepool:
+            # Its instance would lack the NodePool tag ownership needs: nothing could ever terminate it.
+            message = "a launch needs its NodePool: the instance's karpenter.sh/nodepool tag makes it ours"
+            failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NOTHING_LAUNCHED, message))
+            raise launch_error(request.nodeclaim, failures, may_have_launched=False)
         try:
             existing = find_claimed_instances(self.clients, self.cluster, [request.nodeclaim])
             if request.nodeclaim in existing:

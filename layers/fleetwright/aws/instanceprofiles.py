@@ -1,4 +1,7 @@
-"""Instance profiles for node classes that name an IAM role instead of an instance profile."""
+"""Instance profiles for node classes that name an IAM role instead of an instance profile.
+
+A profile is created tagged ``fleetwright.io/cluster=<cluster>``; one found under the cluster's name
+without that tag (made by hand) is refused, not used: whoever made it chose what it holds."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import hashlib
 import threading
 
 from fleetwright.aws.clients import AwsClients, error_code
-from fleetwright.aws.tags import CLUSTER_TAG, to_aws
+from fleetwright.aws.tags import CLUSTER_TAG, from_aws, to_aws
 from fleetwright.aws.ttlcache import TtlCache
 
 _CACHE: TtlCache[str] = TtlCache(ttl=3600.0)
@@ -40,6 +43,11 @@ def ensure_instance_profile(clients: AwsClients, cluster: str, role: str) -> str
                 if error_code(created_elsewhere) != "EntityAlreadyExists":
                     raise
                 profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+        if from_aws(profile.get("Tags")).get(CLUSTER_TAG) != cluster:
+            raise ValueError(
+                f"instance profile {name} exists but is not tagged {CLUSTER_TAG}={cluster}: "
+                "it was not made by this cluster's controller; delete or rename it"
+            )
         if not any(r.get("RoleName") == role_name for r in profile.get("Roles", [])):
             for existing in profile.get("Roles", []):
                 iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=existing["RoleName"])

@@ -1,4 +1,8 @@
-"""Describe and terminate this cluster's instances; never touch one without our ownership tag.
+"""Describe and terminate this cluster's instances; never touch one without our ownership tags.
+
+Ownership is the cluster tag *and* the NodePool tag the controller's CreateFleet writes
+(:func:`~fleetwright.aws.tags.is_owned`): an instance someone tagged with the cluster tag alone is left out
+of descriptions and claim lookups, and terminating it is refused.
 
 :class:`ClusterInstances` is the cloud contract's describe-and-terminate view on its own (what the
 termination function needs, without the launch machinery ``AwsProvider`` imports and builds). EC2 throttling
@@ -15,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from fleetwright.aws.clients import THROTTLING_CODES, AwsClients, error_code
-from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned
+from fleetwright.aws.tags import CLUSTER_TAG, INSTANCE_CONTROLLER_TAG, from_aws, is_owned, ownership_problem
 from fleetwright.cloud.errors import (
     InstanceNotFoundError,
     NotOwnedError,
@@ -87,7 +91,9 @@ def _describe(clients: AwsClients, **params: Any) -> list[Instance]:
 
 
 def list_instances(clients: AwsClients, cluster: str, states: Sequence[str] = LIVE_STATES) -> list[Instance]:
-    """Every instance of ``cluster`` (by ownership tag) in the given states."""
+    """Every instance carrying ``cluster``'s tag in the given states, impostors included (those without
+    the controller's NodePool tag, ``Instance.nodepool`` empty): the garbage collector reports them, and
+    nothing may act on one (``terminate_instances`` refuses it)."""
     return _describe(
         clients,
         Filters=[
@@ -156,7 +162,9 @@ def find_claimed_instances(
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ],
         )
-        for instance in sorted(instances, key=lambda i: (i.launch_time, i.id)):
+        # An instance tagged with a claim by someone else's hand (no NodePool tag) is not the claim's.
+        owned = [i for i in instances if is_owned(i.tags, cluster)]
+        for instance in sorted(owned, key=lambda i: (i.launch_time, i.id)):
             result.setdefault(
                 instance.nodeclaim,
                 LaunchedInstance(
@@ -188,7 +196,8 @@ def terminate_instances(
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> TerminateResult:
-    """Terminate instances after checking each carries this cluster's ownership tag.
+    """Terminate instances after checking each carries this cluster's ownership tags (the cluster tag and
+    the controller's NodePool tag).
 
     Raises :class:`NotOwnedError` (and terminates nothing) when any existing instance is not ours.
     Instances that no longer exist, or are already terminated, count as gone. An id DescribeInstances does
@@ -205,9 +214,13 @@ def terminate_instances(
     if unseen:
         sleep(UNSEEN_RECHECK_SECONDS)
         seen.update(_find_by_id(clients, unseen))
-    foreign = [i for i in ids if i in seen and not is_owned(seen[i].tags, cluster)]
+    foreign = {i: ownership_problem(seen[i].tags, cluster) for i in ids if i in seen}
+    foreign = {i: why for i, why in foreign.items() if why}
     if foreign:
-        raise NotOwnedError(f"refusing to terminate {', '.join(foreign)}: not tagged {CLUSTER_TAG}={cluster}")
+        whys = "; ".join(f"{i}: {why}" for i, why in foreign.items())
+        if any(INSTANCE_CONTROLLER_TAG in why for why in foreign.values()):
+            log.warning("refused to terminate an instance tagged as this cluster's by someone else: %s", whys)
+        raise NotOwnedError(f"refusing to terminate {whys}")
     targets = []
     for instance_id in ids:
         instance = seen.get(instance_id)

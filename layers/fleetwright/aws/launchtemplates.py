@@ -1,5 +1,9 @@
 """Launch templates: one per distinct (node class settings, AMI, user data), named by a hash of their
-content, created on first use, reused afterwards, deleted by :func:`delete_launch_template`."""
+content, created on first use, reused afterwards, deleted by :func:`delete_launch_template`.
+
+A template is this cluster's when it carries the cluster tag and the node class tag the controller writes
+(:data:`~fleetwright.aws.tags.LAUNCH_TEMPLATE_CONTROLLER_TAG`): one found under our name without them
+(made by someone else, who chose its data) is never launched from, listed for collection or deleted."""
 
 from __future__ import annotations
 
@@ -16,7 +20,13 @@ from typing import Any
 from fleetwright.aws.amis import Ami
 from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.networkinterfaces import network_interfaces
-from fleetwright.aws.tags import CLUSTER_TAG, from_aws, is_owned, tag_specifications
+from fleetwright.aws.tags import (
+    CLUSTER_TAG,
+    LAUNCH_TEMPLATE_CONTROLLER_TAG,
+    from_aws,
+    ownership_problem,
+    tag_specifications,
+)
 from fleetwright.cloud.instances import LaunchTemplateInfo
 from fleetwright.model.ec2nodeclass import BlockDeviceMapping, CPUOptions, EC2NodeClassSpec
 from fleetwright.model.quantity import parse_quantity
@@ -183,16 +193,19 @@ class LaunchTemplates:
                 )
                 log.info("created launch template %s", name)
             except Exception as error:
-                # Another Lambda created it between our check and our call: that is fine.
+                # Another Lambda created it between our check and our call: fine once its tags say so.
                 if error_code(error) != "InvalidLaunchTemplateName.AlreadyExistsException":
                     raise
+                self._exists(name)
         with self._lock:
             self._known.add(name)
         return name
 
     def _exists(self, name: str) -> bool:
+        """True when the template exists and is this cluster's; raises ``ValueError`` (launching nothing
+        from it) when it exists without our tags."""
         try:
-            self.clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
+            answer = self.clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
         except Exception as error:
             if error_code(error) in (
                 "InvalidLaunchTemplateName.NotFoundException",
@@ -200,6 +213,11 @@ class LaunchTemplates:
             ):
                 return False
             raise
+        for entry in answer.get("LaunchTemplates", []):
+            why = template_ownership_problem(entry, self.cluster)
+            if why:
+                log.warning("refusing launch template %s: %s", name, why)
+                raise ValueError(f"refusing to launch from launch template {name}: {why}")
         return True
 
     def forget(self, names: Iterable[str]) -> None:
@@ -217,12 +235,22 @@ def _epoch(value: Any) -> float:
         return 0.0
 
 
+def template_ownership_problem(entry: Mapping[str, Any], cluster: str) -> str:
+    """Why a ``DescribeLaunchTemplates`` entry is not ``cluster``'s ("" when it is)."""
+    return ownership_problem(from_aws(entry.get("Tags")), cluster, LAUNCH_TEMPLATE_CONTROLLER_TAG)
+
+
 def describe_launch_templates(clients: AwsClients, cluster: str) -> list[LaunchTemplateInfo]:
-    """This cluster's launch templates (by the ownership tag), sorted by name."""
+    """This cluster's launch templates (by the ownership tags), sorted by name; one carrying the cluster
+    tag without the node class tag is left out, with a warning."""
     found: list[LaunchTemplateInfo] = []
     paginator = clients.ec2.get_paginator("describe_launch_templates")
     for page in paginator.paginate(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]}]):
         for entry in page.get("LaunchTemplates", []):
+            why = template_ownership_problem(entry, cluster)
+            if why:
+                log.warning("launch template %s left alone: %s", entry.get("LaunchTemplateName"), why)
+                continue
             found.append(
                 LaunchTemplateInfo(
                     id=str(entry["LaunchTemplateId"]),
@@ -242,7 +270,7 @@ def launch_template_image(clients: AwsClients, template_id: str) -> str:
 
 
 def delete_launch_template(clients: AwsClients, cluster: str, name: str) -> bool:
-    """Delete one launch template after checking it carries this cluster's ownership tag; False when it was
+    """Delete one launch template after checking it carries this cluster's ownership tags; False when it was
     already gone. Raises ``ValueError`` for a template that is not this cluster's."""
     try:
         answer = clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
@@ -254,8 +282,9 @@ def delete_launch_template(clients: AwsClients, cluster: str, name: str) -> bool
             return False
         raise
     for entry in answer.get("LaunchTemplates", []):
-        if not is_owned(from_aws(entry.get("Tags")), cluster):
-            raise ValueError(f"refusing to delete launch template {name}: not tagged {CLUSTER_TAG}={cluster}")
+        why = template_ownership_problem(entry, cluster)
+        if why:
+            raise ValueError(f"refusing to delete launch template {name}: {why}")
     try:
         clients.ec2.delete_launch_template(LaunchTemplateName=name)
     except Exception as error:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleetwright.cloud.instances import CLUSTER_TAG, NODECLAIM_TAG
+from fleetwright.cloud.instances import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG
 
-# The ownership and NodeClaim tags are the cloud contract's (an ``Instance`` reads them); the rest of the
-# tag scheme is EC2's.
+# The ownership, NodePool and NodeClaim tags are the cloud contract's (an ``Instance`` reads them); the rest
+# of the tag scheme is EC2's.
 __all__ = [
     "CLUSTER_TAG",
+    "INSTANCE_CONTROLLER_TAG",
+    "LAUNCH_TEMPLATE_CONTROLLER_TAG",
     "NAME_TAG",
     "NODECLAIM_TAG",
     "NODECLASS_TAG",
@@ -20,14 +22,22 @@ __all__ = [
     "is_owned",
     "kubernetes_cluster_tag",
     "merge_tags",
+    "ownership_problem",
     "ownership_tags",
     "tag_specifications",
     "to_aws",
 ]
 
-NODEPOOL_TAG = "karpenter.sh/nodepool"
 NODECLASS_TAG = "fleetwright.io/ec2nodeclass"
 NAME_TAG = "Name"
+
+# The second tag ownership needs besides ``CLUSTER_TAG=<cluster>``: present (any value) on everything the
+# controller creates, required by terminate, launch-template use and deletion and the garbage collector in
+# code, and by the IAM policy's ``aws:ResourceTag`` conditions (infra/controller_policy.py). Instances carry
+# their NodePool, as Karpenter's do; launch templates their EC2NodeClass's name (as they always have, so
+# templates made before this check still qualify).
+INSTANCE_CONTROLLER_TAG = NODEPOOL_TAG
+LAUNCH_TEMPLATE_CONTROLLER_TAG = NODECLASS_TAG
 
 # Keys a user's EC2NodeClass tags may not set: they decide what Fleetwright owns and may terminate.
 RESERVED_TAG_KEYS = frozenset({CLUSTER_TAG, NODEPOOL_TAG, NODECLAIM_TAG, NODECLASS_TAG})
@@ -85,6 +95,20 @@ def tag_specifications(resource_types: Iterable[str], tags: Mapping[str, str]) -
     return [{"ResourceType": kind, "Tags": aws_tags} for kind in resource_types]
 
 
-def is_owned(tags: Mapping[str, str], cluster: str) -> bool:
-    """True when the tags say the resource belongs to ``cluster``."""
-    return tags.get(CLUSTER_TAG) == cluster
+def ownership_problem(
+    tags: Mapping[str, str], cluster: str, controller_tag: str = INSTANCE_CONTROLLER_TAG
+) -> str:
+    """Why the tags do not make the resource ``cluster``'s ("" when they do): it needs
+    ``CLUSTER_TAG=<cluster>`` and a non-empty ``controller_tag`` (:data:`INSTANCE_CONTROLLER_TAG` for an
+    instance, :data:`LAUNCH_TEMPLATE_CONTROLLER_TAG` for a launch template)."""
+    if tags.get(CLUSTER_TAG) != cluster:
+        return f"not tagged {CLUSTER_TAG}={cluster}"
+    if not tags.get(controller_tag):
+        return f"tagged {CLUSTER_TAG}={cluster} but without {controller_tag}, which the controller writes"
+    return ""
+
+
+def is_owned(tags: Mapping[str, str], cluster: str, controller_tag: str = INSTANCE_CONTROLLER_TAG) -> bool:
+    """True when the tags say the resource belongs to ``cluster``: its cluster tag and the controller's
+    second tag (see :func:`ownership_problem`)."""
+    return not ownership_problem(tags, cluster, controller_tag)

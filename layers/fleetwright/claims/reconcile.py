@@ -235,7 +235,8 @@ class Reconciler:
         instances: dict[str, LaunchedInstance] = {}
         for instance in cloud.list():
             claim = getattr(instance, "nodeclaim", "")
-            if claim:
+            # Without the NodePool tag the controller writes, someone else tagged it: never a claim's.
+            if claim and getattr(instance, "nodepool", ""):
                 instances.setdefault(
                     claim,
                     LaunchedInstance(

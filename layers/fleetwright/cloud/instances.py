@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 
 from fleetwright.model import labels as wk
 
-# The tag naming the cluster that owns an instance (nothing without it is ever terminated), and the one
-# naming the NodeClaim it was launched for (the launch's idempotency key).
+# The tag naming the cluster that owns an instance, and the one naming the NodeClaim it was launched for
+# (the launch's idempotency key).
 CLUSTER_TAG = "fleetwright.io/cluster"
 NODECLAIM_TAG = "fleetwright.io/nodeclaim"
+# The NodePool an instance was launched for: written by the controller's own CreateFleet and required,
+# with the cluster tag, before an instance is terminated (as Karpenter requires it). The cluster tag alone
+# is one ``CreateTags`` away from any instance; docs/iam.md says how to keep both keys the controller's.
+NODEPOOL_TAG = "karpenter.sh/nodepool"
 
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 
@@ -52,6 +56,12 @@ class Instance:
     def cluster(self) -> str:
         """The cluster whose ownership tag the instance carries ("" when none: not Fleetwright's)."""
         return self.tags.get(CLUSTER_TAG, "")
+
+    @property
+    def nodepool(self) -> str:
+        """The NodePool this instance was launched for ("" when untagged: then it carries the cluster tag
+        by someone else's hand, and nothing terminates it)."""
+        return self.tags.get(NODEPOOL_TAG, "")
 
     @property
     def nodeclaim(self) -> str:

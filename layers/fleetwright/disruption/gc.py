@@ -2,9 +2,12 @@
 
 Three independent sweeps, each run once per disruption pass:
 
-1. **Instances** carrying this cluster's ownership tag, older than the registration timeout, with no Node
+1. **Instances** carrying this cluster's ownership tags, older than the registration timeout, with no Node
    and no active NodeClaim (or an active claim that names another instance: a duplicate launch) are
    terminated. The timeout is what keeps a launch in progress safe: its instance is younger than that.
+   Ownership is the cluster tag *and* the NodePool tag the controller's CreateFleet writes: an instance
+   with the cluster tag alone was tagged by someone else's hand (``CreateTags`` on any instance gives it);
+   it is an impostor, reported (``ImpostorsSeen``, a warning) and never terminated.
 2. **Nodes** of a NodePool (label ``karpenter.sh/nodepool``, ``aws:///`` providerID) whose instance is
    ours and shutting down, terminated or forgotten by EC2 have their pods and Node deleted and their claim
    finalized. A Node whose instance exists but is not ours is never touched; one whose instance EC2 no
@@ -35,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetwright.claims.registration import instance_id_of, nodes_by_instance, release_node
-from fleetwright.cloud.instances import LIVE_STATES, Instance
+from fleetwright.cloud.instances import CLUSTER_TAG, LIVE_STATES, NODEPOOL_TAG, Instance
 from fleetwright.cloud.provider import InventoryCloud
 from fleetwright.disruption import metrics as m
 from fleetwright.kube.cluster import DISRUPTED_TAINT, KubeCluster
@@ -199,7 +202,12 @@ class GarbageCollector:
     # -- 1. instances ------------------------------------------------------------------------------------
 
     def _collect_instances(self, report: GcReport) -> None:
-        live = self._live_instances()
+        listed = self._live_instances()
+        fresh = self._fresh
+        live = [i for i in listed if i.nodepool]
+        if fresh:  # a reused listing was reported when it was made
+            for impostor in (i for i in listed if not i.nodepool):
+                self._impostor(report, impostor)
         if not live:
             return
         nodes = nodes_by_instance(self._node_objects())
@@ -441,6 +449,22 @@ class GarbageCollector:
                 )
 
     # -- reporting ---------------------------------------------------------------------------------------
+
+    def _impostor(self, report: GcReport, instance: Instance) -> None:
+        why = f"tagged {CLUSTER_TAG} without {NODEPOOL_TAG}: not launched by this controller"
+        report.kept.append({"kind": INSTANCE, "name": instance.id, "why": why})
+        self.metrics.add(m.IMPOSTORS_SEEN, 1, COUNT, {"Kind": INSTANCE})
+        self.log.warning(
+            "instance tagged as this cluster's by someone else; left alone",
+            extra={
+                "instanceId": instance.id,
+                "why": why,
+                "nodeclaim": instance.nodeclaim,
+                "launchTime": instance.launch_time,
+                "instanceType": instance.instance_type,
+                "zone": instance.zone,
+            },
+        )
 
     def _keep(self, report: GcReport, kind: str, name: str, why: str) -> None:
         report.kept.append({"kind": kind, "name": name, "why": why})

@@ -16,6 +16,9 @@ COMMANDS_INVALIDATED: Final = "DisruptionCommandsInvalidated"  # re-validation f
 DECISION_DURATION: Final = "DisruptionDecisionDuration"  # milliseconds to compute a plan
 DISRUPTION_ERRORS: Final = "DisruptionErrors"  # a pass (or one command's execution) failed
 GARBAGE_COLLECTED: Final = "GarbageCollected"  # dimension Kind (Instance, Node, LaunchTemplate)
+# Instances carrying the cluster tag without the NodePool tag the controller writes: tagged by someone else's
+# hand, never terminated (dimension Kind: Instance)
+IMPOSTORS_SEEN: Final = "ImpostorsSeen"
 NODE_COUNT: Final = "NodeCount"  # gauge: Fleetwright's nodes, per pass (total, and NodePool × CapacityType)
 CLUSTER_HOURLY_COST: Final = "ClusterHourlyCost"  # gauge: USD/h of Fleetwright's nodes (the same series)
 NODES_UNCORDONED_BY_SWEEP: Final = "NodesUncordonedBySweep"  # marked nodes nobody was working on, given back
