@@ -423,6 +423,20 @@ class EventRecorder:
                 self._paused_until = self.correlator.clock() + PAUSE_AFTER_FAILURE_SECONDS
                 self._failed(event, error)
 
+    def record(self, event: Event) -> Exception | None:
+        """Write ``event`` now, past the dedupe window and the pause after a failure, for a caller that
+        retries until it is written (the termination workflow's failure path): None once the server has it
+        (or the spam filter dropped it), else the error, logged and counted, never raised."""
+        try:
+            if event.involved.name:
+                event = self._with_uid(event)
+                self._write(event, self.correlator.correlate(self.body(event)))
+        except Exception as error:  # the caller decides whether to try again
+            self._paused_until = self.correlator.clock() + PAUSE_AFTER_FAILURE_SECONDS
+            self._failed(event, error)
+            return error
+        return None
+
     def event(
         self,
         obj: Mapping[str, Any],
@@ -502,7 +516,9 @@ class EventRecorder:
         if not event.involved.name or not self.correlator.fresh(event):
             return
         event = self._with_uid(event)
-        result = self.correlator.correlate(self.body(event))
+        self._write(event, self.correlator.correlate(self.body(event)))
+
+    def _write(self, event: Event, result: Correlation) -> None:
         if result.skip:
             return
         namespace = result.event["metadata"]["namespace"]
