@@ -10,9 +10,14 @@ import pytest
 
 from fleetwright.kube.events import EVENTS_NOT_RECORDED, EventCorrelator, EventRecorder
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.model.labels import INSTANCE_FAMILY
+from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.observability.metrics import RecordingMetrics
+from fleetwright.provisioning.compatible import incompatible_pools
+from fleetwright.scheduling.types import NodePoolTemplate
 from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import World
+from tests.provisioning.conftest import World, make_config, nodepool
+from tests.scheduling.builders import itype
 
 JsonObject = dict[str, Any]
 
@@ -110,3 +115,33 @@ def test_kubectl_get_events_lists_them_as_the_api_server_prints_them(world: Worl
     row = next(line for line in lines[1:] if "pod/app-0" in line)
     assert row.split()[1:4] == ["Normal", "Nominated", "pod/app-0"]
     assert row.endswith(f"Pod should schedule on: nodeclaim/{claim.id}")
+
+
+def test_a_nodepool_no_instance_type_fits_says_so_on_the_nodepool(world: World, kubectl: Kubectl) -> None:
+    impossible = nodepool("gpu", instance_types=["p9.nonexistent"])
+    world.pending(1)
+    world.provisioner(make_config(nodepool(), impossible)).run_once()
+    out = kubectl(
+        "get", "events", "-n", "default", "--field-selector", "involvedObject.kind=NodePool", "-o", "json"
+    )
+    events = [
+        (e["involvedObject"]["name"], e["type"], e["reason"], e["message"]) for e in json.loads(out)["items"]
+    ]
+    assert events == [
+        (
+            "gpu",
+            "Warning",
+            "NoCompatibleInstanceTypes",
+            "NodePool requirements filtered out all compatible available instance types",
+        )
+    ]
+
+
+def test_a_nodepool_whose_min_values_cannot_hold_says_so() -> None:
+    catalog = [itype("m5.large", "2", "8Gi"), itype("m5.xlarge", "4", "16Gi")]
+    wanted = requirements_from_expressions([{"key": INSTANCE_FAMILY, "operator": "Exists", "minValues": 2}])
+    assert incompatible_pools([NodePoolTemplate("few", wanted)], catalog, {}) == [("few", True)]
+    assert incompatible_pools([NodePoolTemplate("any")], catalog, {}) == []
+    assert incompatible_pools([NodePoolTemplate("any", node_class="c")], catalog, {"c": set()}) == [
+        ("any", False)
+    ]
