@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from fleetwright.claims.consistency import shape_issues
 from fleetwright.kube.events import EVENTS_NOT_RECORDED, EventCorrelator, EventRecorder
+from fleetwright.kube.resources import NODES
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.model.labels import INSTANCE_FAMILY
 from fleetwright.model.requirements import requirements_from_expressions
@@ -145,3 +147,37 @@ def test_a_nodepool_whose_min_values_cannot_hold_says_so() -> None:
     assert incompatible_pools([NodePoolTemplate("any", node_class="c")], catalog, {"c": set()}) == [
         ("any", False)
     ]
+
+
+def test_a_node_smaller_than_its_instance_type_fails_the_consistency_check(
+    world: World, kubectl: Kubectl
+) -> None:
+    world.pending(1)
+    provisioner = world.provisioner()
+    [claim] = provisioner.run_once().launched
+    world.register_node(claim.provider_id, "node-a", ready=True)
+    world.client.patch(
+        NODES, "node-a", {"status": {"capacity": {"cpu": "1", "memory": "64Gi"}}}, subresource="status"
+    )
+
+    report = provisioner.reconcile()
+
+    assert claim.id in report.initialized  # reported, not held back
+    out = kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={claim.id}", "-o", "json"
+    )
+    [event] = [e for e in json.loads(out)["items"] if e["reason"] == "FailedConsistencyCheck"]
+    assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "NodeClaim"
+    assert event["message"].startswith("expected ") and "of resource cpu, but found 1 (" in event["message"]
+
+
+def test_the_shape_check_judges_cpu_and_memory_against_ninety_percent() -> None:
+    expected = {"cpu": 4000, "memory": 16 * 2**30}
+    node = {"status": {"capacity": {"cpu": "3600m", "memory": "8Gi"}}}
+    assert shape_issues(node, expected) == [
+        "expected 16Gi of resource memory, but found 8Gi (50.0% of expected)"
+    ]
+    assert shape_issues({"status": {"capacity": {"cpu": "3"}}}, expected) == [
+        "expected 4 of resource cpu, but found 3 (75.0% of expected)"
+    ]
+    assert shape_issues({"status": {}}, expected) == []  # nothing reported, nothing judged
