@@ -51,6 +51,7 @@ from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSet
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
 from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
+from fleetwright.workflow.request import epoch_to_iso
 from fleetwright.workflow.starter import WorkflowStarter
 
 log = logging.getLogger(__name__)
@@ -422,6 +423,7 @@ class DisruptionController:
             DISRUPTION_BLOCKED,
             blocked_pools,
             blocked_why,
+            do_not_disrupt_durations,
             invalid_do_not_disrupt,
             plan_notices,
         )
@@ -435,6 +437,12 @@ class DisruptionController:
         found: list[Event] = [
             reasons.invalid_do_not_disrupt(pod, why) for pod, why in invalid_do_not_disrupt(gathered.input)
         ]
+        found.extend(
+            reasons.do_not_disrupt_until(pod, epoch_to_iso(until))
+            if active
+            else reasons.do_not_disrupt_grace_period_elapsed(pod)
+            for pod, until, active in do_not_disrupt_durations(gathered.input)
+        )
         for notice in notices:
             node = gathered.node_objects.get(notice.node)
             refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]

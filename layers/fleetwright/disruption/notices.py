@@ -131,6 +131,20 @@ def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:
     return found
 
 
+def do_not_disrupt_durations(inp: DisruptionInput) -> list[tuple[Pod, float, bool]]:
+    """Running pods on our nodes protected by a ``karpenter.sh/do-not-disrupt`` duration:
+    ``(pod, until, active)``, ``until`` the epoch second the protection ends."""
+    found: list[tuple[Pod, float, bool]] = []
+    for state in Cluster(inp).ours:
+        for pod in state.node.pods:
+            if is_terminal(pod):
+                continue
+            protection = pod_protection(pod.annotations, pod.started_at, inp.now)
+            if protection.until is not None:
+                found.append((pod, protection.until, protection.active))
+    return found
+
+
 def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
     """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
     message of a condition that holds, None for one that does not."""

@@ -33,6 +33,8 @@ CONSOLIDATION_CANDIDATE: Final = "ConsolidationCandidate"
 CONSOLIDATION_REJECTED: Final = "ConsolidationRejected"
 CONSOLIDATION_APPROVED: Final = "ConsolidationApproved"
 INVALID_DO_NOT_DISRUPT_ANNOTATION: Final = "InvalidDoNotDisruptAnnotation"
+DO_NOT_DISRUPT_UNTIL: Final = "DoNotDisruptUntil"
+DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED: Final = "DoNotDisruptGracePeriodElapsed"
 DISRUPTION_ABANDONED: Final = "DisruptionAbandoned"
 # Node repair.
 NODE_REPAIR_BLOCKED: Final = "NodeRepairBlocked"
@@ -77,6 +79,8 @@ KARPENTER_REASONS: Final[dict[str, str]] = {
     CONSOLIDATION_REJECTED: EMITTED,
     CONSOLIDATION_APPROVED: EMITTED,
     INVALID_DO_NOT_DISRUPT_ANNOTATION: EMITTED,
+    DO_NOT_DISRUPT_UNTIL: EMITTED,
+    DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED: EMITTED,
     NODE_REPAIR_BLOCKED: EMITTED,
     AWAITING_VOLUME_DETACHMENT: EMITTED,
     DISRUPTED: EMITTED,
@@ -94,10 +98,6 @@ KARPENTER_REASONS: Final[dict[str, str]] = {
     "EC2NodeClass is not ready is a LaunchFailed event",
     "UnregisteredTaintMissing": "Fleetwright's nodes register without the karpenter.sh/unregistered taint "
     "(claims are matched to nodes by instance id), so there is no missing taint to report",
-    "DoNotDisruptUntil": "not emitted: a do-not-disrupt duration that still protects a pod shows in the "
-    "node's DisruptionBlocked message",
-    "DoNotDisruptGracePeriodElapsed": "not emitted: a pod whose do-not-disrupt duration has elapsed is "
-    "simply disrupted like any other",
     "CapacityReservationInstanceInterrupted": "the interruption queue receives no capacity reservation "
     "interruption events; nodes of an ended reservation are relabelled on-demand instead",
     "ZonalShiftActive": "Fleetwright does not watch ARC zonal shifts",
@@ -228,6 +228,30 @@ def invalid_do_not_disrupt(pod: Pod, message: str) -> Event:
         f"Invalid karpenter.sh/do-not-disrupt annotation: {message}, ignoring annotation",
         WARNING,
         (_identity(ref), message),
+    )
+
+
+def do_not_disrupt_until(pod: Pod, until: str) -> Event:
+    """The pod's ``karpenter.sh/do-not-disrupt`` duration protects it until ``until`` (RFC 3339)."""
+    ref = pod_ref(pod)
+    return Event(
+        ref,
+        DO_NOT_DISRUPT_UNTIL,
+        f"The karpenter.sh/do-not-disrupt grace period will elapse at {until}",
+        NORMAL,
+        (_identity(ref), until),
+    )
+
+
+def do_not_disrupt_grace_period_elapsed(pod: Pod) -> Event:
+    """The pod's ``karpenter.sh/do-not-disrupt`` duration has run out: it may be disrupted."""
+    ref = pod_ref(pod)
+    return Event(
+        ref,
+        DO_NOT_DISRUPT_GRACE_PERIOD_ELAPSED,
+        "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable",
+        NORMAL,
+        (_identity(ref),),
     )
 
 
