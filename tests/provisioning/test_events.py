@@ -181,3 +181,22 @@ def test_the_shape_check_judges_cpu_and_memory_against_ninety_percent() -> None:
         "expected 4 of resource cpu, but found 3 (75.0% of expected)"
     ]
     assert shape_issues({"status": {}}, expected) == []  # nothing reported, nothing judged
+
+
+def test_a_claim_no_offering_has_capacity_for_says_so_on_its_nodeclaim(
+    world: World, kubectl: Kubectl
+) -> None:
+    config = make_config(nodepool(instance_types=["m5.large"]))
+    world.aws.fleet.exhausted = {("m5.large", zone) for zone in ("us-east-1a", "us-east-1b", "us-east-1c")}
+    world.pending(1, cpu="1")
+    [(claim_id, _)] = world.provisioner(config).run_once().passes[0].failed.items()
+    out = kubectl(
+        "get", "events", "-n", "default", "--field-selector", f"involvedObject.name={claim_id}", "-o", "json"
+    )
+    [event] = json.loads(out)["items"]
+    assert (event["type"], event["reason"], event["involvedObject"]["kind"]) == (
+        "Warning",
+        "InsufficientCapacityError",
+        "NodeClaim",
+    )
+    assert event["message"].startswith(f"NodeClaim {claim_id} event: ")
