@@ -484,22 +484,20 @@ class EventRecorder:
 
     def _with_uid(self, event: Event) -> Event:
         """``event`` naming its object's uid, looked up for the kinds that need it (unchanged when the
-        object does not exist, or its kind is not served)."""
+        object does not exist, its kind is not served, or the caller may not read it: an event without the
+        uid is better than none)."""
         ref = event.involved
         resource = _LOOKED_UP.get(ref.kind)
         if ref.uid or resource is None:
             return event
-        key = (ref.kind, ref.name)
-        uid = self._uids.get(key)
+        uid = self._uids.get((ref.kind, ref.name))
         if uid is None:
             try:
-                found = self.client.get(resource, ref.name)
+                uid = self._look_up(resource, ref)
             except KubeApiError as error:
-                if error.not_found:
+                if error.not_found or error.status == 403:
                     return event
                 raise
-            uid = str((found.get("metadata") or {}).get("uid") or "")
-            self._uids.put(key, uid)
         if not uid:
             return event
         return Event(
@@ -511,6 +509,19 @@ class EventRecorder:
             event.dedupe_seconds,
             event.limiter,
         )
+
+    def _look_up(self, resource: Resource, ref: ObjectRef) -> str:
+        """The uid of ``ref`` ("" when it has none). NodePools are listed, all at once (every function that
+        writes events about them may list them, not get them); NodeClaims are read one by one."""
+        if resource is NODE_POOLS:
+            for item in self.client.list(NODE_POOLS).items:
+                meta = item.get("metadata") or {}
+                self._uids.put((ref.kind, str(meta.get("name") or "")), str(meta.get("uid") or ""))
+            return self._uids.get((ref.kind, ref.name)) or ""
+        found = self.client.get(resource, ref.name)
+        uid = str((found.get("metadata") or {}).get("uid") or "")
+        self._uids.put((ref.kind, ref.name), uid)
+        return uid
 
     def _publish(self, event: Event) -> None:
         if not event.involved.name or not self.correlator.fresh(event):
