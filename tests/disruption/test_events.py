@@ -194,3 +194,22 @@ def test_a_consolidation_dropped_when_checked_again_says_why_on_its_node(make_ri
     )
     assert ", reason: a pod arrived (savings: $" in rejected
     assert rig.workflows.started == {}
+
+
+def test_an_events_api_that_refuses_never_stops_a_consolidation(
+    make_rig: RigFactory, apiserver: ApiServer
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "100%"}]))
+    a = rig.node("m5.2xlarge")
+    b = rig.node("m5.2xlarge", zone="us-east-1b")
+    rig.pod("web-a", a, cpu="500m")
+    rig.pod("web-b", b, cpu="500m")
+    apiserver.faults.inject(403, verb="POST", resource="events", times=1000)
+
+    report = rig.controller().run_once()
+
+    assert report.error == "" and report.problems == []
+    assert [c.status for c in report.commands] == ["executed"]
+    assert rig.workflows.nodes() == {a, b}
+    assert rig.metrics.total("EventsNotRecorded") >= 1
+    assert rig.world.client.list(EVENTS).items == []

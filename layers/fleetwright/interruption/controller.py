@@ -5,14 +5,18 @@ anything is cordoned, drained, replaced or terminated.
 - **Spot interruption warning**: the offering (type, zone, spot) is marked unavailable, the termination
   workflow starts (deadline: two minutes after the warning, less a margin) and replacement capacity for the
   node's pods is launched at once, so it boots during the notice.
-- **Rebalance recommendation**: a Kubernetes event on the Node and a metric; with
-  ``replace_on_rebalance`` the node is replaced and then terminated like a scheduled change.
+- **Rebalance recommendation**: a metric; with ``replace_on_rebalance`` the node is replaced and then
+  terminated like a scheduled change.
 - **State change**: acted on by the instance's *current* state (``DescribeInstances``), never the
   event's: an instance that is stopping, stopped, shutting down or terminated has its pods and Node
   deleted and its NodeClaim finalized (a stopped one is also terminated); one that is running again
   (a stop delivered after a restart) is left alone (``StaleEvent``).
 - **AWS Health scheduled change**: replacement first, then the workflow, which waits for the replacement
   and terminates before the scheduled time.
+
+Each acted-on event is told on the instance's NodeClaim and Node with Karpenter's AWS provider's reasons
+(SpotInterrupted, SpotRebalanceRecommendation, InstanceUnhealthy, InstanceStopping / InstanceTerminating,
+then TerminatingOnInterruption once termination starts), through the event recorder, which never raises.
 
 One event, one replacement, one workflow: an interruption record in the state table
 (:mod:`fleetwright.state.interruptions`) is created with a conditional put before anything is launched,
