@@ -109,3 +109,25 @@ def test_the_pass_warns_on_the_pod_about_an_invalid_value(make_rig: RigFactory) 
             "time: invalid duration 'forever', ignoring annotation",
         )
     ]
+
+
+def test_the_pass_says_until_when_a_duration_protects_a_pod_and_when_it_ran_out(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="Never"))
+    name = rig.node("m5.large")
+    rig.pod("batch-0", name, annotations={GUARD: "10m"})
+
+    def pod_events() -> list[tuple[str, str]]:
+        listed = rig.world.client.list(EVENTS, field_selector="involvedObject.name=batch-0").items
+        return sorted((e["reason"], e["message"]) for e in listed)
+
+    rig.controller().run_once()
+    [(reason, message)] = pod_events()
+    assert reason == "DoNotDisruptUntil"
+    assert message.startswith("The karpenter.sh/do-not-disrupt grace period will elapse at ")
+
+    rig.world.wall.advance(601)
+    rig.controller().run_once()
+    assert (
+        "DoNotDisruptGracePeriodElapsed",
+        "The karpenter.sh/do-not-disrupt grace period has elapsed, pod is now disruptable",
+    ) in pod_events()

@@ -7,6 +7,8 @@ from typing import Any
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.notices import blocked_why
+from fleetwright.disruption.planner import plan
+from fleetwright.disruption.types import DisruptionInput, Plan
 from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
@@ -109,8 +111,48 @@ def test_a_replacement_launched_for_consolidation_says_so(make_rig: RigFactory) 
     assert events(rig, replacement.id, "NodeClaim") == [
         ("DisruptionLaunching", "Launching NodeClaim: Underutilized")
     ]
-    # The nodes being replaced are decided, not blocked: no DisruptionBlocked or Unconsolidatable on them.
-    assert events(rig, a, "Node") == [] and events(rig, b, "Node") == []
+    # The nodes being replaced are decided, not blocked: each is told it is a consolidation candidate.
+    for name in (a, b):
+        [(reason, message)] = events(rig, name, "Node")
+        assert reason == "ConsolidationCandidate"
+        assert message.startswith(
+            f"Consolidation candidate: replace: [{name}] (part of 2-node consolidation)"
+        )
+        assert events(rig, claim_of(rig, name), "NodeClaim") == [(reason, message)]
+
+
+def test_a_zero_budget_says_so_on_the_nodepool_for_each_reason(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "0", "reasons": ["Drifted"]}]))
+    rig.node("m5.large")
+
+    rig.controller().run_once()
+
+    assert events(rig, "default", "NodePool") == [
+        ("DisruptionBlocked", "No allowed disruptions for disruption reason Drifted due to blocking budget")
+    ]
+
+
+def test_a_balanced_move_that_scores_enough_is_approved_on_the_node(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", policy="Balanced", budgets=[{"nodes": "100%"}]))
+    for i in range(3):
+        kept = rig.node("m5.2xlarge")
+        rig.pod(f"keep-{i}", kept, cpu="100m", annotations={DO_NOT_DISRUPT_ANNOTATION: "true"})
+    candidate = rig.node("m5.2xlarge")
+    rig.pod("web-0", candidate, cpu="100m")
+
+    report = rig.controller().run_once()
+
+    assert [c.nodes for c in report.commands] == [[candidate]]
+    approved = (
+        "ConsolidationApproved",
+        "score 1.00 >= threshold 0.50 (k: 2, savings 25.0%, disruption 25.0%)",
+    )
+    assert approved in events(rig, candidate, "Node")
+    assert approved in events(rig, claim_of(rig, candidate), "NodeClaim")
+    [candidacy] = [m for r, m in events(rig, candidate, "Node") if r == "ConsolidationCandidate"]
+    assert candidacy.startswith(
+        f"Consolidation candidate: Underutilized: delete: nodepools=[default]: [{candidate}]"
+    )
 
 
 def test_claim_objects_say_drifted_and_consolidatable(make_rig: RigFactory, apiserver: ApiServer) -> None:
@@ -130,3 +172,44 @@ def test_claim_objects_say_drifted_and_consolidatable(make_rig: RigFactory, apis
     ]
     rig.controller().run_once()
     assert conditions(rig, claim)["Drifted"] == "NodePool default changed"
+
+
+def test_a_consolidation_dropped_when_checked_again_says_why_on_its_node(make_rig: RigFactory) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s"))
+    node = rig.node("m5.2xlarge")
+    rig.pod("web-0", node, cpu="100m")
+
+    def slow_plan(inp: DisruptionInput) -> Plan:
+        decided = plan(inp)
+        rig.ticker.now += 20  # longer than revalidate_after_seconds (15): the command is checked again
+        return decided
+
+    controller = rig.controller(_planner=slow_plan, _validator=lambda _c, _i: "a pod arrived")
+    report = controller.run_once()
+
+    assert [(c.status, c.nodes) for c in report.commands] == [("invalidated", [node])]
+    [rejected] = [m for r, m in events(rig, node, "Node") if r == "ConsolidationRejected"]
+    assert rejected.startswith(
+        f"Consolidation rejected: Underutilized: replace: nodepools=[default]: [{node}]"
+    )
+    assert ", reason: a pod arrived (savings: $" in rejected
+    assert rig.workflows.started == {}
+
+
+def test_an_events_api_that_refuses_never_stops_a_consolidation(
+    make_rig: RigFactory, apiserver: ApiServer
+) -> None:
+    rig = make_rig(nodepool(consolidate_after="0s", budgets=[{"nodes": "100%"}]))
+    a = rig.node("m5.2xlarge")
+    b = rig.node("m5.2xlarge", zone="us-east-1b")
+    rig.pod("web-a", a, cpu="500m")
+    rig.pod("web-b", b, cpu="500m")
+    apiserver.faults.inject(403, verb="POST", resource="events", times=1000)
+
+    report = rig.controller().run_once()
+
+    assert report.error == "" and report.problems == []
+    assert [c.status for c in report.commands] == ["executed"]
+    assert rig.workflows.nodes() == {a, b}
+    assert rig.metrics.total("EventsNotRecorded") >= 1
+    assert rig.world.client.list(EVENTS).items == []

@@ -145,7 +145,9 @@ def test_the_bad_messages_of_a_batch_are_rejected_alone_and_deleted(interruption
         for r in ("NotJson", "UnknownEvent", "InvalidEvent")
     ] == [1, 1, 1]
     events = harness.world.client.list(EVENTS, "default").items
-    assert [e["reason"] for e in events if e["involvedObject"]["name"] == node] == ["RebalanceRecommendation"]
+    assert [e["reason"] for e in events if e["involvedObject"]["name"] == node] == [
+        "SpotRebalanceRecommendation"
+    ]
 
 
 def test_rebalance_recommendation_records_an_event_and_a_metric_only(interruptions: Interruptions) -> None:
@@ -157,7 +159,11 @@ def test_rebalance_recommendation_records_an_event_and_a_metric_only(interruptio
     assert interruptions.metrics.total("RebalanceRecommendations") == 1
     events = harness.world.client.list(EVENTS, "default").items
     [event] = [e for e in events if e["involvedObject"]["name"] == node]
-    assert event["type"] == "Warning" and instance["InstanceId"] in event["message"]
+    assert (event["reason"], event["type"], event["message"]) == (
+        "SpotRebalanceRecommendation",
+        "Normal",
+        "Spot rebalance recommendation was triggered",
+    )
     assert interruptions.executions() == [] and _replacements(harness) == []
     assert harness.world.kube.get_node(node)["spec"].get("unschedulable") is None  # type: ignore[index]
 

@@ -20,7 +20,6 @@ from fleetwright.kube import (
 from fleetwright.kube.cluster import EXCLUDE_FROM_LB_LABEL
 from fleetwright.kube.resources import (
     DAEMON_SETS,
-    EVENTS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -390,20 +389,6 @@ def test_json_patch_test_operation_guards_the_change(client: KubeClient, cluster
     assert raised.value.status == 422
     node = cluster.get_node("n1")
     assert node is not None and "x" not in node["metadata"]["labels"]
-
-
-def test_create_event_about_a_pod(client: KubeClient, cluster: KubeCluster) -> None:
-    pod = client.create(PODS, pod_object("p"))
-    cluster.create_event(pod, "Nominated", "Pod should schedule on nodeclaim default-abc")
-    node = client.create(NODES, node_object("n1"))
-    cluster.create_event(node, "DisruptionBlocked", "PDB prevents eviction", type="Warning")
-    events = client.list(EVENTS).items
-    by_reason = {e["reason"]: e for e in events}
-    assert by_reason["Nominated"]["involvedObject"]["name"] == "p"
-    assert by_reason["Nominated"]["involvedObject"]["uid"] == pod["metadata"]["uid"]
-    assert by_reason["Nominated"]["metadata"]["namespace"] == "default"
-    assert by_reason["DisruptionBlocked"]["involvedObject"]["kind"] == "Node"
-    assert by_reason["DisruptionBlocked"]["type"] == "Warning"
 
 
 # -- errors and authentication -------------------------------------------------------------------------

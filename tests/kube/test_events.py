@@ -16,8 +16,9 @@ from fleetwright.kube.events import (
     EventRecorder,
     ObjectRef,
 )
-from fleetwright.kube.resources import EVENTS, NODES, PODS
+from fleetwright.kube.resources import EVENTS, NODE_POOLS, NODES, PODS
 from fleetwright.local.apiserver import ApiServer
+from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model.pod import Pod
 from fleetwright.observability.metrics import RecordingMetrics
 from tests.kube.objects import node_object, pod_object
@@ -164,3 +165,49 @@ def test_a_refused_write_is_counted_and_never_raised(
     clock.advance(31)
     recorder.publish(Event(r.node_ref("n1"), "DisruptionBlocked", "third"))
     assert [e["message"] for e in events_about(client, "n1")] == ["third"]
+
+
+def test_an_event_about_a_nodepool_names_its_uid_found_by_listing(
+    apiserver: ApiServer, client: KubeClient, recorder: EventRecorder
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    pool = client.create(NODE_POOLS, _nodepool("general"))
+    gets = apiserver.traffic.by_verb.get("get", 0)
+
+    recorder.publish(r.no_compatible_instance_types(r.nodepool_ref("general"), min_values=False))
+
+    [event] = events_about(client, "general")
+    assert event["involvedObject"]["uid"] == pool["metadata"]["uid"]
+    # Listed, not read: the functions' roles may list NodePools, not get them.
+    assert apiserver.traffic.by_verb.get("get", 0) == gets
+    assert event["involvedObject"]["kind"] == "NodePool" and event["reason"] == "NoCompatibleInstanceTypes"
+
+
+def test_an_object_the_caller_may_not_read_still_gets_its_event(
+    apiserver: ApiServer, client: KubeClient, recorder: EventRecorder
+) -> None:
+    install_karpenter_crds(apiserver.store)
+    apiserver.faults.inject(403, verb="GET", resource="nodeclaims", times=100)
+
+    recorder.publish(r.failed_consistency_check(r.nodeclaim_ref("default-abc"), "expected 4 of resource cpu"))
+
+    [event] = events_about(client, "default-abc")
+    assert event["reason"] == "FailedConsistencyCheck" and "uid" not in event["involvedObject"]
+    assert recorder.metrics is not None
+    assert recorder.metrics.total(EVENTS_NOT_RECORDED) == 0  # type: ignore[attr-defined]
+
+
+def _nodepool(name: str) -> JsonObject:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [],
+                }
+            }
+        },
+    }

@@ -67,7 +67,7 @@ def test_a_pod_is_deleted_its_grace_period_before_the_deadline_and_keeps_it(harn
     # kubectl describe pod says why it went past its budget.
     [event] = [e for e in harness.world.client.list(EVENTS, "default").items if e["reason"] == "Disrupted"]
     assert event["involvedObject"]["kind"] == "Pod" and event["involvedObject"]["name"] == "db-0"
-    assert "given 300s of its 300s terminationGracePeriodSeconds" in event["message"]
+    assert "granted 300 seconds of grace-period of its 300 terminationGracePeriodSeconds" in event["message"]
 
 
 def test_a_do_not_disrupt_pod_is_deleted_in_time_for_its_grace_period(harness: Harness) -> None:

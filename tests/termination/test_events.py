@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.kube.resources import EVENTS
+from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.termination.conftest import Harness
 
@@ -32,13 +32,68 @@ def test_a_disrupted_node_and_its_claim_say_they_are_terminating(harness: Harnes
     node = harness.node_for(instance, "node-a")
     harness.pod("web-0", node)
 
-    result = harness.run(harness.request(instance, node, reason="Underutilized"))
+    result = harness.run(harness.request(instance, node, reason="Underutilized", onDeadline="abandon"))
 
     assert result["status"] == "SUCCEEDED", result
     assert events(harness, node, "Node") == [("DisruptionTerminating", "Disrupting Node: Underutilized")]
     assert events(harness, "default-abcd1234", "NodeClaim") == [
         ("DisruptionTerminating", "Disrupting NodeClaim: Underutilized")
     ]
+    assert events(harness, "web-0", "Pod") == [("Evicted", "Evicted pod: Underutilized")]
+
+
+def test_a_drain_with_a_deadline_says_when_every_pod_will_be_deleted(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    _claim(harness, "default-abcd1234", ClaimStatus.INITIALIZED, instance["InstanceId"])
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+    request = harness.request(instance, node, reason="Drifted", seconds_to_deadline=600)
+
+    harness.steps.run("drain", harness.steps.run("cordon", request))
+
+    expiring = ("TerminationGracePeriodExpiring", "All pods will be deleted by 2027-01-15T08:10:00Z")
+    assert expiring in events(harness, node, "Node")
+    assert expiring in events(harness, "default-abcd1234", "NodeClaim")
+    warning = harness.world.client.list(EVENTS, field_selector="involvedObject.name=node-a").items
+    assert {e["type"] for e in warning if e["reason"] == "TerminationGracePeriodExpiring"} == {"Warning"}
+
+
+def test_a_drain_a_budget_holds_up_says_which_pod_on_the_node(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("db-0", node, labels={"app": "db"})
+    harness.world.client.create(
+        POD_DISRUPTION_BUDGETS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+        },
+        "default",
+    )
+    request = harness.request(instance, node, reason="Underutilized", seconds_to_deadline=600)
+
+    state = harness.steps.run("drain", harness.steps.run("cordon", request))
+
+    assert state["drain"]["done"] is False
+    [message] = [m for r, m in events(harness, node, "Node") if r == "FailedDraining"]
+    assert message.startswith("Failed to drain node, ") and message.endswith("(Pod=default/db-0)")
+    assert events(harness, "db-0", "Pod") == []  # not evicted
+
+
+def test_event_writes_refused_by_the_api_never_stop_the_drain(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web-0", node)
+    harness.apiserver.faults.inject(403, verb="POST", resource="events", times=100)
+    request = harness.request(instance, node, reason="Underutilized", seconds_to_deadline=600)
+
+    state = harness.steps.run("drain", harness.steps.run("cordon", request))
+
+    assert state["drain"]["evicted"] == ["default/web-0"]
+    assert harness.metrics.total("EventsNotRecorded") >= 1
+    assert harness.world.client.list(EVENTS).items == []
 
 
 def test_waiting_for_a_replacement_says_so_on_the_replacement(harness: Harness) -> None:

@@ -138,7 +138,7 @@ def test_the_failure_path_waits_for_the_api_to_record_the_failure_and_give_the_n
     assert not _disrupted(harness, node)
     assert harness.instance_state(instance["InstanceId"]) == "running"
     events = harness.world.client.list(EVENTS, "default").items
-    assert [e["involvedObject"]["name"] for e in events if e["reason"] == "TerminationFailed"] == [node]
+    assert [e["involvedObject"]["name"] for e in events if e["reason"] == "FailedTermination"] == [node]
     assert harness.metrics.total("TerminationFailures") == 1  # one failure, however many attempts
 
 

@@ -183,7 +183,7 @@ def test_refusing_to_terminate_an_instance_it_does_not_own_fails_with_an_event_a
     assert harness.instance_state(instance["InstanceId"]) == "running"
     assert harness.world.kube.get_node(node) is not None  # left for a person to look at
     events = harness.world.client.list(EVENTS, "default").items
-    failures = [e for e in events if e["reason"] == "TerminationFailed"]
+    failures = [e for e in events if e["reason"] == "FailedTermination"]
     assert len(failures) == 1
     assert failures[0]["type"] == "Warning"
     assert failures[0]["involvedObject"]["name"] == node
@@ -355,7 +355,7 @@ def test_a_failed_interruption_gives_its_node_back_too(harness: Harness) -> None
     assert recorded["failure"]["uncordoned"] is True
     assert recorded["failure"]["eventRecorded"] is True
     events = harness.world.client.list(EVENTS, "default").items
-    assert [e["involvedObject"]["name"] for e in events if e["reason"] == "TerminationFailed"] == [node]
+    assert [e["involvedObject"]["name"] for e in events if e["reason"] == "FailedTermination"] == [node]
 
 
 def test_a_failed_spot_interruption_keeps_its_node_cordoned(harness: Harness) -> None:

@@ -25,7 +25,13 @@ from fleetwright.claims.records import (
 )
 from fleetwright.claims.reports import PassReport
 from fleetwright.claims.terms import copy_terms
-from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
+from fleetwright.cloud.errors import (
+    DEADLINE_EXCEEDED,
+    FailureKind,
+    InsufficientCapacityError,
+    LaunchError,
+    LaunchFailure,
+)
 from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
@@ -343,9 +349,8 @@ class Launcher:
         ):
             life.log.warning("failed claim was settled by another writer", extra={"nodeclaim": record.id})
         report.failed[record.id] = reason
-        capacity = bool(error.failures) and all(
-            f.kind == FailureKind.INSUFFICIENT_CAPACITY for f in error.failures
-        )
+        # Capacity refused, and nothing else but "no offering left to try" (cloud.errors.launch_error).
+        capacity = isinstance(error, InsufficientCapacityError)
         life.events.publish(
             reasons.launch_failed(reasons.nodeclaim_ref(record.id), reason, capacity=capacity)
         )

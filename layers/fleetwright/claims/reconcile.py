@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fleetwright.claims.admission import count_timeouts
+from fleetwright.claims.consistency import shape_issues
 from fleetwright.claims.nodeclaim_objects import SYNC_ERRORS as NODECLAIM_SYNC_ERRORS
 from fleetwright.claims.records import launched_fields
 from fleetwright.claims.registration import (
@@ -23,6 +24,7 @@ from fleetwright.claims.registration import (
 )
 from fleetwright.claims.reports import ReconcileReport
 from fleetwright.cloud.launch import LaunchedInstance
+from fleetwright.kube import reasons
 from fleetwright.kube.resources import NODES
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.labels import ZONE_ID
@@ -127,6 +129,23 @@ class Reconciler:
         startup = max(0.0, now - record.created_at)
         life.metrics.add(obs.NODE_STARTUP_DURATION, startup, obs.SECONDS, {"NodePool": record.nodepool})
         life.log.info("node initialized", extra={"nodeclaim": record.id, "node": node_name(node)})
+        self._check_shape(record, node)
+
+    def _check_shape(self, record: NodeClaimRecord, node: Mapping[str, Any]) -> None:
+        """FailedConsistencyCheck on the NodeClaim when its node is much smaller than the launched type."""
+        try:
+            catalog, _ = self.life.catalogs()
+        except Exception as error:  # a check, not a duty: the claim is initialized either way
+            self.life.log.warning(
+                "cannot check the node's shape", extra={"nodeclaim": record.id, "error": str(error)}
+            )
+            return
+        launched = next((t for t in catalog if t.name == record.instance_type), None)
+        issues = shape_issues(node, launched.capacity) if launched is not None else []
+        for issue in issues:
+            self.life.log.warning("failed consistency check", extra={"nodeclaim": record.id, "issue": issue})
+        ref = reasons.nodeclaim_ref(record.id)
+        self.life.events.publish(*(reasons.failed_consistency_check(ref, issue) for issue in issues))
 
     def _sync_node(
         self, node: Mapping[str, Any], change: Callable[[dict[str, Any]], dict[str, Any] | None]

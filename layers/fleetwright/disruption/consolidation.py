@@ -289,7 +289,8 @@ def evaluate(
         if refused is not None:
             return None, refused
         text = _scored(cluster, nodes, before, f"{head} onto existing nodes: saves ${before:.3f}/h")
-        return Command(method, UNDERUTILIZED, list(nodes), savings=before, explanation=text), ""
+        found = balanced.scores(cluster, nodes, before)
+        return Command(method, UNDERUTILIZED, list(nodes), savings=before, explanation=text, scores=found), ""
     claim, why = cheaper_replacement(cluster, results.new_claims[0], nodes, method == SINGLE_NODE)
     if claim is None:
         return None, why
@@ -299,7 +300,10 @@ def evaluate(
         return None, refused
     text = f"{head} into 1 {claim.instance_types[0].name} (${claim.bill.total:.3f}/h): saves ${saving:.3f}/h"
     text = _scored(cluster, nodes, saving, text)
-    return Command(method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text), ""
+    found = balanced.scores(cluster, nodes, saving)
+    return Command(
+        method, UNDERUTILIZED, list(nodes), [claim], savings=saving, explanation=text, scores=found
+    ), ""
 
 
 def _unsettled(simulator: Simulator, results: Results) -> str | None:

@@ -37,6 +37,7 @@ from typing import Any
 from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 from fleetwright.claims.protocols import ClaimLauncher
 from fleetwright.disruption import metrics as m
+from fleetwright.disruption.balanced import BALANCED_K, Score
 from fleetwright.disruption.execution import (
     DRY_RUN,
     EXECUTED,
@@ -50,6 +51,7 @@ from fleetwright.disruption.types import Command, DisruptionInput, DisruptionSet
 from fleetwright.kube import reasons
 from fleetwright.kube.events import Event, EventRecorder, ObjectRef
 from fleetwright.observability.metrics import COUNT, MILLISECONDS, NONE, MetricsSink, NullMetrics
+from fleetwright.workflow.request import epoch_to_iso
 from fleetwright.workflow.starter import WorkflowStarter
 
 log = logging.getLogger(__name__)
@@ -322,6 +324,8 @@ class DisruptionController:
             self._publish_notices(plan, gathered)
             self._repair_blocked(plan, gathered)
             self._mark_claims(gathered)
+        if plan.command is not None and not self.dry_run:
+            self._consolidation_events(plan.command, gathered)
         if not commands:
             return False
         if self.dry_run:
@@ -359,6 +363,7 @@ class DisruptionController:
                 kept.append(command)
                 continue
             report.commands.append(CommandOutcome.of(command, INVALIDATED, why))
+            self._consolidation_events(command, fresh, rejected=why)
             self.metrics.add(m.COMMANDS_INVALIDATED, 1, COUNT, {"Method": command.method})
             self.log.info(
                 "disruption command dropped: the cluster changed",
@@ -416,7 +421,9 @@ class DisruptionController:
         the nodes held back, by kind of reason."""
         from fleetwright.disruption.notices import (
             DISRUPTION_BLOCKED,
+            blocked_pools,
             blocked_why,
+            do_not_disrupt_durations,
             invalid_do_not_disrupt,
             plan_notices,
         )
@@ -430,6 +437,12 @@ class DisruptionController:
         found: list[Event] = [
             reasons.invalid_do_not_disrupt(pod, why) for pod, why in invalid_do_not_disrupt(gathered.input)
         ]
+        found.extend(
+            reasons.do_not_disrupt_until(pod, epoch_to_iso(until))
+            if active
+            else reasons.do_not_disrupt_grace_period_elapsed(pod)
+            for pod, until, active in do_not_disrupt_durations(gathered.input)
+        )
         for notice in notices:
             node = gathered.node_objects.get(notice.node)
             refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(notice.node)]
@@ -441,6 +454,37 @@ class DisruptionController:
                 else reasons.unconsolidatable
             )
             found.extend(build(ref, notice.message) for ref in refs)
+        found.extend(
+            reasons.nodepool_disruption_blocked(reasons.nodepool_ref(pool), why)
+            for pool, why in blocked_pools(gathered.input)
+        )
+        self.events.publish(*found)
+
+    def _consolidation_events(self, command: Command, gathered: Gathered, rejected: str = "") -> None:
+        """ConsolidationCandidate on each node a consolidation command removes and on its NodeClaim (or
+        ConsolidationRejected, ``rejected`` saying why, for a command dropped when checked again), and
+        ConsolidationApproved for each Balanced NodePool whose score passed."""
+        from fleetwright.disruption.notices import CONSOLIDATION_METHODS, command_text
+
+        if self.events is None or command.method not in CONSOLIDATION_METHODS:
+            return
+        found: list[Event] = []
+        for state in command.candidates:
+            text = command_text(command, state)
+            for ref in _refs(gathered, state.name, state.claim_id):
+                if rejected:
+                    found.append(reasons.consolidation_rejected(ref, text, rejected, command.savings))
+                else:
+                    found.append(reasons.consolidation_candidate(ref, text, command.savings))
+        if not rejected:
+            single = command.candidates[0] if len(command.candidates) == 1 else None
+            for score in (s for s in command.scores if s.approved):
+                refs = (
+                    _refs(gathered, single.name, single.claim_id)
+                    if single is not None
+                    else [reasons.nodepool_ref(score.pool)]
+                )
+                found.extend(_approved(ref, score) for ref in refs)
         self.events.publish(*found)
 
     def _observe(self, gathered: Gathered, report: DisruptionReport) -> None:
@@ -499,3 +543,23 @@ def _tally(nodes: list[NodeState], key: Callable[[NodeState], str]) -> dict[str,
         counts[key(node)] += 1
         costs[key(node)] += node.price
     return {value: (counts[value], costs[value]) for value in sorted(counts)}
+
+
+def _refs(gathered: Gathered, name: str, claim: str) -> list[ObjectRef]:
+    """The node (as read, or by name when the pass has no object) and its NodeClaim, when it has one."""
+    node = gathered.node_objects.get(name)
+    refs = [ObjectRef.of(node, kind="Node") if node is not None else reasons.node_ref(name)]
+    if claim:
+        refs.append(reasons.nodeclaim_ref(claim))
+    return refs
+
+
+def _approved(ref: ObjectRef, score: Score) -> Event:
+    return reasons.consolidation_approved(
+        ref,
+        score=score.value,
+        threshold=1.0 / BALANCED_K,
+        k=BALANCED_K,
+        savings_pct=score.savings_fraction * 100,
+        disruption_pct=score.disruption_fraction * 100,
+    )

@@ -1,6 +1,8 @@
-"""What a disruption pass tells users on their Nodes and NodeClaims: why a node may not be disrupted
-(``DisruptionBlocked``) and why consolidation leaves it as it is (``Unconsolidatable``), from the planner's
-input and plan alone (pure: the controller publishes them).
+"""What a disruption pass tells users on their Nodes, NodeClaims and NodePools: why a node may not be
+disrupted (``DisruptionBlocked``), why consolidation leaves it as it is (``Unconsolidatable``), which
+NodePools' budgets allow no disruption now, and how a consolidation command reads in its
+``ConsolidationCandidate`` / ``ConsolidationRejected`` events, from the planner's input and plan alone
+(pure: the controller publishes them).
 """
 
 from __future__ import annotations
@@ -8,11 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.disruption.candidates import Cluster, is_terminal, node_is_empty
 from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES, consolidatable
 from fleetwright.disruption.drift import drift_reason
 from fleetwright.disruption.emptiness import empty_for
-from fleetwright.disruption.types import DisruptionInput, NodeState, Plan
+from fleetwright.disruption.types import (
+    DRIFTED,
+    EMPTY,
+    MULTI_NODE,
+    SINGLE_NODE,
+    UNDERUTILIZED,
+    Command,
+    DisruptionInput,
+    NodeState,
+    Plan,
+)
 from fleetwright.model.donotdisrupt import pod_protection
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.pod import Pod
@@ -55,6 +68,41 @@ def plan_notices(inp: DisruptionInput, plan: Plan) -> list[Notice]:
     return notices
 
 
+CONSOLIDATION_METHODS: Final = frozenset({SINGLE_NODE, MULTI_NODE})
+BUDGETED_REASONS: Final = (EMPTY, DRIFTED, UNDERUTILIZED)
+
+
+def blocked_pools(inp: DisruptionInput) -> list[tuple[str, str]]:
+    """``(NodePool, reason)`` for each NodePool with initialized nodes whose budgets allow no disruption
+    for ``reason`` now (Karpenter counts the pool's nodes as ``BuildDisruptionBudgetMapping`` does)."""
+    cluster = Cluster(inp)
+    found: list[tuple[str, str]] = []
+    for name, states in sorted(cluster.pool_nodes.items()):
+        pool = cluster.pools.get(name)
+        counted = [s for s in states if s.initialized and not s.node.in_flight]
+        if pool is None or not counted:
+            continue
+        for reason in BUDGETED_REASONS:
+            if allowed_disruptions(pool, reason, len(counted), 0, cluster.moment) == 0:
+                found.append((name, reason))
+    return found
+
+
+def command_text(command: Command, state: NodeState) -> str:
+    """The command as ``state``'s events name it, in Karpenter's shape: ``Underutilized: replace:
+    nodepools=[default]: [node-a] -> [1 replacement]``, or ``delete: [node-a] (part of 3-node
+    consolidation)`` for one node of several."""
+    decision = "replace" if command.replacements else "delete"
+    if len(command.candidates) > 1:
+        return f"{decision}: [{state.name}] (part of {len(command.candidates)}-node consolidation)"
+    pools = ",".join(sorted({c.nodepool for c in command.candidates}))
+    text = f"{command.reason}: {decision}: nodepools=[{pools}]: [{', '.join(command.node_names)}]"
+    if command.replacements:
+        count = len(command.replacements)
+        text += f" -> [{count} replacement{'s' if count != 1 else ''}]"
+    return text
+
+
 def blocked_why(message: str) -> str:
     """The kind of a ``DisruptionBlocked`` message, the ``Why`` dimension of its metric: ``Budget`` (a
     NodePool's disruption budget), ``PodDisruptionBudget``, ``DoNotDisrupt`` (the annotation on the node or
@@ -80,6 +128,20 @@ def invalid_do_not_disrupt(inp: DisruptionInput) -> list[tuple[Pod, str]]:
             invalid = pod_protection(pod.annotations, pod.started_at, inp.now).invalid
             if invalid:
                 found.append((pod, invalid))
+    return found
+
+
+def do_not_disrupt_durations(inp: DisruptionInput) -> list[tuple[Pod, float, bool]]:
+    """Running pods on our nodes protected by a ``karpenter.sh/do-not-disrupt`` duration:
+    ``(pod, until, active)``, ``until`` the epoch second the protection ends."""
+    found: list[tuple[Pod, float, bool]] = []
+    for state in Cluster(inp).ours:
+        for pod in state.node.pods:
+            if is_terminal(pod):
+                continue
+            protection = pod_protection(pod.annotations, pod.started_at, inp.now)
+            if protection.until is not None:
+                found.append((pod, protection.until, protection.active))
     return found
 
 

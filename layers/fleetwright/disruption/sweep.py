@@ -33,7 +33,9 @@ from fleetwright.claims.registration import instance_id_of
 from fleetwright.cloud.provider import InstanceReader
 from fleetwright.disruption import metrics as m
 from fleetwright.disruption.gc import parse_timestamp
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import DISRUPTED_AT_ANNOTATION, DISRUPTED_TAINT, KubeCluster
+from fleetwright.kube.events import EventRecorder, ObjectRef
 from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.interruptions import GAVE_UP, STARTED, InterruptionRecord, InterruptionRecords
@@ -146,6 +148,7 @@ class DisruptionSweep:
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
         cache: ClusterCache | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kube = kube
         self.cache = cache
@@ -158,6 +161,7 @@ class DisruptionSweep:
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
         self.clock = clock
+        self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
 
     def sweep(self) -> SweepReport:
         """One sweep over the cluster's nodes."""
@@ -269,9 +273,7 @@ class DisruptionSweep:
             f"Fleetwright uncordoned the node: it was marked for disruption but no termination workflow is "
             f"running for instance {instance_id} and nothing calls for its termination"
         )
-        updated.setdefault("kind", "Node")
-        updated.setdefault("apiVersion", "v1")
-        self.kube.create_event(updated, "DisruptionAbandoned", message, type="Warning")
+        self.events.publish(reasons.disruption_abandoned(ObjectRef.of(updated, kind="Node"), message))
         self.log.warning(
             "node left marked without a workflow uncordoned", extra={"node": name, "instanceId": instance_id}
         )

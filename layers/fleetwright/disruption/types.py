@@ -10,7 +10,7 @@ command per pass (the methods of :mod:`fleetwright.disruption.method`, in Karpen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fleetwright.catalog.bill import DEFAULT_REGION
 from fleetwright.claims.terms import ClaimTerms
@@ -23,6 +23,9 @@ from fleetwright.model.nodepool import NodePool
 from fleetwright.model.pod import LabelSelector, Pod
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.types import NewNodeClaim
+
+if TYPE_CHECKING:
+    from fleetwright.disruption.balanced import Score
 
 # Disruption reasons (budgets' ``reasons`` use the first three; Expired and Unhealthy are forceful and not
 # budgeted).
@@ -190,7 +193,8 @@ class Command:
     ``savings`` is the expected change in USD per hour (the whole bill of the removed nodes less the
     replacements': instances, volumes, public IPv4 addresses, burstable CPU credits; 0 for drift and
     expiration that replace like for like). ``explanation`` is the log line's text;
-    ``condition`` names the node condition a repair acts on.
+    ``condition`` names the node condition a repair acts on; ``scores`` are the Balanced NodePools' scores of
+    a consolidation.
     """
 
     method: str
@@ -200,6 +204,7 @@ class Command:
     savings: float = 0.0
     explanation: str = ""
     condition: str = ""
+    scores: list[Score] = field(default_factory=list)  # a Balanced NodePool's, per pool in the command
 
     @property
     def node_names(self) -> list[str]:

@@ -5,14 +5,18 @@ anything is cordoned, drained, replaced or terminated.
 - **Spot interruption warning**: the offering (type, zone, spot) is marked unavailable, the termination
   workflow starts (deadline: two minutes after the warning, less a margin) and replacement capacity for the
   node's pods is launched at once, so it boots during the notice.
-- **Rebalance recommendation**: a Kubernetes event on the Node and a metric; with
-  ``replace_on_rebalance`` the node is replaced and then terminated like a scheduled change.
+- **Rebalance recommendation**: a metric; with ``replace_on_rebalance`` the node is replaced and then
+  terminated like a scheduled change.
 - **State change**: acted on by the instance's *current* state (``DescribeInstances``), never the
   event's: an instance that is stopping, stopped, shutting down or terminated has its pods and Node
   deleted and its NodeClaim finalized (a stopped one is also terminated); one that is running again
   (a stop delivered after a restart) is left alone (``StaleEvent``).
 - **AWS Health scheduled change**: replacement first, then the workflow, which waits for the replacement
   and terminates before the scheduled time.
+
+Each acted-on event is told on the instance's NodeClaim and Node with Karpenter's AWS provider's reasons
+(SpotInterrupted, SpotRebalanceRecommendation, InstanceUnhealthy, InstanceStopping / InstanceTerminating,
+then TerminatingOnInterruption once termination starts), through the event recorder, which never raises.
 
 One event, one replacement, one workflow: an interruption record in the state table
 (:mod:`fleetwright.state.interruptions`) is created with a conditional put before anything is launched,
@@ -50,7 +54,9 @@ from fleetwright.interruption.events import (
 )
 from fleetwright.interruption.replacement import ReplacementLauncher, ReplacementResult
 from fleetwright.interruption.trust import EventOrigin, TrustLimits, check_event, check_spot
+from fleetwright.kube import reasons
 from fleetwright.kube.cluster import KubeCluster
+from fleetwright.kube.events import EventRecorder, ObjectRef
 from fleetwright.observability.metrics import COUNT, MetricsSink, NullMetrics
 from fleetwright.state.interruptions import (
     CLAIMED,
@@ -203,6 +209,7 @@ class InterruptionController:
         metrics: MetricsSink | None = None,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | Any = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self.kube = kube
         self.cloud = cloud
@@ -216,6 +223,7 @@ class InterruptionController:
         self.metrics = metrics or NullMetrics()
         self.clock = clock
         self.log = logger or log
+        self.events = events or EventRecorder(kube.client, metrics=self.metrics, logger=self.log)
         self._expected: set[str] = set()
 
     def expect(self, instance_ids: Iterable[str]) -> None:
@@ -328,6 +336,7 @@ class InterruptionController:
         kind = str(event.kind)
         now = self.clock()
         outcome = Outcome(instance_id, kind, "workflow-started", node=self._node_name(instance_id))
+        self._notify(event, instance, outcome.node)
         fresh = InterruptionRecord(
             instance_id=instance_id, kind=kind, claimed_at=now, node=outcome.node, event_id=event.id
         )
@@ -404,6 +413,7 @@ class InterruptionController:
             claims = outcome.replacement.claims if outcome.replacement else []
             started = self._start(record, name, self._request(event, instance, outcome.node, claims))
         outcome.execution = started
+        self._terminating(instance, outcome.node)
         self.metrics.add(WORKFLOWS_STARTED, 1, COUNT, {"Reason": str(kind)})
         self.log.info(
             "termination workflow started",
@@ -469,9 +479,8 @@ class InterruptionController:
         if node:
             obj = self.kube.unmark_disrupted(node)
             if obj is not None:
-                obj.setdefault("kind", "Node")
-                obj.setdefault("apiVersion", "v1")
-                self.kube.create_event(obj, "InterruptionHandlingFailed", message, type="Warning")
+                ref = ObjectRef.of(obj, kind="Node")
+                self.events.publish(reasons.interruption_handling_failed(ref, message))
         self.log.error(
             "interruption attempts exhausted; node given back",
             extra={
@@ -516,17 +525,7 @@ class InterruptionController:
         instance_id = instance.id
         node = self._node_name(instance_id)
         self.metrics.add(REBALANCE_RECOMMENDATIONS, 1, COUNT)
-        if node:
-            obj = self.kube.get_node(node)
-            if obj is not None:
-                obj.setdefault("kind", "Node")
-                obj.setdefault("apiVersion", "v1")
-                self.kube.create_event(
-                    obj,
-                    "RebalanceRecommendation",
-                    f"EC2 recommends rebalancing Spot instance {instance_id}: interruption risk is elevated",
-                    type="Warning",
-                )
+        self._notify(event, instance, node)
         self.log.info("rebalance recommendation recorded", extra={"instanceId": instance_id, "node": node})
         return Outcome(instance_id, str(event.kind), "recorded", node=node)
 
@@ -555,6 +554,8 @@ class InterruptionController:
             self.kube.delete_node(outcome.node, uid=meta.get("uid"))
             # Its termination finalizer would keep the Node Terminating: the instance is gone already.
             release_node(self.kube, outcome.node, str(meta.get("uid") or ""))
+        self._notify(event, instance, outcome.node, state)
+        self._terminating(instance, outcome.node)
         if state in STOPPED_STATES:
             # A stopped node is of no use to the cluster and its Node is gone: do not keep paying for it.
             self.cloud.terminate([instance_id])
@@ -577,6 +578,20 @@ class InterruptionController:
         return outcome
 
     # -- helpers -------------------------------------------------------------------------------------------
+
+    def _notify(self, event: InterruptionEvent, instance: Instance, node: str, state: str = "") -> None:
+        """Karpenter's event for the message (SpotInterrupted, SpotRebalanceRecommendation,
+        InstanceUnhealthy, or InstanceStopping / InstanceTerminating by the instance's ``state`` now) on
+        its NodeClaim and Node."""
+        if isinstance(event, StateChangeEvent):
+            reason = reasons.INSTANCE_STOPPING if state in STOPPED_STATES else reasons.INSTANCE_TERMINATING
+        else:
+            reason = _NOTICES[event.kind]
+        self.events.publish(*reasons.interruption_notice(reason, _refs(instance, node)))
+
+    def _terminating(self, instance: Instance, node: str) -> None:
+        """TerminatingOnInterruption on the NodeClaim and Node: their termination has started."""
+        self.events.publish(*reasons.terminating_on_interruption(_refs(instance, node)))
 
     def _node_object(self, instance_id: str) -> Mapping[str, Any] | None:
         return nodes_by_instance(self.kube.list_nodes()).get(instance_id)
@@ -630,3 +645,18 @@ class InterruptionController:
             early = start - timedelta(seconds=s.scheduled_change_margin_seconds)
             return within(early, s.minimum_window_seconds, s.scheduled_change_max_seconds)
         return now + timedelta(seconds=s.rebalance_window_seconds)
+
+
+_NOTICES: dict[EventKind, str] = {
+    EventKind.SPOT_INTERRUPTION: reasons.SPOT_INTERRUPTED,
+    EventKind.REBALANCE_RECOMMENDATION: reasons.SPOT_REBALANCE_RECOMMENDATION,
+    EventKind.SCHEDULED_CHANGE: reasons.INSTANCE_UNHEALTHY,
+}
+
+
+def _refs(instance: Instance, node: str) -> list[ObjectRef]:
+    """The instance's NodeClaim (when it was launched for one) and Node (when it has one)."""
+    refs = [reasons.nodeclaim_ref(instance.nodeclaim)] if instance.nodeclaim else []
+    if node:
+        refs.append(reasons.node_ref(node))
+    return refs

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +14,6 @@ from fleetwright.kube.client import DEFAULT_WATCH_SECONDS, JSON_PATCH, JsonObjec
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.resources import (
     DAEMON_SETS,
-    EVENTS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -382,56 +380,6 @@ class KubeCluster:
     ) -> JsonObject:
         """Apply an RFC 6902 JSON patch (use ``test`` operations as preconditions; a failed test is 422)."""
         return self.client.patch(resource, name, operations, namespace, patch_type=JSON_PATCH)
-
-    # -- events ----------------------------------------------------------------------------------------
-
-    def create_event(
-        self,
-        involved: Mapping[str, Any],
-        reason: str,
-        message: str,
-        *,
-        type: str = "Normal",
-        component: str = "fleetwright",
-    ) -> JsonObject:
-        """Record a core/v1 Event about ``involved`` (a Pod or Node object), as ``kubectl describe`` shows.
-
-        Events of cluster-scoped objects go to the ``default`` namespace, as Kubernetes' recorders do.
-        """
-        meta = involved.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                key: value
-                for key, value in (
-                    ("apiVersion", involved.get("apiVersion")),
-                    ("kind", involved.get("kind")),
-                    ("name", meta.get("name")),
-                    ("namespace", meta.get("namespace")),
-                    ("uid", meta.get("uid")),
-                    ("resourceVersion", meta.get("resourceVersion")),
-                )
-                if value
-            },
-            "reason": reason,
-            "message": message,
-            "type": type,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        return self.client.create(EVENTS, event, namespace)
-
-    # -- helpers ---------------------------------------------------------------------------------------
 
     def _get_or_none(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject | None:
         try:

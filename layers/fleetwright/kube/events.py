@@ -423,6 +423,20 @@ class EventRecorder:
                 self._paused_until = self.correlator.clock() + PAUSE_AFTER_FAILURE_SECONDS
                 self._failed(event, error)
 
+    def record(self, event: Event) -> Exception | None:
+        """Write ``event`` now, past the dedupe window and the pause after a failure, for a caller that
+        retries until it is written (the termination workflow's failure path): None once the server has it
+        (or the spam filter dropped it), else the error, logged and counted, never raised."""
+        try:
+            if event.involved.name:
+                event = self._with_uid(event)
+                self._write(event, self.correlator.correlate(self.body(event)))
+        except Exception as error:  # the caller decides whether to try again
+            self._paused_until = self.correlator.clock() + PAUSE_AFTER_FAILURE_SECONDS
+            self._failed(event, error)
+            return error
+        return None
+
     def event(
         self,
         obj: Mapping[str, Any],
@@ -470,22 +484,20 @@ class EventRecorder:
 
     def _with_uid(self, event: Event) -> Event:
         """``event`` naming its object's uid, looked up for the kinds that need it (unchanged when the
-        object does not exist, or its kind is not served)."""
+        object does not exist, its kind is not served, or the caller may not read it: an event without the
+        uid is better than none)."""
         ref = event.involved
         resource = _LOOKED_UP.get(ref.kind)
         if ref.uid or resource is None:
             return event
-        key = (ref.kind, ref.name)
-        uid = self._uids.get(key)
+        uid = self._uids.get((ref.kind, ref.name))
         if uid is None:
             try:
-                found = self.client.get(resource, ref.name)
+                uid = self._look_up(resource, ref)
             except KubeApiError as error:
-                if error.not_found:
+                if error.not_found or error.status == 403:
                     return event
                 raise
-            uid = str((found.get("metadata") or {}).get("uid") or "")
-            self._uids.put(key, uid)
         if not uid:
             return event
         return Event(
@@ -498,11 +510,26 @@ class EventRecorder:
             event.limiter,
         )
 
+    def _look_up(self, resource: Resource, ref: ObjectRef) -> str:
+        """The uid of ``ref`` ("" when it has none). NodePools are listed, all at once (every function that
+        writes events about them may list them, not get them); NodeClaims are read one by one."""
+        if resource is NODE_POOLS:
+            for item in self.client.list(NODE_POOLS).items:
+                meta = item.get("metadata") or {}
+                self._uids.put((ref.kind, str(meta.get("name") or "")), str(meta.get("uid") or ""))
+            return self._uids.get((ref.kind, ref.name)) or ""
+        found = self.client.get(resource, ref.name)
+        uid = str((found.get("metadata") or {}).get("uid") or "")
+        self._uids.put((ref.kind, ref.name), uid)
+        return uid
+
     def _publish(self, event: Event) -> None:
         if not event.involved.name or not self.correlator.fresh(event):
             return
         event = self._with_uid(event)
-        result = self.correlator.correlate(self.body(event))
+        self._write(event, self.correlator.correlate(self.body(event)))
+
+    def _write(self, event: Event, result: Correlation) -> None:
         if result.skip:
             return
         namespace = result.event["metadata"]["namespace"]

@@ -40,6 +40,7 @@ from fleetwright.observability import metrics as obs
 from fleetwright.provisioning import static_pools
 from fleetwright.provisioning.batcher import Batcher
 from fleetwright.provisioning.clock import LoopClock, RealClock
+from fleetwright.provisioning.compatible import incompatible_pools
 from fleetwright.provisioning.watcher import CachePodWatcher, PodWatcher
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NewNodeClaim, Results, SchedulingInput
@@ -347,6 +348,12 @@ class Provisioner:
                 results.new_claims, {t.name: t for t in templates}, by_name, accepted, report, nominate=True
             )
         self.events.publish(*self._decision_events(results, nodes, records))
+        self.events.publish(
+            *(
+                reasons.no_compatible_instance_types(reasons.nodepool_ref(pool), min_values=min_values)
+                for pool, min_values in incompatible_pools(templates, catalog, accepted)
+            )
+        )
 
     def warm_up(self) -> None:
         """Fill the provider's caches (instance types, prices, AMIs) before the first pod arrives."""

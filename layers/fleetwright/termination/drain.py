@@ -135,6 +135,7 @@ class DrainPass:
 
     done: bool = False
     evicted: list[str] = field(default_factory=list)
+    evicted_pods: list[Mapping[str, Any]] = field(default_factory=list)  # the evicted pods as listed
     blocked: dict[str, str] = field(default_factory=dict)  # pod → why (budget, API error)
     waiting: list[str] = field(default_factory=list)  # not acted on: do-not-disrupt, terminating, next tier
     deleted: list[str] = field(default_factory=list)  # deleted to meet the deadline
@@ -252,6 +253,7 @@ def _evict(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass) -> None
         result.blocked[key] = outcome.message or "blocked by a PodDisruptionBudget"
     else:
         result.evicted.append(key)
+        result.evicted_pods.append(pod)
 
 
 def _delete(kube: KubeCluster, pod: Mapping[str, Any], result: DrainPass, *, grace: int) -> None:

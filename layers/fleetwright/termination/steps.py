@@ -57,7 +57,7 @@ from fleetwright.termination.continuation import (
     origin_of,
     should_continue,
 )
-from fleetwright.termination.drain import drain_pass, pod_grace_seconds, pod_key, pods_to_drain
+from fleetwright.termination.drain import DrainPass, drain_pass, pod_grace_seconds, pod_key, pods_to_drain
 from fleetwright.termination.errors import (
     InstanceNotOwnedError,
     InvalidRequestError,
@@ -82,9 +82,7 @@ DRAIN_API_ERRORS = "DrainApiErrors"
 WORKFLOW_CONTINUATIONS = "WorkflowContinuations"
 VOLUME_ATTACHMENTS_UNREADABLE = "VolumeAttachmentsUnreadable"
 FAILURE_RECORD_ATTEMPTS = 30  # with waits doubling to 60 s: the API gets ~27 minutes to come back
-FAILURE_EVENT_REASON = "TerminationFailed"
 SPOT_INTERRUPTION_REASON = "SpotInterruption"  # the workflow reason of a spot interruption warning
-CALLED_OFF_EVENT_REASON = "DisruptionCalledOff"
 
 
 StepFunctions = Any  # a boto3 ``stepfunctions`` client (``start_execution``)
@@ -240,6 +238,8 @@ class TerminationSteps:
                 return self._call_off(state, request, passes)
             if not passes:
                 self._terminating(request)
+            if not abandon:
+                self._expiring(request)
             result = drain_pass(
                 self.kube,
                 request.node,
@@ -260,10 +260,7 @@ class TerminationSteps:
             self.metrics.add(EVICTIONS_BLOCKED, len(result.blocked), COUNT)
         if result.volume_attachments_unreadable:
             self.metrics.add(VOLUME_ATTACHMENTS_UNREADABLE, 1, COUNT)
-        if result.volume_attachments and not result.done:
-            self.events.publish(
-                reasons.awaiting_volume_detachment(reasons.node_ref(request.node), result.volume_attachments)
-            )
+        self._drain_events(request, result)
         self.log.info(
             "drain pass",
             extra={"node": request.node, **result.to_json(), "pass": int(previous.get("passes", 0)) + 1},
@@ -299,6 +296,33 @@ class TerminationSteps:
         if request.claim_id:
             refs.append(reasons.nodeclaim_ref(request.claim_id))
         self.events.publish(*(reasons.disruption_terminating(ref, request.reason) for ref in refs))
+
+    def _expiring(self, request: TerminationRequest) -> None:
+        """TerminationGracePeriodExpiring on the node and its NodeClaim: what is left at the deadline is
+        deleted (every pass while draining; the recorder's dedupe keeps it to one per two minutes)."""
+        deadline = epoch_to_iso(request.deadline_epoch)
+        refs = [reasons.node_ref(request.node)] if request.node else []
+        if request.claim_id:
+            refs.append(reasons.nodeclaim_ref(request.claim_id))
+        self.events.publish(*(reasons.termination_grace_period_expiring(ref, deadline) for ref in refs))
+
+    def _drain_events(self, request: TerminationRequest, result: DrainPass) -> None:
+        """Evicted on each pod evicted; FailedDraining on the node while pods are left (the first one a
+        budget or the API refused, else how many wait); AwaitingVolumeDetachment once only volumes are."""
+        found = [
+            reasons.evicted(ObjectRef.of(pod, kind="Pod"), request.reason) for pod in result.evicted_pods
+        ]
+        if request.node and not result.done and result.remaining:
+            if result.blocked:
+                key, why = min(result.blocked.items())
+                problem = f"{why} (Pod={key})"
+            else:
+                problem = f"{result.remaining} pods are waiting to be evicted"
+            found.append(reasons.failed_draining(reasons.node_ref(request.node), problem))
+        if result.volume_attachments and not result.done:
+            node = reasons.node_ref(request.node)
+            found.append(reasons.awaiting_volume_detachment(node, result.volume_attachments))
+        self.events.publish(*found)
 
     def _drain_refused(
         self,
@@ -447,9 +471,7 @@ class TerminationSteps:
             "the node is uncordoned and kept. Set the NodePool's terminationGracePeriod to force it."
         )[:1000]
         if node is not None:
-            node.setdefault("kind", "Node")
-            node.setdefault("apiVersion", "v1")
-            self.kube.create_event(node, CALLED_OFF_EVENT_REASON, message, type="Warning")
+            self.events.publish(reasons.disruption_called_off(ObjectRef.of(node, kind="Node"), message))
         self.metrics.add(DISRUPTIONS_CALLED_OFF, 1, COUNT, {"Reason": request.reason})
         self.log.warning(
             "disruption called off at its deadline",
@@ -621,15 +643,11 @@ class TerminationSteps:
 
     def _failure_event(self, node: Mapping[str, Any], message: str, problems: _FailureProblems) -> bool:
         """A Warning event on the Node saying why termination failed; True when it was recorded."""
-        body = dict(node)
-        body.setdefault("kind", "Node")
-        body.setdefault("apiVersion", "v1")
-        try:
-            self.kube.create_event(body, FAILURE_EVENT_REASON, message, type="Warning")
-        except Exception as problem:
-            problems.could_not("record the event", problem)
-            return False
-        return True
+        event = reasons.failed_termination(ObjectRef.of(node, kind="Node"), message)
+        error = self.events.record(event)
+        if error is not None:
+            problems.could_not("record the event", error)
+        return error is None
 
     def _still_running(self, instance_id: str) -> bool:
         """True when the instance is this cluster's and neither shutting down nor terminated."""
