@@ -274,3 +274,18 @@ def test_a_replacement_keeps_the_min_values_its_nodepool_asks_for() -> None:
     result = plan(planner_input(nodes, [pool(requirements=requirements(4))]))
     assert result.command is None
     assert "minValues is 4" in result.unconsolidatable["n"]
+
+
+def test_a_node_whose_pods_lowest_cost_would_spread_over_two_nodes_is_replaced_by_one() -> None:
+    # 6 CPU-heavy and 4 memory-heavy pods (7 CPU, 30 GiB) on an m5.8xlarge ($1.536/h). LowestCost puts
+    # them on a c5.2xlarge and an r5.xlarge ($0.592/h), two nodes, which one command cannot launch; as
+    # Karpenter packs them, one m5.4xlarge ($0.768/h) holds them all and halves the bill.
+    pods = busy("cpu", 6, cpu="1", memory="1Gi") + busy("mem", 4, cpu="250m", memory="6Gi")
+    nodes = [node("big", "m5.8xlarge", pods=pods)]
+    types = ["c5.2xlarge", "r5.xlarge", "m5.4xlarge", "m5.8xlarge"]
+    command = plan(planner_input(nodes, [pool(instance_types=types)])).command
+    assert command is not None
+    assert (command.method, command.node_names) == (SINGLE_NODE, ["big"])
+    [replacement] = command.replacements
+    assert replacement.instance_types[0].name == "m5.4xlarge"
+    assert sorted(p.key for p in replacement.pods) == sorted(p.key for p in pods)

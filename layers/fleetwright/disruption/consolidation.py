@@ -46,6 +46,7 @@ from fleetwright.disruption.simulation import Simulator
 from fleetwright.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Command, NodeState
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.labels import CAPACITY_TYPE, ON_DEMAND, SPOT
+from fleetwright.model.nodepool import FEWER_NODES
 from fleetwright.model.quantity import CPU, MEMORY
 from fleetwright.model.requirements import Requirements
 from fleetwright.scheduling.types import NewNodeClaim, Results
@@ -274,6 +275,12 @@ def evaluate(
 ) -> tuple[Command | None, str]:
     """The command removing ``nodes`` (with at most one cheaper replacement), or None and why not."""
     results = simulator.run(nodes, waiting=True)
+    if len(results.new_claims) > 1:
+        # LowestCost may spread the pods over several nodes cheaper together than any one; a command
+        # launches at most one, so try first fit, which opens as few as it can (Karpenter's packing).
+        fewest = simulator.run(nodes, waiting=True, packing=FEWER_NODES)
+        if len(fewest.new_claims) <= 1:
+            results = fewest
     refused = _unsettled(simulator, results)
     if refused is not None:
         return None, refused

@@ -103,10 +103,16 @@ class Simulator:
         return as_pending(p for s in leaving for p in evictable_pods(s))
 
     def run(
-        self, leaving: Sequence[NodeState], pods: Sequence[Pod] | None = None, *, waiting: bool = False
+        self,
+        leaving: Sequence[NodeState],
+        pods: Sequence[Pod] | None = None,
+        *,
+        waiting: bool = False,
+        packing: str | None = None,
     ) -> Results:
         """Schedule ``pods`` (default: the leaving nodes' evictable pods), and with ``waiting`` the
-        :meth:`waiting` pods after them, without the leaving nodes."""
+        :meth:`waiting` pods after them, without the leaving nodes; ``packing`` overrides the NodePools'
+        packing policy for this run."""
         self.runs += 1
         pending = list(pods) if pods is not None else self.pods_of(leaving)
         if waiting:
@@ -123,6 +129,8 @@ class Simulator:
             replace(t, usage=res.subtract(t.usage, released[t.name])) if t.name in released else t
             for t in self.templates
         ]
+        if packing is not None:
+            templates = [replace(t, packing=packing) for t in templates]
         return self._schedule(pending, nodes, templates)
 
     def _schedule(self, pending: list[Pod], nodes: list[Node], templates: list[NodePoolTemplate]) -> Results:
