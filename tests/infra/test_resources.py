@@ -32,8 +32,8 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         "AWS::CloudWatch::Dashboard": 1,
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
         # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
-        # disruption function near their timeout or memory
-        "AWS::CloudWatch::Alarm": 12,
+        # disruption function near their timeout or memory, the launch rate
+        "AWS::CloudWatch::Alarm": 13,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
