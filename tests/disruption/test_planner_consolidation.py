@@ -289,3 +289,16 @@ def test_a_node_whose_pods_lowest_cost_would_spread_over_two_nodes_is_replaced_b
     [replacement] = command.replacements
     assert replacement.instance_types[0].name == "m5.4xlarge"
     assert sorted(p.key for p in replacement.pods) == sorted(p.key for p in pods)
+
+
+def test_spot_to_spot_keeps_more_than_fifteen_types_when_min_values_needs_them() -> None:
+    # Karpenter raises its 15-type spot-to-spot cap until the NodePool's minValues hold.
+    nodes = [node("n", "m5.2xlarge", capacity_type="spot", pods=busy("w", 2))]
+    twenty = [*BROAD_SPOT, {"key": wk.INSTANCE_TYPE, "operator": "Exists", "minValues": 20}]
+    on = DisruptionSettings(spot_to_spot=True)
+    command = plan(planner_input(nodes, [pool(requirements=twenty)], settings=on)).command
+    assert command is not None and command.method == SINGLE_NODE
+    [replacement] = command.replacements
+    assert len({t.name for t in replacement.instance_types}) == 20
+    assert replacement.capacity_types == ["spot"]
+    assert all(t.name != "m5.2xlarge" for t in replacement.instance_types)
