@@ -85,9 +85,6 @@ class KubeScheduler(Controller):
         self._pods: dict[str, tuple[str, Pod]] = {}  # uid → (resourceVersion, converted pod)
         # name → ((uid, resourceVersion), the Node converted without pods): a stored version never changes
         self._nodes_seen: dict[str, tuple[tuple[str, str], Node]] = {}
-        self._settled: tuple[tuple[tuple[str, str], ...], ...] | None = (
-            None  # the versions after the last pass
-        )
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -174,8 +171,6 @@ class KubeScheduler(Controller):
         # The stored versions, read only (no copy: a pass reads every pod and node, and writes through
         # the store's own mutations).
         pod_objects = self.store.list_page(PODS).items
-        if self._versions() == self._settled:
-            return PassSummary()  # nothing changed since the last pass ended: it would do the same
         pending_objects = [p for p in pod_objects if self._pending(p)]
         if not pending_objects:
             live = {str(p["metadata"].get("uid")) for p in pod_objects}
@@ -220,26 +215,7 @@ class KubeScheduler(Controller):
                     continue  # no write, as kube-scheduler skips an unchanged condition
                 if self._mark_unschedulable(error.pod, message):
                     summary.unschedulable[error.pod.key] = message
-        self._settled = self._versions()
         return summary
-
-    def _versions(self) -> tuple[tuple[tuple[str, str], ...], ...]:
-        """The (uid, resourceVersion) of every object a pass reads: equal before two passes, the second
-        would decide exactly what the first did (kube-scheduler retries only on a change)."""
-        return tuple(
-            tuple((str(o["metadata"].get("uid")), str(o["metadata"].get("resourceVersion"))) for o in items)
-            for items in (
-                self.store.list_page(rt).items
-                for rt in (
-                    PODS,
-                    NODES,
-                    NAMESPACES,
-                    PERSISTENT_VOLUME_CLAIMS,
-                    PERSISTENT_VOLUMES,
-                    STORAGE_CLASSES,
-                )
-            )
-        )
 
     def _nodes(self, bound: Mapping[str, list[Pod]]) -> list[Node]:
         nodes = []
