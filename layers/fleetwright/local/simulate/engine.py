@@ -2,7 +2,8 @@
 :class:`~fleetwright.local.simulate.world.World` answers as a deployed one would.
 
 Events, in time order (ties in the order they were scheduled): a trace pod is created (Pending) or
-deleted at its end; the emulator's kube-scheduler binds what fits and marks the rest Unschedulable; the
+deleted at its end (the cluster settles once after the trace's pods of one instant, as kube-scheduler
+sees a burst together); the emulator's kube-scheduler binds what fits and marks the rest Unschedulable; the
 provisioner batches those (idle 1 s, at most 10 s, its own :class:`Batcher`) and makes a pass
 (:meth:`Provisioner.run_once`: reconcile, schedule, launch through the claim lifecycle); launched
 instances boot, register, become Ready and lose their startup taints (:class:`NodeStart`), and the
