@@ -100,14 +100,14 @@ def _run(args: argparse.Namespace, explain: Any) -> int:
     """Read the view, call ``explain(view, types, region, now)``, print its (json, text) pair."""
     from fleetwright.catalog.bill import DEFAULT_REGION
     from fleetwright.explain.pod import ExplainError
-    from fleetwright.explain.view import parse_time
     from fleetwright.kube.errors import KubeError
     from fleetwright.model.errors import DocumentError
+    from fleetwright.model.kube import timestamp
     from fleetwright.plan import PlanError, instance_types_for
 
     now = time.time()
     if args.now:
-        parsed = parse_time(args.now)
+        parsed = timestamp(args.now)
         if parsed is None:
             _err(f"error: --now {args.now!r} is not an RFC 3339 time")
             return EXIT_USAGE

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from fleetwright.claims.records import offering_price
@@ -29,7 +28,7 @@ from fleetwright.model import labels as wk
 from fleetwright.model.errors import DocumentError, DocumentRef
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.karpenter import check_references, parse_karpenter_document
-from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object
+from fleetwright.model.kube import daemonset_pod, node_from_object, pod_from_object, timestamp
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.volumes import volume_requirements
@@ -284,7 +283,7 @@ def _node_state(view: View, node: Node, by_type: Mapping[str, InstanceType], now
     instance_type = labels.get(wk.INSTANCE_TYPE, "")
     zone = labels.get(wk.ZONE, "")
     capacity_type = labels.get(wk.CAPACITY_TYPE, wk.ON_DEMAND)
-    created = parse_time(meta.get("creationTimestamp")) or now
+    created = timestamp(meta.get("creationTimestamp")) or now
     state = NodeState(
         node=node,
         instance_type=instance_type,
@@ -303,17 +302,3 @@ def _node_state(view: View, node: Node, by_type: Mapping[str, InstanceType], now
     state.last_pod_event = max(started) if started else None
     state.empty_since = max(created, state.last_pod_event or created) if is_empty(node) else None
     return state
-
-
-def parse_time(text: Any) -> float | None:
-    """RFC 3339 text (or a datetime, as YAML reads an unquoted timestamp) as epoch seconds; None when
-    absent or unreadable."""
-    if not text:
-        return None
-    try:
-        moment = (
-            text if isinstance(text, datetime) else datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-        )
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

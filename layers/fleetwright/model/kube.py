@@ -546,10 +546,20 @@ def start_time(value: Any) -> float | None:
     started, which keeps a do-not-disrupt duration in force)."""
     if isinstance(value, datetime):
         return value.timestamp()
-    if not isinstance(value, str) or not value:
+    return timestamp(value) if isinstance(value, str) else None
+
+
+def timestamp(value: Any) -> float | None:
+    """An RFC 3339 time (or a datetime, as YAML reads an unquoted timestamp) as epoch seconds, a time
+    without a zone taken as UTC; None when absent or unreadable."""
+    if not value:
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = (
+            value
+            if isinstance(value, datetime)
+            else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        )
     except ValueError:
         return None
     return moment.timestamp() if moment.tzinfo is not None else moment.replace(tzinfo=UTC).timestamp()
