@@ -235,7 +235,7 @@ class Provisioner:
                 elif taken and (report.reconciles[-1].freed_pods or report.reconciles[-1].error):
                     retry_at = self.clock() if retry_at is None else retry_at
                 if taken and report.reconciles[-1].initialized:
-                    retry_at = _after_initialized(retry_at, self.clock() + self.config.batch_idle_seconds)
+                    retry_at = after_initialized(retry_at, self.clock() + self.config.batch_idle_seconds)
         finally:
             watcher.stop()
 
@@ -449,7 +449,7 @@ class Provisioner:
         return found
 
 
-def _after_initialized(retry_at: float | None, settled: float) -> float:
+def after_initialized(retry_at: float | None, settled: float) -> float:
     """When the next pass runs once claims became initialized: one batching idle window later (``settled``),
     when the kube-scheduler has bound what fits on the new nodes, unless a pass is due sooner.
 

@@ -35,6 +35,7 @@ from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.local.simulate.workflows import Task
 from fleetwright.local.simulate.world import World
 from fleetwright.provisioning.batcher import Batcher
+from fleetwright.provisioning.provisioner import after_initialized
 
 DISRUPTION_INTERVAL_SECONDS = 60.0  # the disruption function's schedule
 SPOT_NOTICE_SECONDS = 120.0  # EC2 reclaims a spot instance two minutes after its interruption warning
@@ -461,12 +462,13 @@ class Replay:
             self._pass_after_initialized()
 
     def _pass_after_initialized(self) -> None:
-        """Claims became initialized: the loop makes a pass one batching idle window later, once the
-        kube-scheduler has bound what fits (``provisioner._after_initialized``)."""
+        """Claims became initialized: a pass when the provisioner's loop makes it
+        (:func:`~fleetwright.provisioning.provisioner.after_initialized`)."""
         settled = self.clock.elapsed() + self.world.config.batch_idle_seconds
-        if self._retry_at is None or settled < self._retry_at:
-            self._retry_at = settled
-            self.at(settled, "batch")
+        due = after_initialized(self._retry_at, settled)
+        if due != self._retry_at:
+            self._retry_at = due
+            self.at(due, "batch")
 
     def _reconcile_soon(self) -> None:
         """A claim's node changed (registered, Ready, startup taints gone): the invocation's next
