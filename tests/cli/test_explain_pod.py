@@ -8,17 +8,7 @@ from textwrap import dedent
 from typing import Any
 
 from tests.cli.conftest import Run
-
-CLASS = """
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: KarpenterNodeRole
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-"""
+from tests.cli.test_explain_node import CLASS
 
 
 def pool(name: str, *, requirements: str = "", taints: str = "", limits: str = "", weight: int = 1) -> str:

@@ -39,6 +39,23 @@ def started(rig: Rig, pod: str, node: str, at: float, cpu: str = "500m") -> None
     rig.world.client.patch(PODS, pod, status, "default", subresource="status")
 
 
+def one_of_two_pods_leaves(rig: Rig) -> tuple[str, Any]:
+    """A node initialized a minute ago gets two pods; a first pass leaves it (they came 10 s ago); a minute
+    later one pod leaves. The node and the controller, before the pass that sees the departure."""
+    big = rig.node("m5.2xlarge")
+    wall = rig.world.wall
+    wall.advance(60)
+    started(rig, "web-0", big, wall() - 10)
+    started(rig, "web-1", big, wall() - 10)
+    controller = rig.controller()
+    assert underutilized(controller.run_once()) == []  # the pods came 10 s ago
+
+    wall.advance(60)  # the pods came 70 s ago, and now one leaves
+    rig.world.client.delete(PODS, "web-1", "default")
+    wait_for(lambda: len(rig.world.kube.list_pods_on_node(big)) == 1)
+    return big, controller
+
+
 def underutilized(report: Any) -> list[list[str]]:
     return [c.nodes for c in report.commands if c.reason == "Underutilized"]
 
@@ -63,17 +80,8 @@ def test_a_node_whose_pod_left_is_consolidated_only_consolidate_after_after_the_
     make_rig: RigFactory,
 ) -> None:
     rig = make_rig(nodepool(consolidate_after="30s"))
-    big = rig.node("m5.2xlarge")
+    big, controller = one_of_two_pods_leaves(rig)
     wall = rig.world.wall
-    wall.advance(60)
-    started(rig, "web-0", big, wall() - 10)
-    started(rig, "web-1", big, wall() - 10)
-    controller = rig.controller()
-    assert underutilized(controller.run_once()) == []  # the pods came 10 s ago
-
-    wall.advance(60)  # the pods came 70 s ago, and now one leaves
-    rig.world.client.delete(PODS, "web-1", "default")
-    wait_for(lambda: len(rig.world.kube.list_pods_on_node(big)) == 1)
     assert underutilized(controller.run_once()) == []
     marker = rig.world.state.podsets.get(big)
     assert marker is not None and marker.removed == wall() and marker.count == 1
@@ -178,17 +186,8 @@ def test_a_failed_marker_write_fails_the_pass_and_the_departure_is_counted_late_
     from botocore.exceptions import ClientError
 
     rig = make_rig(nodepool(consolidate_after="30s"))
-    big = rig.node("m5.2xlarge")
+    big, controller = one_of_two_pods_leaves(rig)
     wall = rig.world.wall
-    wall.advance(60)
-    started(rig, "web-0", big, wall() - 10)
-    started(rig, "web-1", big, wall() - 10)
-    controller = rig.controller()
-    assert underutilized(controller.run_once()) == []
-
-    wall.advance(60)
-    rig.world.client.delete(PODS, "web-1", "default")
-    wait_for(lambda: len(rig.world.kube.list_pods_on_node(big)) == 1)
     podsets = rig.world.state.podsets
     put = podsets.put
     throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem")
