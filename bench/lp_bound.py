@@ -107,7 +107,8 @@ class LPBound:
     ``value`` is always a lower bound on the cost of any packing ($/h); ``kind`` says whether it is the
     LP optimum (:data:`EXACT`) or a Farley bound from a stopped run (:data:`FARLEY`). ``master_value``
     is the last restricted master's optimum (an upper bound on the LP optimum, equal to it when exact).
-    ``patterns`` hold the master's last primal solution (x > 0 only).
+    ``patterns`` hold the master's last primal solution (x > 0 only). ``duals`` are the demand duals pi
+    of the round that gave ``value`` (per class of the problem, unscaled; see :func:`any_demand_prices`).
     """
 
     value: float
@@ -118,6 +119,7 @@ class LPBound:
     seconds: float
     options: list[NodeOption]
     patterns: list[Pattern] = field(default_factory=list)
+    duals: np.ndarray | None = None
 
     @property
     def nodes(self) -> float:
@@ -420,6 +422,7 @@ def lp_bound(
     patterns = initial_patterns(problem)
     seen = {(p.option, p.counts) for p in patterns}
     best = 0.0
+    best_duals: np.ndarray | None = None
     kind = FARLEY
     iterations = 0
     x = np.zeros(0)
@@ -433,7 +436,9 @@ def lp_bound(
         )
         # pi / max(1, theta) is dual feasible for the full LP: a lower bound whatever happens next.
         theta = max(ratios, default=0.0)
-        best = max(best, float(demand @ duals) / max(1.0, theta))
+        value = float(demand @ duals) / max(1.0, theta)
+        if best_duals is None or value > best:
+            best, best_duals = value, duals
         if not entering:
             if not undecided:
                 kind = EXACT
@@ -444,8 +449,35 @@ def lp_bound(
     # After a stop, x is the last master's solution (without the columns that just entered).
     used = [Pattern(p.option, p.counts, float(v)) for p, v in zip(patterns, x, strict=False) if v > 1e-9]
     return LPBound(
-        best, kind, master, iterations, len(patterns), time.perf_counter() - start, list(options), used
+        best,
+        kind,
+        master,
+        iterations,
+        len(patterns),
+        time.perf_counter() - start,
+        list(options),
+        used,
+        best_duals,
     )
+
+
+def any_demand_prices(problem: PackingProblem, duals: np.ndarray) -> np.ndarray:
+    """Prices per class of ``problem`` that are dual feasible for the LP of ANY demand of these classes.
+
+    The LP's duals pi are feasible only for patterns of at most the problem's demand. Scaled by
+    max(1, max_t kappa_t / p_t), with kappa_t bounding option t's knapsack when each class is capped
+    only by how many of its pods one node holds, they are feasible for every pattern, so for any demand
+    vector n the cost of packing n pods is at least n·pi': a bound for the pods running at any moment,
+    from a solve made for other pods (zero for a class the problem does not have).
+    """
+    needs = np.array(problem.classes, dtype=float)
+    unlimited = [10**9] * len(problem.classes)  # no cap but what fits
+    theta = 0.0
+    for option in problem.options:
+        limits = _fit_limits(option.capacity, problem.classes, unlimited)
+        upper, _ = _relaxation_bound(option.capacity, needs, duals, limits)
+        theta = max(theta, upper / option.price)
+    return np.asarray(duals, dtype=float) / max(1.0, theta)
 
 
 def _price_columns(
