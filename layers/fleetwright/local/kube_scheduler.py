@@ -171,22 +171,28 @@ class KubeScheduler(Controller):
         # The stored versions, read only (no copy: a pass reads every pod and node, and writes through
         # the store's own mutations).
         pod_objects = self.store.list_page(PODS).items
-        pending_objects = [p for p in pod_objects if self._pending(p)]
+        pending_objects = []
+        bound_objects: dict[str, list[JsonObject]] = collections.defaultdict(list)
+        for obj in pod_objects:
+            node_name = obj["spec"].get("nodeName")
+            if node_name:
+                # Terminating pods still hold their node's resources until they are gone.
+                if (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                    bound_objects[node_name].append(obj)
+            elif self._pending(obj):
+                pending_objects.append(obj)
         if not pending_objects:
             live = {str(p["metadata"].get("uid")) for p in pod_objects}
             self._pods = {uid: entry for uid, entry in self._pods.items() if uid in live}
             return PassSummary()
         seen: set[str] = set()
         pending = [p for p in (self._convert(o, seen) for o in pending_objects) if p is not None]
-        bound: dict[str, list[Pod]] = collections.defaultdict(list)
-        for obj in pod_objects:
-            node_name = obj["spec"].get("nodeName")
-            # Terminating pods still hold their node's resources until they are gone.
-            if node_name and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES:
-                pod = self._convert(obj, seen)
-                if pod is not None:
-                    bound[node_name].append(pod)
-        self._pods = {uid: entry for uid, entry in self._pods.items() if uid in seen}
+        bound = {
+            node: [pod for pod in (self._convert(o, seen) for o in objects) if pod is not None]
+            for node, objects in bound_objects.items()
+        }
+        if len(seen) < len(self._pods):
+            self._pods = {uid: entry for uid, entry in self._pods.items() if uid in seen}
         nodes = self._nodes(bound)
         inp = SchedulingInput(
             pods=pending,
