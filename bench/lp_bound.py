@@ -472,9 +472,16 @@ def any_demand_prices(problem: PackingProblem, duals: np.ndarray) -> np.ndarray:
     """
     needs = np.array(problem.classes, dtype=float)
     unlimited = [10**9] * len(problem.classes)  # no cap but what fits
-    theta = 0.0
+    # pi·limits bounds each knapsack too: solve the relaxations in that order, and stop where it is
+    # below the largest ratio found (those options cannot raise theta).
+    candidates = []
     for option in problem.options:
         limits = _fit_limits(option.capacity, problem.classes, unlimited)
+        candidates.append((float(duals @ limits) / option.price, option, limits))
+    theta = 0.0
+    for crude, option, limits in sorted(candidates, key=lambda c: -c[0]):
+        if crude <= max(theta, 1.0):
+            break
         upper, _ = _relaxation_bound(option.capacity, needs, duals, limits)
         theta = max(theta, upper / option.price)
     return np.asarray(duals, dtype=float) / max(1.0, theta)
