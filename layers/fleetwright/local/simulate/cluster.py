@@ -4,7 +4,8 @@
 :class:`StoreClient` is a :class:`~fleetwright.kube.client.KubeClient` whose requests are answered by
 :class:`~fleetwright.local.apiserver.http.RequestHandler` called in-process (same routing, patches,
 evictions, validation and errors as over a socket): the capabilities' Kubernetes code runs unchanged.
-Watches are not offered: the replay's capabilities list what they read each pass (no cluster cache).
+Watches are not offered: the capabilities read the cluster from their caches, which follow the store
+directly (:mod:`~fleetwright.local.simulate.cache`); what is not cached is listed.
 """
 
 from __future__ import annotations

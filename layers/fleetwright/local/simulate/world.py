@@ -20,6 +20,7 @@ from fleetwright.local.apiserver.store import Store
 from fleetwright.local.daemonsets import DaemonSetController
 from fleetwright.local.kube_scheduler import KubeScheduler
 from fleetwright.local.nodestart import NodeStart
+from fleetwright.local.simulate.cache import StoreFedCache
 from fleetwright.local.simulate.cloud import SimCloud
 from fleetwright.local.simulate.cluster import SharedLists, SimKubelet, StoreClient
 from fleetwright.local.simulate.workflows import SimWorkflows
@@ -138,6 +139,7 @@ def provisioner_for(
     config: ProvisionerConfig,
     metrics: RecordingMetrics,
     clock: VirtualClock,
+    cache: StoreFedCache | None = None,
 ) -> Provisioner:
     """The provisioner as the function builds it, on the replay's clocks (a lease wait moves them)."""
     return Provisioner(
@@ -150,6 +152,7 @@ def provisioner_for(
         sleep=clock.sleep,
         metrics=metrics,
         holder="provisioner",
+        cache=cache,
     )
 
 
@@ -158,6 +161,9 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
     clock = VirtualClock()
     store = cluster_store(spec, clock)
     kube = KubeCluster(StoreClient(store), clock=clock.now)
+    # The functions' warm path: each reads the cluster from its cache (one per function, as deployed).
+    provisioner_cache = StoreFedCache(store, kube.client, clock=clock)
+    disruption_cache = StoreFedCache(store, kube.client, clock=clock)
     state = StateStore(table, spec.cluster, client=dynamodb, clock=clock.now)
     cloud = SimCloud(
         spec.cluster, spec.catalog, clock.now, state.unavailable, spec.start, spec.zones, spec.region
@@ -170,7 +176,7 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         launch_parallelism=1,
     )
     metrics = RecordingMetrics()
-    provisioner = provisioner_for(kube, cloud, state, config, metrics, clock)
+    provisioner = provisioner_for(kube, cloud, state, config, metrics, clock, provisioner_cache)
     claims = StoreClaimBook(state.nodeclaims, clock=clock.now)
     workflows = SimWorkflows(
         TerminationSteps(kube, cloud, claims, metrics=metrics, clock=clock.now), clock.now
@@ -187,6 +193,7 @@ def build_world(spec: WorldSpec, table: Any, dynamodb: Any) -> World:
         monotonic=clock.monotonic,
         drain_interval_seconds=DRAIN_INTERVAL_SECONDS,
         poll_seconds=POLL_SECONDS,
+        cache=disruption_cache,
     )
     spot = spec.spot_interruptions > 0
     interruptions = interruption_controller(kube, cloud, state, provisioner, workflows, metrics, clock)
