@@ -20,6 +20,7 @@ from fleetwright.model.kube import start_time
 from fleetwright.termination.continuation import parse_time
 from fleetwright.termination.drain import drain_pass
 from tests.kube.objects import node_object, pod_object
+from tests.termination.conftest import Harness
 
 HOLD = "example.com/hold"  # a finalizer that keeps an evicted pod terminating until the test lets it go
 NODE = "node-a"
@@ -247,3 +248,31 @@ def test_a_refused_daemonset_eviction_does_not_let_the_critical_group_through(
     after = drain_pass(kube, NODE, now=now + 1, deadline=now + 86_400)
     assert _names(after.evicted) == ["logs-agent"]
     assert not (kube.get_pod("default", "coredns") or {})["metadata"].get("deletionTimestamp")
+
+
+def test_the_workflow_keeps_the_group_order_through_an_api_outage(harness: Harness) -> None:
+    instance = harness.launch_instance()
+    node = harness.node_for(instance, "node-a")
+    harness.pod("web", node)
+    harness.pod("logs-agent", node, owner=("DaemonSet", "logs"))
+    harness.pod("coredns", node, priority_class="system-cluster-critical")
+    tolerant = pod_object("cni", node=node)
+    tolerant["spec"]["tolerations"] = [{"operator": "Exists"}]
+    harness.world.client.create(PODS, tolerant, "default")
+    drains: list[int] = []
+
+    def outage_at_second_pass(step: str, _payload: dict[str, Any]) -> None:
+        if step == "drain":
+            drains.append(1)
+            if len(drains) == 2:
+                harness.apiserver.faults.outage(100, clock=harness.clock)
+
+    harness.before_step.append(outage_at_second_pass)
+    result = harness.run(harness.request(instance, node, seconds_to_deadline=3600))
+
+    assert result["status"] == "SUCCEEDED", result
+    assert harness.apiserver.faults.reset_connections > 0
+    passes = [_names(o["drain"]["evicted"]) for o in harness.outputs("drain") if o["drain"]["evicted"]]
+    assert passes == [["web"], ["logs-agent"], ["coredns"]]
+    assert not any(o["drain"]["deleted"] for o in harness.outputs("drain"))
+    assert harness.instance_state(instance["InstanceId"]) in ("shutting-down", "terminated")
