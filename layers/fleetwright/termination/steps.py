@@ -15,7 +15,8 @@
 | ``record_failure`` | Warning event on the Node, ``TerminationFailures`` metric² | ``failure`` |
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
-is uncordoned and kept (``DisruptionCalledOff`` event and metric).
+is given back and kept (``DisruptionCalledOff`` event and metric): uncordoned, unless it was cordoned before
+it was marked (``KubeCluster.unmark_disrupted`` removes only what ``mark_disrupted`` added).
 A pass the Kubernetes API refused (unreachable, 5xx, throttled) is a pass that did not finish: it counts
 ``drain.apiErrors`` and the loop goes on. ``drain.waitSeconds`` grows while no pod leaves
 (:mod:`fleetwright.termination.pacing`); ``drain.continueInNewExecution`` asks for a ``continue``.
