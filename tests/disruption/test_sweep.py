@@ -96,6 +96,30 @@ def test_a_node_left_cordoned_by_a_failed_workflow_is_given_back_after_the_grace
     assert harness.pods_on(node) == ["web-0"]
 
 
+def test_a_node_cordoned_by_hand_keeps_its_cordon_when_the_sweep_gives_it_back(harness: Harness) -> None:
+    instance_id, node = _pool_node(harness)
+    harness.world.client.patch(NODES, node, {"spec": {"unschedulable": True}})  # kubectl cordon, first
+    harness.pod("web-0", node)
+    _fails_without_giving_back(harness)
+    result = harness.run(harness.request({"InstanceId": instance_id}, node), name=f"{instance_id}-Drifted-1")
+    assert result["status"] == "FAILED"
+    harness.before_step.clear()
+    metrics = RecordingMetrics()
+
+    harness.world.wall.advance(GRACE + 30)
+    report = _sweep(harness, metrics).sweep()
+
+    assert report.uncordoned == [node]
+    assert _cordoned(harness, node)  # the person's cordon stays...
+    obj = harness.world.kube.get_node(node)
+    assert obj is not None and not [  # ...and Fleetwright's taint is gone: the sweep will not see it again
+        t for t in obj["spec"].get("taints") or [] if t["key"] == wk.DISRUPTED_TAINT_KEY
+    ]
+    [event] = _warnings(harness, node, "DisruptionAbandoned")
+    assert "its own cordon stays" in event["message"]
+    assert _sweep(harness, metrics).sweep().uncordoned == []
+
+
 def test_a_node_marked_by_a_workflow_that_never_started_is_given_back(harness: Harness) -> None:
     _, node = _pool_node(harness)
     # Cordoned and tainted, as by a workflow's first step, but without the mark's time (an older version).

@@ -100,6 +100,8 @@ def test_volumes_of_pods_that_stay_do_not_hold_the_node(harness: Harness) -> Non
         }
     ]
     agent["spec"]["volumes"] = [{"name": "state", "persistentVolumeClaim": {"claimName": "agent-state"}}]
+    # A node agent tolerating every taint stays on the node to the end, and so does its volume.
+    agent["spec"]["tolerations"] = [{"operator": "Exists"}]
     harness.world.client.create(PODS, agent, "default")
     _attach(harness, "csi-agent", node, "pv-agent")
 

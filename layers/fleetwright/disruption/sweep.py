@@ -16,8 +16,9 @@ Then (docs/disruption.md):
 - instance gone (or stopping): left to the garbage collector and the interruption handler;
 - instance running and an interruption record for it still applies (attempts left, deadline not past):
   **re-driven**, a new attempt of the workflow from the stored request;
-- otherwise: **uncordoned** (``unmark_disrupted``), with a Warning event on the Node, the
-  ``NodesUncordonedBySweep`` metric and a log line.
+- otherwise: **uncordoned** (``unmark_disrupted``: what Fleetwright added goes; a cordon the node had
+  before it was marked stays), with a Warning event on the Node, the ``NodesUncordonedBySweep`` metric and
+  a log line.
 """
 
 from __future__ import annotations
@@ -269,11 +270,16 @@ class DisruptionSweep:
             return
         report.uncordoned.append(name)
         self.metrics.add(m.NODES_UNCORDONED_BY_SWEEP, 1, COUNT)
+        kept = bool((updated.get("spec") or {}).get("unschedulable"))
+        given = (
+            "removed the node's disruption taint (its own cordon stays)" if kept else "uncordoned the node"
+        )
         message = (
-            f"Fleetwright uncordoned the node: it was marked for disruption but no termination workflow is "
+            f"Fleetwright {given}: it was marked for disruption but no termination workflow is "
             f"running for instance {instance_id} and nothing calls for its termination"
         )
         self.events.publish(reasons.disruption_abandoned(ObjectRef.of(updated, kind="Node"), message))
         self.log.warning(
-            "node left marked without a workflow uncordoned", extra={"node": name, "instanceId": instance_id}
+            "node left marked without a workflow given back",
+            extra={"node": name, "instanceId": instance_id, "cordonKept": kept},
         )

@@ -33,6 +33,11 @@ EXCLUDE_FROM_LB_LABEL = "node.kubernetes.io/exclude-from-external-load-balancers
 EXCLUDE_FROM_LB_VALUE = "true"
 # When mark_disrupted first marked the node (ISO 8601 UTC): the disruption sweep measures its grace from it.
 DISRUPTED_AT_ANNOTATION = "fleetwright.io/disrupted-at"
+# What the node already had when mark_disrupted first marked it (comma-separated: ``unschedulable``, the
+# load-balancer exclusion label's name): unmark_disrupted leaves those as it found them, so a node a person
+# cordoned stays cordoned when a disruption is called off.
+FOUND_ON_NODE_ANNOTATION = "fleetwright.io/found-on-node"
+FOUND_UNSCHEDULABLE = "unschedulable"
 CONFLICT_ATTEMPTS = 5
 
 
@@ -52,6 +57,14 @@ def is_unschedulable(pod: Mapping[str, Any]) -> bool:
 def format_epoch(seconds: float) -> str:
     """Epoch seconds as ISO 8601 UTC with a ``Z`` (how Fleetwright's annotations carry times)."""
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _found_on_node(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> str:
+    """What of the mark a node has before it is first marked (``FOUND_ON_NODE_ANNOTATION``'s value)."""
+    found = [FOUND_UNSCHEDULABLE] if spec.get("unschedulable") is True else []
+    if EXCLUDE_FROM_LB_LABEL in labels:
+        found.append(EXCLUDE_FROM_LB_LABEL)
+    return ",".join(found)
 
 
 def _has_disrupted_taint(taints: list[Any]) -> bool:
@@ -195,7 +208,8 @@ class KubeCluster:
         ``node.kubernetes.io/exclude-from-external-load-balancers`` and annotate it
         ``fleetwright.io/disrupted-at`` (``at``, epoch seconds, default now; an earlier mark is kept) in
         one PATCH. The annotation lets the disruption sweep tell how long nobody has been working on a
-        node left marked.
+        node left marked. The first mark also records, in ``fleetwright.io/found-on-node``, a cordon or an
+        exclusion label the node already had, so :meth:`unmark_disrupted` gives back only what this added.
 
         Idempotent (no write when all four are already there); None when the node does not exist.
         """
@@ -215,24 +229,32 @@ class KubeCluster:
             if EXCLUDE_FROM_LB_LABEL not in labels:
                 patch.setdefault("metadata", {})["labels"] = {EXCLUDE_FROM_LB_LABEL: EXCLUDE_FROM_LB_VALUE}
             if DISRUPTED_AT_ANNOTATION not in annotations:
-                patch.setdefault("metadata", {})["annotations"] = {DISRUPTED_AT_ANNOTATION: stamp}
+                marks = {DISRUPTED_AT_ANNOTATION: stamp}
+                found = _found_on_node(spec, labels)
+                if found:
+                    marks[FOUND_ON_NODE_ANNOTATION] = found
+                patch.setdefault("metadata", {})["annotations"] = marks
             return patch or None
 
         return self.modify(NODES, node_name, change)
 
     def unmark_disrupted(self, node_name: str) -> JsonObject | None:
-        """Undo :meth:`mark_disrupted` (a disruption that was called off): uncordon, remove taint, label and
-        annotation.
+        """Undo :meth:`mark_disrupted` (a disruption that was called off): remove the taint and the
+        annotations, and the cordon and the label unless the node had them before it was first marked
+        (``fleetwright.io/found-on-node``): a node cordoned by hand stays cordoned.
 
-        Only the disrupted taint and the label and annotation this adapter adds are removed; None when the
-        node is gone.
+        Only the disrupted taint and the label and annotations this adapter adds are removed; None when
+        the node is gone.
         """
 
         def change(node: JsonObject) -> JsonObject | None:
             spec = node.get("spec") or {}
-            labels = (node.get("metadata") or {}).get("labels") or {}
+            meta = node.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            annotations = meta.get("annotations") or {}
+            found = set(str(annotations.get(FOUND_ON_NODE_ANNOTATION) or "").split(","))
             patch: JsonObject = {}
-            if spec.get("unschedulable"):
+            if spec.get("unschedulable") and FOUND_UNSCHEDULABLE not in found:
                 patch.setdefault("spec", {})["unschedulable"] = None
             taints = list(spec.get("taints") or [])
             if _has_disrupted_taint(taints):
@@ -242,10 +264,11 @@ class KubeCluster:
                     if not (t.get("key") == DISRUPTED_TAINT["key"] and t.get("effect") == "NoSchedule")
                 ]
                 patch.setdefault("spec", {})["taints"] = kept or None
-            if EXCLUDE_FROM_LB_LABEL in labels:
+            if EXCLUDE_FROM_LB_LABEL in labels and EXCLUDE_FROM_LB_LABEL not in found:
                 patch.setdefault("metadata", {})["labels"] = {EXCLUDE_FROM_LB_LABEL: None}
-            if DISRUPTED_AT_ANNOTATION in ((node.get("metadata") or {}).get("annotations") or {}):
-                patch.setdefault("metadata", {})["annotations"] = {DISRUPTED_AT_ANNOTATION: None}
+            gone = {k: None for k in (DISRUPTED_AT_ANNOTATION, FOUND_ON_NODE_ANNOTATION) if k in annotations}
+            if gone:
+                patch.setdefault("metadata", {})["annotations"] = gone
             return patch or None
 
         return self.modify(NODES, node_name, change)

@@ -325,7 +325,7 @@ def failed_termination(node: ObjectRef, message: str) -> Event:
 
 
 def disruption_called_off(node: ObjectRef, message: str) -> Event:
-    """A graceful disruption reached its deadline with pods left: the node is uncordoned and kept."""
+    """A graceful disruption reached its deadline with pods left: the node is given back and kept."""
     return Event(node, DISRUPTION_CALLED_OFF, message, WARNING, (_identity(node),))
 
 

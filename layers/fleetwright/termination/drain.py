@@ -1,21 +1,25 @@
-"""One drain pass over a node: evict its pods in tiers, respecting disruption budgets, until the deadline.
+"""One drain pass over a node: evict its pods group by group, respecting disruption budgets, until the
+deadline. The rules are Karpenter's terminator's (v1.x):
 
-Which pods a drain moves, and in what order:
-
-- DaemonSet pods and mirror (static) pods stay: they belong to the node and go with it.
-- Finished pods (Succeeded/Failed) hold nothing and are ignored.
+- Which pods the node waits for: every pod but finished ones (Succeeded/Failed), mirror (static) pods,
+  pods that tolerate the ``karpenter.sh/disrupted:NoSchedule`` taint (an eviction would only see them
+  scheduled right back; they go with the node) and pods stuck terminating more than a minute past their
+  ``deletionTimestamp`` (their kubelet is not finishing them). DaemonSet pods are waited for: the taint
+  keeps their controller from putting them back.
+- In what order: four groups, each evicted only once the one before it is gone (a terminating pod, or a
+  ``karpenter.sh/do-not-disrupt`` pod, keeps its group open): non-critical pods not owned by a DaemonSet,
+  non-critical DaemonSet pods, then pods of ``system-cluster-critical`` / ``system-node-critical`` not
+  owned by a DaemonSet, then critical DaemonSet pods (cluster DNS and node agents keep serving the pods
+  being moved).
 - Pods annotated ``karpenter.sh/do-not-disrupt`` (``"true"``, or a duration not yet elapsed since the pod
-  started) are not evicted; they block the drain until the deadline (and do not hold back the next tier).
-- Other pods are evicted in two tiers: everything but the critical priority classes first; pods of
-  ``system-cluster-critical`` / ``system-node-critical`` only once no other such pod is left (so cluster DNS
-  and the like keep serving the pods being moved).
+  started) are never evicted; they hold the drain open until the deadline.
 - An eviction refused with 429 (a PodDisruptionBudget) is tried again on the next pass.
-- Against a deadline that deletes (Karpenter's ``terminationGracePeriod``), each pod is deleted, past its
-  budgets and do-not-disrupt, as soon as its own ``terminationGracePeriodSeconds`` would otherwise end
-  after the deadline: a pod with 300 s is deleted 300 s before it, with its 300 s intact. A terminating
-  pod whose ``deletionTimestamp`` lies past the deadline is deleted again with what is left. The grace
-  given is what remains before the deadline, at least 1 s (0 would remove the pod from the API before its
-  containers stop).
+- Against a deadline that deletes (Karpenter's ``terminationGracePeriod``), each pod the node waits for is
+  deleted, past its budgets, do-not-disrupt and group order (as Karpenter's terminator does), as soon as
+  its own ``terminationGracePeriodSeconds`` would otherwise end after the deadline: a pod with 300 s is
+  deleted 300 s before it, with its 300 s intact. A terminating pod whose ``deletionTimestamp`` lies past
+  the deadline is deleted again with what is left. The grace given is what remains before the deadline,
+  at least 1 s (0 would remove the pod from the API before its containers stop).
 - At the deadline every remaining pod is deleted so (grace 1 s) and the node counts as drained: the
   instance is terminated then.
 - Once no pod that must go remains, the node is drained only when its VolumeAttachments are gone too
@@ -31,7 +35,8 @@ from typing import Any
 
 from fleetwright.kube.cluster import EvictionOutcome, KubeCluster
 from fleetwright.kube.errors import KubeApiError
-from fleetwright.model.labels import MIRROR_POD_ANNOTATION
+from fleetwright.model.labels import DISRUPTED_TAINT_KEY, MIRROR_POD_ANNOTATION
+from fleetwright.model.taints import NO_SCHEDULE, Taint
 from fleetwright.termination.continuation import parse_time
 from fleetwright.termination.errors import is_transient
 from fleetwright.termination.volumes import pending_attachments
@@ -44,6 +49,8 @@ FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_POD_GRACE_SECONDS = 30  # what the API server gives a pod that sets none
 MIN_DELETE_GRACE_SECONDS = 1
 UNREADABLE_STATUSES = frozenset({403, 404})  # RBAC without volumeattachments; no storage.k8s.io/v1
+STUCK_TERMINATING_SECONDS = 60  # past a pod's deletionTimestamp, as Karpenter waits
+DISRUPTED_NO_SCHEDULE = Taint(DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:
@@ -59,8 +66,15 @@ def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
 
 
 def is_mirror_pod(pod: Mapping[str, Any]) -> bool:
-    """A static pod's API mirror (the kubelet owns it; it cannot be evicted)."""
-    return MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
+    """A static pod's API mirror (the kubelet owns it; it cannot be evicted): the mirror annotation, or
+    owned by its Node."""
+    meta = pod.get("metadata") or {}
+    if MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+        return True
+    owners = meta.get("ownerReferences") or []
+    return any(
+        o.get("kind") == "Node" and o.get("apiVersion") == "v1" for o in owners if isinstance(o, Mapping)
+    )
 
 
 def is_finished(pod: Mapping[str, Any]) -> bool:
@@ -71,6 +85,31 @@ def is_finished(pod: Mapping[str, Any]) -> bool:
 def is_terminating(pod: Mapping[str, Any]) -> bool:
     """Already being deleted."""
     return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def is_stuck_terminating(pod: Mapping[str, Any], now: float) -> bool:
+    """Terminating more than a minute past its ``deletionTimestamp`` (the end of its grace period): its
+    kubelet is not finishing it, and waiting longer would not help."""
+    ends = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return ends is not None and now - ends > STUCK_TERMINATING_SECONDS
+
+
+def tolerates_disrupted(pod: Mapping[str, Any]) -> bool:
+    """Tolerates ``karpenter.sh/disrupted:NoSchedule``: an eviction would let it come straight back."""
+    from fleetwright.model.taints import Toleration
+
+    for raw in (pod.get("spec") or {}).get("tolerations") or []:
+        if not isinstance(raw, Mapping):
+            continue
+        toleration = Toleration(
+            key=str(raw.get("key") or ""),
+            operator=str(raw.get("operator") or "Equal"),
+            value=str(raw.get("value") or ""),
+            effect=str(raw.get("effect") or ""),
+        )
+        if toleration.tolerates(DISRUPTED_NO_SCHEDULE):
+            return True
+    return False
 
 
 def is_do_not_disrupt(pod: Mapping[str, Any], now: float) -> bool:
@@ -89,21 +128,38 @@ def is_critical(pod: Mapping[str, Any]) -> bool:
     return (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
 
 
-def pods_to_drain(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods a drain must see gone: not DaemonSet, not mirror, not finished."""
-    return [p for p in pods if not (is_daemonset_pod(p) or is_mirror_pod(p) or is_finished(p))]
+def stays(pod: Mapping[str, Any], now: float) -> bool:
+    """A pod the drain neither evicts nor waits for: mirror pods, pods tolerating the disrupted taint, pods
+    stuck terminating (they go with the node, and so do their volumes)."""
+    return is_mirror_pod(pod) or tolerates_disrupted(pod) or is_stuck_terminating(pod, now)
+
+
+def pods_to_drain(pods: Iterable[Mapping[str, Any]], now: float) -> list[Mapping[str, Any]]:
+    """The pods a drain must see gone at ``now``: not finished, and not :func:`stays`."""
+    return [p for p in pods if not (is_finished(p) or stays(p, now))]
+
+
+def drain_group(pod: Mapping[str, Any]) -> int:
+    """The pod's place in the eviction order: 0 non-critical, 1 non-critical DaemonSet, 2 critical,
+    3 critical DaemonSet."""
+    return 2 * is_critical(pod) + is_daemonset_pod(pod)
 
 
 def next_tier(pods: Iterable[Mapping[str, Any]], now: float) -> list[Mapping[str, Any]]:
-    """The pods to evict at ``now``: non-critical ones while any remain, else the critical ones.
+    """The pods to evict at ``now`` among ``pods`` (those the drain waits for): the evictable pods of the
+    first group that still has any pod.
 
-    Do-not-disrupt pods are never in a tier; terminating pods keep their tier open (they are still there)
-    but are not evicted again.
+    Terminating and do-not-disrupt pods keep their group open (they are still there) but are not evicted.
     """
-    movable = [p for p in pods if not is_do_not_disrupt(p, now)]
-    regular = [p for p in movable if not is_critical(p)]
-    tier = regular if regular else [p for p in movable if is_critical(p)]
-    return [p for p in tier if not is_terminating(p)]
+    waiting = list(pods)
+    if not waiting:
+        return []
+    first = min(drain_group(p) for p in waiting)
+    return [
+        p
+        for p in waiting
+        if drain_group(p) == first and not is_terminating(p) and not is_do_not_disrupt(p, now)
+    ]
 
 
 def pod_grace_seconds(pod: Mapping[str, Any]) -> int:
@@ -177,7 +233,7 @@ def drain_pass(
         result.done = True
         return result
     pods = kube.list_pods_on_node(node)
-    remaining = pods_to_drain(pods)
+    remaining = pods_to_drain(pods, now)
     if not remaining:
         return _await_volumes(kube, node, pods, result, now=now, deadline=deadline)
     if now >= deadline:
@@ -201,7 +257,7 @@ def drain_pass(
     # Evictions usually finish at once (or the pods are now terminating): look again so a drained node
     # does not cost another Wait.
     pods = kube.list_pods_on_node(node)
-    left = pods_to_drain(pods)
+    left = pods_to_drain(pods, now)
     result.remaining = len(left)
     if left:
         return result
@@ -278,7 +334,7 @@ def _await_volumes(
 ) -> DrainPass:
     """No pod that must go is left: drained once the node's VolumeAttachments are detached, or at the
     deadline (the instance goes then whatever is still attached)."""
-    staying = [p for p in pods if is_daemonset_pod(p) or is_mirror_pod(p)]
+    staying = [p for p in pods if not is_finished(p) and stays(p, now)]
     try:
         result.volume_attachments = pending_attachments(kube, node, staying)
     except KubeApiError as error:

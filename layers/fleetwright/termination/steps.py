@@ -15,7 +15,8 @@
 | ``record_failure`` | Warning event on the Node, ``TerminationFailures`` metric² | ``failure`` |
 
 ¹ At the deadline of a request with ``onDeadline: abandon`` it calls the disruption off instead: the node
-is uncordoned and kept (``DisruptionCalledOff`` event and metric).
+is given back and kept (``DisruptionCalledOff`` event and metric): uncordoned, unless it was cordoned before
+it was marked (``KubeCluster.unmark_disrupted`` removes only what ``mark_disrupted`` added).
 A pass the Kubernetes API refused (unreachable, 5xx, throttled) is a pass that did not finish: it counts
 ``drain.apiErrors`` and the loop goes on. ``drain.waitSeconds`` grows while no pod leaves
 (:mod:`fleetwright.termination.pacing`); ``drain.continueInNewExecution`` asks for a ``continue``.
@@ -457,18 +458,20 @@ class TerminationSteps:
     def _pods_left(self, node: str) -> bool:
         """Whether ``node`` still holds a pod a drain must move (a drained node whose volumes are still
         attached at an ``abandon`` deadline is terminated, not given back)."""
-        return bool(node) and bool(pods_to_drain(self.kube.list_pods_on_node(node)))
+        return bool(node) and bool(pods_to_drain(self.kube.list_pods_on_node(node), self.clock()))
 
     def _call_off(self, state: State, request: TerminationRequest, passes: int) -> State:
         """The deadline of a disruption that may not force its way past: uncordon the node, keep the
         instance, say why on the Node."""
         left = self.kube.list_pods_on_node(request.node) if request.node else []
-        remaining = [pod_key(p) for p in pods_to_drain(left)]
+        remaining = [pod_key(p) for p in pods_to_drain(left, self.clock())]
         node = self.kube.unmark_disrupted(request.node) if request.node else None
+        cordoned = _unschedulable(node)
+        kept = "its taint is removed (it stays cordoned, as before)" if cordoned else "the node is uncordoned"
         message = (
             f"Disruption ({request.reason}) called off: {len(remaining)} pod(s) could not be evicted before "
             f"{epoch_to_iso(request.deadline_epoch)} (PodDisruptionBudgets or karpenter.sh/do-not-disrupt); "
-            "the node is uncordoned and kept. Set the NodePool's terminationGracePeriod to force it."
+            f"{kept} and kept. Set the NodePool's terminationGracePeriod to force it."
         )[:1000]
         if node is not None:
             self.events.publish(reasons.disruption_called_off(ObjectRef.of(node, kind="Node"), message))
@@ -691,3 +694,8 @@ def _owned_by(node: Mapping[str, Any], instance_id: str) -> bool:
     """True when the Node is this instance's (or its providerID is not set yet)."""
     owner = instance_id_of(str((node.get("spec") or {}).get("providerID") or ""))
     return not owner or not instance_id or owner == instance_id
+
+
+def _unschedulable(node: Mapping[str, Any] | None) -> bool:
+    """The node (as given back) is still cordoned: it was before Fleetwright marked it."""
+    return bool(((node or {}).get("spec") or {}).get("unschedulable"))
