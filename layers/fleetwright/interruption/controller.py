@@ -25,7 +25,8 @@ update) launches and starts the workflow. A duplicate that finds an attempt clai
 :class:`InterruptionInProgressError`, so the message goes back to the queue and is looked at again once the
 first delivery has finished or died. A failed, timed-out or aborted workflow whose instance still runs
 gets a new attempt (``<instance id>-<kind>-<attempt>``) on the next delivery, up to ``max_attempts``;
-then the node is given back (uncordoned) with a Warning event and a metric.
+then the node is given back (what Fleetwright added removed; a cordon set by hand stays) with a Warning
+event and a metric.
 
 Events about instances without this cluster's ownership tag are acknowledged and ignored, as are warnings
 for instances already stopped, shutting down or terminated (a late or out-of-order delivery).
@@ -473,7 +474,7 @@ class InterruptionController:
         self.metrics.add(ATTEMPTS_EXHAUSTED, 1, COUNT, {"Kind": record.kind})
         message = (
             f"Fleetwright gave up handling {record.kind} for instance {record.instance_id} after "
-            f"{record.attempt} failed attempts ({why}); the node is uncordoned"
+            f"{record.attempt} failed attempts ({why}); the node is given back"
         )
         node = record.node or outcome.node
         if node:
