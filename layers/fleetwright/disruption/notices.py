@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from fleetwright.claims.conditions import CONSOLIDATABLE, Condition, true
+from fleetwright.claims.conditions import DRIFTED as DRIFTED_CONDITION
 from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.disruption.candidates import Cluster, is_terminal, node_is_empty
 from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES, consolidatable
-from fleetwright.disruption.drift import drift_reason
+from fleetwright.disruption.drift import drift_kind, drift_reason
 from fleetwright.disruption.emptiness import empty_for
 from fleetwright.disruption.types import (
     DRIFTED,
@@ -145,19 +147,23 @@ def do_not_disrupt_durations(inp: DisruptionInput) -> list[tuple[Pod, float, boo
     return found
 
 
-def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
-    """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
-    message of a condition that holds, None for one that does not."""
+def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, Condition | None]]:
+    """For each of our nodes' claims, Karpenter's ``Drifted`` (reason Karpenter's drift reason, message
+    why) and ``Consolidatable`` conditions: the condition when it holds, None when it does not."""
     cluster = Cluster(inp)
-    found: dict[str, dict[str, str | None]] = {}
+    found: dict[str, dict[str, Condition | None]] = {}
     for state in cluster.ours:
         if not state.claim_id or state.terminating:
             continue
         drifted = drift_reason(cluster, state)
         ready = consolidatable(cluster, state) or empty_for(cluster, state) is not None
         found[state.claim_id] = {
-            "Drifted": drifted[:1].upper() + drifted[1:] if drifted else None,
-            "Consolidatable": "ConsolidateAfter has passed" if ready else None,
+            DRIFTED_CONDITION: true(
+                DRIFTED_CONDITION, reason=drift_kind(drifted), message=drifted[:1].upper() + drifted[1:]
+            )
+            if drifted
+            else None,
+            CONSOLIDATABLE: true(CONSOLIDATABLE) if ready else None,
         }
     return found
 
