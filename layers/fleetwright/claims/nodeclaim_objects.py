@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from fleetwright.claims.conditions import Condition, lifecycle, merged
+from fleetwright.claims.conditions import CONSISTENT_STATE_FOUND, FALSE, Condition, lifecycle, merged, true
 from fleetwright.claims.registration import initialization_issue
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
@@ -150,16 +150,17 @@ def status_of(
     image_id: str = "",
     waiting: tuple[str, str] | None = None,
     current: Mapping[str, Any] | None = None,
+    decided: Mapping[str, Condition] | None = None,
 ) -> JsonObject:
     """The object's whole status from the record: :func:`status_fields` and the lifecycle conditions
-    (``waiting``: why a registered node is not initialized yet) merged into those of ``current`` (the
-    object as read: its conditions and generation; None for a new object)."""
+    (``waiting``: why a registered node is not initialized yet) and ``decided`` ones merged into those of
+    ``current`` (the object as read: its conditions and generation; None for a new object)."""
     meta = (current or {}).get("metadata") or {}
     old = list(((current or {}).get("status") or {}).get("conditions") or [])
     status = status_fields(record, image_id)
     status["conditions"] = merged(
         old,
-        lifecycle(record, waiting),
+        {**lifecycle(record, waiting), **(decided or {})},
         generation=int(meta.get("generation") or 1),
         now=time.time(),
         created=record.created_at,
@@ -190,6 +191,11 @@ class NodeClaimObjects:
         self._checked_at = 0.0
         self._uids: dict[str, str] = {}
         self._images: dict[str, str] = {}
+        # Conditions decided here for a claim (ConsistentStateFound), written with its next status write.
+        self._decided: dict[str, dict[str, Condition]] = {}
+        # Objects as this process last wrote them, with the resourceVersion they replaced: a listing (the
+        # cache's, say) still showing that version is behind our own write.
+        self._wrote: dict[str, tuple[str, JsonObject]] = {}
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -218,6 +224,17 @@ class NodeClaimObjects:
         """The AMI claim ``name`` launched with (status.imageID; the record does not keep it)."""
         if image_id:
             self._images[name] = image_id
+
+    def consistency_checked(self, name: str, issues: Sequence[str], now: float) -> None:
+        """Claim ``name``'s node was checked against its instance type (``issues``: what differs):
+        ``ConsistentStateFound`` goes on its object with the next status write, as Karpenter's
+        consistency controller sets it."""
+        found = (
+            Condition(FALSE, "ConsistencyCheckFailed", "Consistency Check Failed", now)
+            if issues
+            else true(CONSISTENT_STATE_FOUND, since=now)
+        )
+        self._decided.setdefault(name, {})[CONSISTENT_STATE_FOUND] = found
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -293,7 +310,14 @@ class NodeClaimObjects:
         """Every NodeClaim object by name: from the cache when it follows them, else one LIST."""
         cached = self.cache.nodeclaim_objects() if self.cache is not None else None
         items = cached if cached is not None else self.client.list(NODE_CLAIMS).items
-        return {str(o["metadata"]["name"]): o for o in items}
+        listed = {str(o["metadata"]["name"]): o for o in items}
+        for name, (replaced, written) in list(self._wrote.items()):
+            seen = listed.get(name)
+            if seen is not None and str(seen["metadata"].get("resourceVersion")) == replaced:
+                listed[name] = written  # the listing has not caught up with our write yet
+            else:
+                del self._wrote[name]
+        return listed
 
     def _get(self, name: str) -> JsonObject | None:
         try:
@@ -370,22 +394,30 @@ class NodeClaimObjects:
             self.client.patch(NODE_CLAIMS, record.id, {"metadata": {"labels": missing}})
         status = dict(current.get("status") or {})
         image = self._images.get(record.id, "") or str(status.get("imageID") or "")
-        wanted = status_of(record, image, waiting, current)
+        decided = self._decided.get(record.id, {})
+        wanted = status_of(record, image, waiting, current, decided)
+        written = True
         if any(status.get(k) != v for k, v in wanted.items()):
             # Exactly ``wanted``: a capacity key the claim no longer has is removed, not kept by the merge.
-            self._patch_status(record.id, merge_patch(status, wanted), meta.get("resourceVersion"))
+            written = self._patch_status(record.id, merge_patch(status, wanted), meta.get("resourceVersion"))
+        if decided and written:
+            self._decided.pop(record.id, None)
 
-    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> None:
+    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> bool:
         """Merge-patch the status (conditions replaced as a whole: conditional on ``resource_version`` so a
-        concurrent writer's conditions are not lost; a 409 waits for the next pass)."""
+        concurrent writer's conditions are not lost; a 409 waits for the next pass, and gives False)."""
         body: JsonObject = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            self.client.patch(NODE_CLAIMS, name, body, subresource="status")
+            written = self.client.patch(NODE_CLAIMS, name, body, subresource="status")
         except KubeApiError as error:
             if not error.conflict:
                 raise
+            return False
+        if resource_version:
+            self._wrote[name] = (str(resource_version), written)
+        return True
 
     def set_conditions(self, wanted: Mapping[str, Mapping[str, Condition | None]], now: float) -> None:
         """Set or clear (None) conditions the disruption controller decides (``Drifted``,
@@ -431,6 +463,8 @@ class NodeClaimObjects:
                 raise
         self._uids.pop(name, None)
         self._images.pop(name, None)
+        self._wrote.pop(name, None)
+        self._decided.pop(name, None)
 
     def _failed(self, operation: str, name: str, error: Exception) -> None:
         if self.metrics is not None:

@@ -146,7 +146,10 @@ class Reconciler:
             )
             return
         launched = next((t for t in catalog if t.name == record.instance_type), None)
-        issues = shape_issues(node, launched.capacity) if launched is not None else []
+        if launched is None:
+            return
+        issues = shape_issues(node, launched.capacity)
+        self.life.nodeclaim_objects.consistency_checked(record.id, issues, self.life.wall_clock())
         for issue in issues:
             self.life.log.warning("failed consistency check", extra={"nodeclaim": record.id, "issue": issue})
         ref = reasons.nodeclaim_ref(record.id)
