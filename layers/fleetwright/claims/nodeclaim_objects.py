@@ -265,6 +265,9 @@ class NodeClaimObjects:
         """Reconcile every object with the records: create missing ones, fix their status, delete those
         whose claim has ended (one LIST, writes only for what differs). ``nodes`` (Node objects by
         instance id) say why a registered claim's node is not initialized yet."""
+        active = {r.id: r for r in records if r.status in ACTIVE}
+        # Nothing decided is kept for claims that ended.
+        self._decided = {k: v for k, v in self._decided.items() if k in active}
         try:
             if not self.installed():
                 return
@@ -272,7 +275,6 @@ class NodeClaimObjects:
         except Exception as error:
             self._failed("List", "", error)
             return
-        active = {r.id: r for r in records if r.status in ACTIVE}
         owners: dict[str, JsonObject] | None = None
         for record in active.values():
             try:
