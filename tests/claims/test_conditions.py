@@ -160,3 +160,17 @@ def test_a_new_generation_is_carried_by_every_condition() -> None:
     again = merged(base, {}, generation=2, now=CREATED + 100, created=CREATED)
     assert {c["observedGeneration"] for c in again} == {2}
     assert [c["lastTransitionTime"] for c in again] == [c["lastTransitionTime"] for c in base]
+
+
+def test_a_write_that_does_not_know_the_node_keeps_the_reason_the_object_gives() -> None:
+    from fleetwright.claims.nodeclaim_objects import status_of
+
+    waiting = ("StartupTaintsExist", 'StartupTaint "a:NoSchedule" still exists')
+    current = {
+        "metadata": {"generation": 1},
+        "status": {"conditions": written(ClaimStatus.REGISTERED, waiting=waiting)},
+    }
+    kept = by_type(status_of(record(ClaimStatus.REGISTERED), current=current)["conditions"])
+    assert (kept["Initialized"]["reason"], kept["Initialized"]["message"]) == waiting
+    done = by_type(status_of(record(ClaimStatus.INITIALIZED), current=current)["conditions"])
+    assert done["Initialized"]["status"] == "True"

@@ -24,7 +24,19 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from fleetwright.claims.conditions import CONSISTENT_STATE_FOUND, FALSE, Condition, lifecycle, merged, true
+from fleetwright.claims.conditions import (
+    AWAITING,
+    CONSISTENT_STATE_FOUND,
+    FALSE,
+    INITIALIZED,
+    NODE_NOT_FOUND,
+    UNKNOWN,
+    Condition,
+    condition_of,
+    lifecycle,
+    merged,
+    true,
+)
 from fleetwright.claims.registration import initialization_issue
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
@@ -72,11 +84,25 @@ def _parse_stamp(text: Any) -> float | None:
 def _waiting(
     record: NodeClaimRecord, nodes: Mapping[str, Mapping[str, Any]] | None
 ) -> tuple[str, str] | None:
-    """Why the registered claim's node is not initialized yet, from ``nodes`` (None when not known)."""
+    """Why the registered claim's node is not initialized yet, from ``nodes`` (None: not known here)."""
     if nodes is None or record.status != ClaimStatus.REGISTERED:
         return None
     node = nodes.get(record.instance_id)
-    return initialization_issue(node, record) if node is not None else None
+    if node is None:
+        return NODE_NOT_FOUND.reason, NODE_NOT_FOUND.message
+    return initialization_issue(node, record)
+
+
+def _known_wait(record: NodeClaimRecord, current: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """The reason the object already gives for a registered claim's node not being initialized yet (kept
+    when a write does not know the Node)."""
+    if record.status != ClaimStatus.REGISTERED:
+        return None
+    conditions = ((current or {}).get("status") or {}).get("conditions") or []
+    found = condition_of(conditions, INITIALIZED)
+    if found is None or found.get("status") != UNKNOWN or found.get("reason") == AWAITING.reason:
+        return None
+    return str(found.get("reason") or ""), str(found.get("message") or "")
 
 
 def labels_of(record: NodeClaimRecord) -> dict[str, str]:
@@ -153,14 +179,15 @@ def status_of(
     decided: Mapping[str, Condition] | None = None,
 ) -> JsonObject:
     """The object's whole status from the record: :func:`status_fields` and the lifecycle conditions
-    (``waiting``: why a registered node is not initialized yet) and ``decided`` ones merged into those of
-    ``current`` (the object as read: its conditions and generation; None for a new object)."""
+    (``waiting``: why a registered node is not initialized yet; None keeps the reason ``current`` gives)
+    and ``decided`` ones merged into those of ``current`` (the object as read: its conditions and
+    generation; None for a new object)."""
     meta = (current or {}).get("metadata") or {}
     old = list(((current or {}).get("status") or {}).get("conditions") or [])
     status = status_fields(record, image_id)
     status["conditions"] = merged(
         old,
-        {**lifecycle(record, waiting), **(decided or {})},
+        {**lifecycle(record, waiting or _known_wait(record, current)), **(decided or {})},
         generation=int(meta.get("generation") or 1),
         now=time.time(),
         created=record.created_at,

@@ -81,6 +81,7 @@ class Reconciler:
                 continue
             if node is None:
                 continue
+            self._nodes[record.instance_id] = node
             # Labels, finalizer and registered label go on the Node before the claim says Registered.
             node = self._sync_node(node, registration_change(record, type_labels(record)))
             if node is None:
