@@ -24,11 +24,11 @@ def events(rig: Rig, name: str, kind: str) -> list[tuple[str, str]]:
     return sorted((e["reason"], e["message"]) for e in listed if e["involvedObject"]["kind"] == kind)
 
 
-def conditions(rig: Rig, claim: str) -> dict[str, str]:
-    """The object's Drifted / Consolidatable conditions that are True, with their messages."""
+def conditions(rig: Rig, claim: str) -> dict[str, tuple[str, str]]:
+    """The object's Drifted / Consolidatable conditions that are True, with their reasons and messages."""
     obj = rig.world.client.get(NODE_CLAIMS, claim)
     return {
-        c["type"]: c["message"]
+        c["type"]: (c["reason"], c["message"])
         for c in obj["status"]["conditions"]
         if c["type"] in ("Drifted", "Consolidatable") and c["status"] == "True"
     }
@@ -164,14 +164,15 @@ def test_claim_objects_say_drifted_and_consolidatable(make_rig: RigFactory, apis
     NodeClaimObjects(rig.world.client).sync(rig.world.state.nodeclaims.list())
 
     rig.controller().run_once()
-    assert conditions(rig, claim) == {"Consolidatable": "ConsolidateAfter has passed"}
+    assert conditions(rig, claim) == {"Consolidatable": ("Consolidatable", "")}  # as Karpenter's SetTrue
 
     # The NodePool's template changes: the node has drifted from it.
     rig.config.nodepools = [
         nodepool(consolidate_after="0s", labels={"team": "b"}, instance_types=["m5.large"])
     ]
     rig.controller().run_once()
-    assert conditions(rig, claim)["Drifted"] == "NodePool default changed"
+    # Karpenter's drift reason, and what changed.
+    assert conditions(rig, claim)["Drifted"] == ("NodePoolDrifted", "NodePool default changed")
 
 
 def test_a_consolidation_dropped_when_checked_again_says_why_on_its_node(make_rig: RigFactory) -> None:

@@ -3,8 +3,9 @@
 
 The state table stays authoritative (its writes are fenced by the launch lease, docs/state.md); an object is
 written after the table and reconciled on every pass: created when missing, its status set from the record
-(providerID, imageID, nodeName, capacity, allocatable, conditions ``Launched``, ``Registered``,
-``Initialized``, ``Ready``), deleted once its claim has ended (failed, terminated, gone). Nothing happens
+(providerID, imageID, nodeName, capacity, allocatable, and the conditions ``Launched``, ``Registered``,
+``Initialized`` and ``Ready`` as Karpenter writes them, :mod:`fleetwright.claims.conditions`), deleted once
+its claim has ended (failed, terminated, gone). Nothing happens
 when the NodeClaim CRD is not installed (checked once a minute). Every failure is logged and counted
 (``NodeClaimSyncErrors``), never raised: the table is right whatever the mirror says.
 
@@ -20,9 +21,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from fleetwright.claims.conditions import (
+    AWAITING,
+    CONSISTENT_STATE_FOUND,
+    FALSE,
+    INITIALIZED,
+    NODE_NOT_FOUND,
+    UNKNOWN,
+    Condition,
+    condition_of,
+    lifecycle,
+    merged,
+    true,
+)
+from fleetwright.claims.registration import initialization_issue
 from fleetwright.kube.client import JsonObject, KubeClient
 from fleetwright.kube.errors import KubeApiError
 from fleetwright.kube.events import Metrics
@@ -48,10 +63,6 @@ SYNC_ERRORS: Final = "NodeClaimSyncErrors"
 log = logging.getLogger("fleetwright.nodeclaims")
 
 
-def _stamp(seconds: float | None) -> str:
-    return datetime.fromtimestamp(seconds or 0.0, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _quantities(resources: Mapping[str, int]) -> dict[str, str]:
     return {name: format_resource(name, amount) for name, amount in sorted(resources.items())}
 
@@ -60,6 +71,38 @@ def _taint(text: str) -> JsonObject:
     head, _, effect = text.rpartition(":")
     key, _, value = head.partition("=")
     return {"key": key, "effect": effect, **({"value": value} if value else {})}
+
+
+def _parse_stamp(text: Any) -> float | None:
+    """Epoch seconds of an RFC 3339 time (None when absent or not one)."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def _waiting(
+    record: NodeClaimRecord, nodes: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[str, str] | None:
+    """Why the registered claim's node is not initialized yet, from ``nodes`` (None: not known here)."""
+    if nodes is None or record.status != ClaimStatus.REGISTERED:
+        return None
+    node = nodes.get(record.instance_id)
+    if node is None:
+        return NODE_NOT_FOUND.reason, NODE_NOT_FOUND.message
+    return initialization_issue(node, record)
+
+
+def _known_wait(record: NodeClaimRecord, current: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """The reason the object already gives for a registered claim's node not being initialized yet (kept
+    when a write does not know the Node)."""
+    if record.status != ClaimStatus.REGISTERED:
+        return None
+    conditions = ((current or {}).get("status") or {}).get("conditions") or []
+    found = condition_of(conditions, INITIALIZED)
+    if found is None or found.get("status") != UNKNOWN or found.get("reason") == AWAITING.reason:
+        return None
+    return str(found.get("reason") or ""), str(found.get("message") or "")
 
 
 def labels_of(record: NodeClaimRecord) -> dict[str, str]:
@@ -100,6 +143,7 @@ def spec_of(record: NodeClaimRecord, requests: Mapping[str, int] | None = None) 
         spec["taints"] = [_taint(t) for t in record.taints]
     if record.startup_taints:
         spec["startupTaints"] = [_taint(t) for t in record.startup_taints]
+    requests = requests or record.requests
     if requests:
         spec["resources"] = {"requests": _quantities(requests)}
     # The NodePool's, copied at launch (none on claims recorded before they were copied).
@@ -110,51 +154,10 @@ def spec_of(record: NodeClaimRecord, requests: Mapping[str, int] | None = None) 
     return spec
 
 
-def _condition(kind: str, done: bool, since: float | None, waiting: str, message: str = "") -> JsonObject:
-    return {
-        "type": kind,
-        "status": "True" if done else "Unknown",
-        "reason": kind if done else waiting,
-        "message": "" if done else message,
-        "lastTransitionTime": _stamp(since),
-    }
-
-
-def conditions_of(record: NodeClaimRecord) -> list[JsonObject]:
-    """Karpenter's lifecycle conditions: Launched, Registered, Initialized, and Ready once all three are."""
-    launched = bool(record.instance_id)
-    registered = record.status in (ClaimStatus.REGISTERED, ClaimStatus.INITIALIZED)
-    initialized = record.status == ClaimStatus.INITIALIZED
-    created = record.created_at
-    return [
-        _condition("Launched", launched, record.launched_at or created, "Launching", "Instance is launching"),
-        _condition(
-            "Registered",
-            registered,
-            record.registered_at or record.launched_at or created,
-            "AwaitingRegistration",
-            "Node not registered with cluster",
-        ),
-        _condition(
-            "Initialized",
-            initialized,
-            record.initialized_at or record.registered_at or created,
-            "AwaitingInitialization",
-            "Node not initialized",
-        ),
-        _condition(
-            "Ready",
-            initialized,
-            record.initialized_at or created,
-            "NotReady",
-            "Launched, Registered and Initialized are not all True",
-        ),
-    ]
-
-
-def status_of(record: NodeClaimRecord, image_id: str = "") -> JsonObject:
-    """The object's status from the record (``image_id`` from the launch, when known)."""
-    status: JsonObject = {"conditions": conditions_of(record)}
+def status_fields(record: NodeClaimRecord, image_id: str = "") -> JsonObject:
+    """The object's status but its conditions: providerID, imageID (``image_id``, from the launch),
+    nodeName, capacity and allocatable, each only once known."""
+    status: JsonObject = {}
     if record.provider_id:
         status["providerID"] = record.provider_id
     if image_id:
@@ -168,47 +171,28 @@ def status_of(record: NodeClaimRecord, image_id: str = "") -> JsonObject:
     return status
 
 
-def _same_conditions(current: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]) -> bool:
-    have = {str(c.get("type")): (c.get("status"), c.get("reason")) for c in current}
-    return all(have.get(str(c["type"])) == (c["status"], c["reason"]) for c in wanted)
-
-
-def _keep_transitions(current: Sequence[Mapping[str, Any]], wanted: list[JsonObject]) -> list[JsonObject]:
-    """Conditions whose status did not change keep their lastTransitionTime; others (Drifted, ...) stay."""
-    before = {str(c.get("type")): c for c in current}
-    merged = []
-    for condition in wanted:
-        old = before.pop(str(condition["type"]), None)
-        if old is not None and old.get("status") == condition["status"] and old.get("lastTransitionTime"):
-            condition = {**condition, "lastTransitionTime": old["lastTransitionTime"]}
-        merged.append(condition)
-    merged.extend(dict(c) for c in before.values())
-    return merged
-
-
-def _with_conditions(
-    current: Sequence[Mapping[str, Any]], wanted: Mapping[str, str | None], now: float
-) -> list[JsonObject]:
-    """``current`` with each condition of ``wanted`` set True (its message) or removed (None); a condition
-    already True keeps its lastTransitionTime."""
-    kept = [dict(c) for c in current if str(c.get("type")) not in wanted]
-    before = {str(c.get("type")): c for c in current}
-    for kind, message in wanted.items():
-        if message is None:
-            continue
-        old = before.get(kind) or {}
-        since = old.get("lastTransitionTime") if old.get("status") == "True" else None
-        kept.append(
-            {
-                "type": kind,
-                "status": "True",
-                "reason": kind,
-                "message": message,
-                "lastTransitionTime": since or _stamp(now),
-            }
-        )
-    order = {str(c.get("type")): i for i, c in enumerate(current)}
-    return sorted(kept, key=lambda c: order.get(str(c["type"]), len(order)))
+def status_of(
+    record: NodeClaimRecord,
+    image_id: str = "",
+    waiting: tuple[str, str] | None = None,
+    current: Mapping[str, Any] | None = None,
+    decided: Mapping[str, Condition] | None = None,
+) -> JsonObject:
+    """The object's whole status from the record: :func:`status_fields` and the lifecycle conditions
+    (``waiting``: why a registered node is not initialized yet; None keeps the reason ``current`` gives)
+    and ``decided`` ones merged into those of ``current`` (the object as read: its conditions and
+    generation; None for a new object)."""
+    meta = (current or {}).get("metadata") or {}
+    old = list(((current or {}).get("status") or {}).get("conditions") or [])
+    status = status_fields(record, image_id)
+    status["conditions"] = merged(
+        old,
+        {**lifecycle(record, waiting or _known_wait(record, current)), **(decided or {})},
+        generation=int(meta.get("generation") or 1),
+        now=time.time(),
+        created=record.created_at,
+    )
+    return status
 
 
 class NodeClaimObjects:
@@ -234,6 +218,11 @@ class NodeClaimObjects:
         self._checked_at = 0.0
         self._uids: dict[str, str] = {}
         self._images: dict[str, str] = {}
+        # Conditions decided here for a claim (ConsistentStateFound), written with its next status write.
+        self._decided: dict[str, dict[str, Condition]] = {}
+        # Objects as this process last wrote them, with the resourceVersion they replaced: a listing (the
+        # cache's, say) still showing that version is behind our own write.
+        self._wrote: dict[str, tuple[str, JsonObject]] = {}
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -263,6 +252,17 @@ class NodeClaimObjects:
         if image_id:
             self._images[name] = image_id
 
+    def consistency_checked(self, name: str, issues: Sequence[str], now: float) -> None:
+        """Claim ``name``'s node was checked against its instance type (``issues``: what differs):
+        ``ConsistentStateFound`` goes on its object with the next status write, as Karpenter's
+        consistency controller sets it."""
+        found = (
+            Condition(FALSE, "ConsistencyCheckFailed", "Consistency Check Failed", now)
+            if issues
+            else true(CONSISTENT_STATE_FOUND, since=now)
+        )
+        self._decided.setdefault(name, {})[CONSISTENT_STATE_FOUND] = found
+
     # -- writes ----------------------------------------------------------------------------------------
 
     def write(
@@ -286,9 +286,15 @@ class NodeClaimObjects:
         except Exception as error:
             self._failed("Write", record.id, error)
 
-    def sync(self, records: Sequence[NodeClaimRecord]) -> None:
+    def sync(
+        self, records: Sequence[NodeClaimRecord], nodes: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         """Reconcile every object with the records: create missing ones, fix their status, delete those
-        whose claim has ended (one LIST, writes only for what differs)."""
+        whose claim has ended (one LIST, writes only for what differs). ``nodes`` (Node objects by
+        instance id) say why a registered claim's node is not initialized yet."""
+        active = {r.id: r for r in records if r.status in ACTIVE}
+        # Nothing decided is kept for claims that ended.
+        self._decided = {k: v for k, v in self._decided.items() if k in active}
         try:
             if not self.installed():
                 return
@@ -296,7 +302,6 @@ class NodeClaimObjects:
         except Exception as error:
             self._failed("List", "", error)
             return
-        active = {r.id: r for r in records if r.status in ACTIVE}
         owners: dict[str, JsonObject] | None = None
         for record in active.values():
             try:
@@ -304,9 +309,9 @@ class NodeClaimObjects:
                 if current is None:
                     if owners is None:
                         owners = self._owners()
-                    self._create(record, None, owners)
+                    self._create(record, None, owners, _waiting(record, nodes))
                 elif not (current.get("metadata") or {}).get("deletionTimestamp"):
-                    self._update(current, record)
+                    self._update(current, record, _waiting(record, nodes))
             except Exception as error:
                 self._failed("Write", record.id, error)
         for name, obj in listed.items():
@@ -334,7 +339,14 @@ class NodeClaimObjects:
         """Every NodeClaim object by name: from the cache when it follows them, else one LIST."""
         cached = self.cache.nodeclaim_objects() if self.cache is not None else None
         items = cached if cached is not None else self.client.list(NODE_CLAIMS).items
-        return {str(o["metadata"]["name"]): o for o in items}
+        listed = {str(o["metadata"]["name"]): o for o in items}
+        for name, (replaced, written) in list(self._wrote.items()):
+            seen = listed.get(name)
+            if seen is not None and str(seen["metadata"].get("resourceVersion")) == replaced:
+                listed[name] = written  # the listing has not caught up with our write yet
+            else:
+                del self._wrote[name]
+        return listed
 
     def _get(self, name: str) -> JsonObject | None:
         try:
@@ -364,7 +376,11 @@ class NodeClaimObjects:
         }
 
     def _create(
-        self, record: NodeClaimRecord, requests: Mapping[str, int] | None, owners: Mapping[str, JsonObject]
+        self,
+        record: NodeClaimRecord,
+        requests: Mapping[str, int] | None,
+        owners: Mapping[str, JsonObject],
+        waiting: tuple[str, str] | None = None,
     ) -> None:
         meta: JsonObject = {"name": record.id, "labels": labels_of(record), "finalizers": [FINALIZER]}
         if record.annotations:
@@ -389,12 +405,15 @@ class NodeClaimObjects:
                 raise
             existing = self._get(record.id)
             if existing is not None:
-                self._update(existing, record)
+                self._update(existing, record, waiting)
             return
-        self._uids[record.id] = str(created["metadata"].get("uid") or "")
-        self._patch_status(record.id, status_of(record, self._images.get(record.id, "")))
+        self._update(created, record, waiting)
 
-    def _update(self, current: Mapping[str, Any], record: NodeClaimRecord) -> None:
+    def _update(
+        self, current: Mapping[str, Any], record: NodeClaimRecord, waiting: tuple[str, str] | None = None
+    ) -> None:
+        """Labels the object lacks, then its status where it differs from the record's (the conditions
+        as :func:`status_of` merges them: written only when they change)."""
         meta = current.get("metadata") or {}
         self._uids[record.id] = str(meta.get("uid") or "")
         labels = labels_of(record)
@@ -403,31 +422,37 @@ class NodeClaimObjects:
         if missing:
             self.client.patch(NODE_CLAIMS, record.id, {"metadata": {"labels": missing}})
         status = dict(current.get("status") or {})
-        wanted = status_of(record, self._images.get(record.id, "") or str(status.get("imageID") or ""))
-        old_conditions = list(status.get("conditions") or [])
-        changed = {
-            k: v for k, v in wanted.items() if k != "conditions" and status.get(k) != v
-        } or not _same_conditions(old_conditions, wanted["conditions"])
-        if changed:
-            wanted["conditions"] = _keep_transitions(old_conditions, wanted["conditions"])
+        image = self._images.get(record.id, "") or str(status.get("imageID") or "")
+        decided = self._decided.get(record.id, {})
+        wanted = status_of(record, image, waiting, current, decided)
+        written = True
+        if any(status.get(k) != v for k, v in wanted.items()):
             # Exactly ``wanted``: a capacity key the claim no longer has is removed, not kept by the merge.
-            self._patch_status(record.id, merge_patch(status, wanted), meta.get("resourceVersion"))
+            written = self._patch_status(record.id, merge_patch(status, wanted), meta.get("resourceVersion"))
+        if decided and written:
+            self._decided.pop(record.id, None)
 
-    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> None:
+    def _patch_status(self, name: str, status: JsonObject, resource_version: Any = None) -> bool:
         """Merge-patch the status (conditions replaced as a whole: conditional on ``resource_version`` so a
-        concurrent writer's conditions are not lost; a 409 waits for the next pass)."""
+        concurrent writer's conditions are not lost; a 409 waits for the next pass, and gives False)."""
         body: JsonObject = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            self.client.patch(NODE_CLAIMS, name, body, subresource="status")
+            written = self.client.patch(NODE_CLAIMS, name, body, subresource="status")
         except KubeApiError as error:
             if not error.conflict:
                 raise
+            return False
+        if resource_version:
+            self._wrote[name] = (str(resource_version), written)
+        return True
 
-    def set_conditions(self, wanted: Mapping[str, Mapping[str, str | None]], now: float) -> None:
-        """Set (message) or clear (None) conditions the disruption controller decides (``Drifted``,
-        ``Consolidatable``) on the objects of the claims in ``wanted``; others are left alone."""
+    def set_conditions(self, wanted: Mapping[str, Mapping[str, Condition | None]], now: float) -> None:
+        """Set or clear (None) conditions the disruption controller decides (``Drifted``,
+        ``Consolidatable``, ``DisruptionReason``) on the objects of the claims in ``wanted`` (``now``:
+        the time of a transition); the others are left alone, and nothing is written where nothing
+        changes."""
         try:
             if not wanted or not self.installed():
                 return
@@ -437,14 +462,18 @@ class NodeClaimObjects:
             return
         for name, conditions in wanted.items():
             current = listed.get(name)
-            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+            meta = (current or {}).get("metadata") or {}
+            if current is None or meta.get("deletionTimestamp"):
                 continue
             before = list((current.get("status") or {}).get("conditions") or [])
-            after = _with_conditions(before, conditions, now)
+            created = _parse_stamp(meta.get("creationTimestamp")) or now
+            after = merged(
+                before, conditions, generation=int(meta.get("generation") or 1), now=now, created=created
+            )
             if after == before:
                 continue
             try:
-                self._patch_status(name, {"conditions": after}, current["metadata"].get("resourceVersion"))
+                self._patch_status(name, {"conditions": after}, meta.get("resourceVersion"))
             except Exception as error:
                 self._failed("Write", name, error)
 
@@ -463,6 +492,8 @@ class NodeClaimObjects:
                 raise
         self._uids.pop(name, None)
         self._images.pop(name, None)
+        self._wrote.pop(name, None)
+        self._decided.pop(name, None)
 
     def _failed(self, operation: str, name: str, error: Exception) -> None:
         if self.metrics is not None:

@@ -40,10 +40,14 @@ class Reconciler:
 
     def __init__(self, life: ClaimLifecycle) -> None:
         self.life = life
+        # The Nodes of the claims this reconciliation followed, by instance id, as last written: the
+        # NodeClaim objects' Initialized condition says from them why a node is not initialized yet.
+        self._nodes: dict[str, Mapping[str, Any]] = {}
 
     def reconcile(self, report: ReconcileReport) -> None:
         """One reconciliation of every claim launching, launched or registered."""
         life = self.life
+        self._nodes = {}
         records = life.state.nodeclaims.list_active()  # ended claims have nothing to follow
         following = [r for r in records if r.status in (ClaimStatus.LAUNCHED, ClaimStatus.REGISTERED)]
         orphans = [r for r in records if r.status == ClaimStatus.LAUNCHING and r.id not in life.launching]
@@ -77,10 +81,12 @@ class Reconciler:
                 continue
             if node is None:
                 continue
+            self._nodes[record.instance_id] = node
             # Labels, finalizer and registered label go on the Node before the claim says Registered.
             node = self._sync_node(node, registration_change(record, type_labels(record)))
             if node is None:
                 continue  # the Node went away meanwhile: the next reconciliation looks again
+            self._nodes[record.instance_id] = node
             if record.status == ClaimStatus.LAUNCHED:
                 self._register(record, node, now, report)
             if record.status != ClaimStatus.REGISTERED:
@@ -141,7 +147,10 @@ class Reconciler:
             )
             return
         launched = next((t for t in catalog if t.name == record.instance_type), None)
-        issues = shape_issues(node, launched.capacity) if launched is not None else []
+        if launched is None:
+            return
+        issues = shape_issues(node, launched.capacity)
+        self.life.nodeclaim_objects.consistency_checked(record.id, issues, self.life.wall_clock())
         for issue in issues:
             self.life.log.warning("failed consistency check", extra={"nodeclaim": record.id, "issue": issue})
         ref = reasons.nodeclaim_ref(record.id)
@@ -172,7 +181,7 @@ class Reconciler:
             life.ensure_synced()
             if life.nodeclaim_objects.installed():
                 # The objects of ended claims are deleted whether their records are listed or not.
-                life.nodeclaim_objects.sync(life.state.nodeclaims.list_active())
+                life.nodeclaim_objects.sync(life.state.nodeclaims.list_active(), self._nodes)
         except Exception as error:  # the mirror never fails a reconciliation
             life.metrics.add(NODECLAIM_SYNC_ERRORS, 1, obs.COUNT, {"Operation": "Reconcile"})
             life.log.warning(

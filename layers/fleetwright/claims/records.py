@@ -81,6 +81,7 @@ def claim_record(
         pod_count=len(pod_keys),
         expected_price=claim.price,
         reservation_ids=reservation_ids(claim),
+        requests={k: v for k, v in claim.requests.items() if v > 0},
     )
 
 

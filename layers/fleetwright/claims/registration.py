@@ -5,7 +5,8 @@ the cloud controller adds instance type, zone and region). As Karpenter's regist
 then puts on the Node what the claim knows: its NodePool, EC2NodeClass, capacity type, the instance
 type's labels, the claim's labels, annotations and taints, ``karpenter.sh/registered`` and the
 termination finalizer (so ``kubectl delete node`` goes through the termination workflow);
-``karpenter.sh/initialized`` once the node is Ready without startup taints.
+``karpenter.sh/initialized`` once the node is Ready without startup taints and every extended resource its
+pods requested (a GPU, say) is registered on it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fleetwright.claims.records import parse_taint
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.resources import NODES
 from fleetwright.model import labels as wk
+from fleetwright.model.quantity import parse_resource
 from fleetwright.state.nodeclaims import NodeClaimRecord
 
 JsonObject = dict[str, Any]
@@ -37,6 +39,7 @@ EPHEMERAL_TAINTS = frozenset(
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.cloudprovider.kubernetes.io/uninitialized",
+        "karpenter.sh/unregistered",
     }
 )
 
@@ -63,18 +66,59 @@ def node_name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 
 
-def is_initialized(node: Mapping[str, Any], record: NodeClaimRecord) -> bool:
-    """Ready, and none of the claim's startup taints (nor the ephemeral not-ready taints) remain."""
+# Resources the kubelet reports itself as it registers; the others (``nvidia.com/gpu``,
+# ``aws.amazon.com/neuron``, ``vpc.amazonaws.com/efa``, ...) appear only once their device plugin runs.
+_KUBELET_RESOURCES = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+
+
+def _format_taint(taint: Mapping[str, Any]) -> str:
+    """``key=value:Effect`` (``key:Effect`` without a value), as Karpenter quotes a taint."""
+    key, value, effect = taint.get("key"), taint.get("value"), taint.get("effect")
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def unregistered_resource(node: Mapping[str, Any], record: NodeClaimRecord) -> str | None:
+    """The first extended resource the claim's pods requested that the Node's allocatable does not offer
+    yet (absent or zero: its device plugin has not registered it), or None."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    for name, amount in sorted(record.requests.items()):
+        if amount <= 0 or name in _KUBELET_RESOURCES or name.startswith("hugepages-"):
+            continue
+        offered = allocatable.get(name)
+        try:
+            registered = offered is not None and parse_resource(name, offered) > 0
+        except ValueError:
+            registered = False
+        if not registered:
+            return name
+    return None
+
+
+def initialization_issue(node: Mapping[str, Any], record: NodeClaimRecord) -> tuple[str, str] | None:
+    """Why the claim's node is not initialized yet, as Karpenter's condition says it (reason, message), in
+    Karpenter's order: not Ready, a startup taint, a known ephemeral taint, a requested extended resource
+    not registered; None once initialized."""
     conditions = (node.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    if not ready:
-        return False
+    if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        return "NodeNotReady", "Node status is NotReady"
+    taints = (node.get("spec") or {}).get("taints") or []
     startup = {(t.key, t.effect) for t in map(parse_taint, record.startup_taints)}
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        key = taint.get("key")
-        if key in EPHEMERAL_TAINTS or (key, taint.get("effect")) in startup:
-            return False
-    return True
+    for taint in taints:
+        if (taint.get("key"), taint.get("effect")) in startup:
+            return "StartupTaintsExist", f'StartupTaint "{_format_taint(taint)}" still exists'
+    for taint in taints:
+        if taint.get("key") in EPHEMERAL_TAINTS:
+            return "KnownEphemeralTaintsExist", f'KnownEphemeralTaint "{_format_taint(taint)}" still exists'
+    missing = unregistered_resource(node, record)
+    if missing is not None:
+        return "ResourceNotRegistered", f'Resource "{missing}" was requested but not registered'
+    return None
+
+
+def is_initialized(node: Mapping[str, Any], record: NodeClaimRecord) -> bool:
+    """Ready, none of the claim's startup taints (nor the ephemeral not-ready taints) left, and every
+    extended resource its pods requested registered on the Node (Karpenter's rule)."""
+    return initialization_issue(node, record) is None
 
 
 def claim_labels(record: NodeClaimRecord, type_labels: Mapping[str, str]) -> dict[str, str]:

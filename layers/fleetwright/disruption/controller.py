@@ -336,6 +336,7 @@ class DisruptionController:
         pools = {np.name: np for np in gathered.input.nodepools}
         outcomes = [self.executor.execute(command, pools) for command in commands]
         report.commands.extend(outcomes)
+        self._mark_disrupting(commands, outcomes)
         acted_on.update(name for outcome in outcomes for name in outcome.executions)
         graceful = [o for o, c in zip(outcomes, commands, strict=True) if c is plan.command]
         started = any(o.status == EXECUTED for o in graceful)
@@ -384,12 +385,21 @@ class DisruptionController:
         demote(gathered, kube, state.nodeclaims, self.log)
 
     def _mark_claims(self, gathered: Gathered) -> None:
-        """Drifted and Consolidatable conditions on the NodeClaim objects, as this pass sees the nodes."""
+        """Drifted and Consolidatable conditions on the NodeClaim objects, as this pass sees the nodes (and
+        DisruptionReason removed from those no workflow disrupts)."""
         if self.nodeclaim_objects is None:
             return
         from fleetwright.disruption.notices import claim_conditions
 
         self.nodeclaim_objects.set_conditions(claim_conditions(gathered.input), self.clock())
+
+    def _mark_disrupting(self, commands: list[Command], outcomes: list[CommandOutcome]) -> None:
+        """DisruptionReason on the NodeClaim objects of the nodes whose termination workflow started."""
+        if self.nodeclaim_objects is None:
+            return
+        from fleetwright.disruption.notices import disrupting_conditions
+
+        self.nodeclaim_objects.set_conditions(disrupting_conditions(commands, outcomes), self.clock())
 
     def _repair_blocked(self, plan: Plan, gathered: Gathered) -> None:
         """NodeRepairBlocked (Warning) on each unhealthy node the 20 % rule keeps, and on its NodeClaim;

@@ -24,6 +24,7 @@ number, any price) are its replacements; a node whose pods cannot all be placed 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from fleetwright.disruption.candidates import (
     Cluster,
@@ -45,6 +46,25 @@ from fleetwright.model.labels import (
 )
 from fleetwright.model.nodepool import NodePool
 from fleetwright.model.requirements import Requirements
+
+# Karpenter's drift reasons (core's and the AWS provider's), by how Fleetwright's explanation begins: the
+# reason of a NodeClaim's Drifted condition.
+_KINDS: Final = (
+    ("NodePool ", "NodePoolDrifted"),
+    ("EC2NodeClass ", "NodeClassDrift"),
+    ("label ", "RequirementsDrifted"),
+    ("instance type ", "InstanceTypeNotFound"),
+    ("AMI ", "AMIDrift"),
+    ("security groups ", "SecurityGroupDrift"),
+    ("subnet ", "SubnetDrift"),
+    ("capacity reservation ", "CapacityReservationDrift"),
+)
+
+
+def drift_kind(reason: str) -> str:
+    """Karpenter's drift reason (``NodePoolDrifted``, ``AMIDrift``, ...) for one of :func:`drift_reason`'s
+    explanations (``Drifted`` for one it does not name)."""
+    return next((kind for prefix, kind in _KINDS if reason.startswith(prefix)), DRIFTED)
 
 
 def drift_reason(cluster: Cluster, state: NodeState) -> str | None:

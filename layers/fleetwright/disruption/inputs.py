@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.claims.records import in_flight_node, offering_price, parse_taint
-from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of
+from fleetwright.claims.records import in_flight_node, offering_price
+from fleetwright.claims.registration import EPHEMERAL_TAINTS, instance_id_of, is_initialized
 from fleetwright.claims.starting import scheduling_node
 from fleetwright.claims.terms import recorded_terms
 from fleetwright.cloud.instances import Instance
@@ -99,17 +99,14 @@ def read_pdbs(kube: KubeCluster, objects: Iterable[Mapping[str, Any]] | None = N
 
 
 def node_initialized(obj: Mapping[str, Any], record: NodeClaimRecord | None) -> bool:
-    """The claim says Initialized, or the Node is Ready without its startup or not-ready taints."""
-    if record is not None and record.status == ClaimStatus.INITIALIZED:
-        return True
+    """The claim says Initialized, or the Node is Ready without its startup or not-ready taints and, for
+    a claim of ours, with every extended resource its pods requested registered (``is_initialized``)."""
+    if record is not None:
+        return record.status == ClaimStatus.INITIALIZED or is_initialized(obj, record)
     conditions = (obj.get("status") or {}).get("conditions") or []
     if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
         return False
-    startup = {(t.key, t.effect) for t in map(parse_taint, record.startup_taints if record else [])}
-    for taint in (obj.get("spec") or {}).get("taints") or []:
-        if taint.get("key") in EPHEMERAL_TAINTS or (taint.get("key"), taint.get("effect")) in startup:
-            return False
-    return True
+    return not any(t.get("key") in EPHEMERAL_TAINTS for t in (obj.get("spec") or {}).get("taints") or [])
 
 
 def node_conditions(obj: Mapping[str, Any]) -> dict[str, tuple[str, float | None]]:

@@ -7,14 +7,18 @@ NodePools' budgets allow no disruption now, and how a consolidation command read
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from fleetwright.claims.conditions import CONSOLIDATABLE, DISRUPTION_REASON, Condition, true
+from fleetwright.claims.conditions import DRIFTED as DRIFTED_CONDITION
 from fleetwright.disruption.budgets import allowed_disruptions
 from fleetwright.disruption.candidates import Cluster, is_terminal, node_is_empty
 from fleetwright.disruption.consolidation import UNDERUTILIZED_POLICIES, consolidatable
-from fleetwright.disruption.drift import drift_reason
+from fleetwright.disruption.drift import drift_kind, drift_reason
 from fleetwright.disruption.emptiness import empty_for
+from fleetwright.disruption.execution import CommandOutcome
 from fleetwright.disruption.types import (
     DRIFTED,
     EMPTY,
@@ -32,6 +36,9 @@ from fleetwright.model.pod import Pod
 
 DISRUPTION_BLOCKED: Final = "DisruptionBlocked"
 UNCONSOLIDATABLE: Final = "Unconsolidatable"
+
+# Conditions to set (or, None, to remove) on NodeClaim objects, by claim.
+ClaimConditions = dict[str, dict[str, Condition | None]]
 
 # Skip reasons that name a budget or PodDisruptionBudget refusal (the node itself could go).
 _REFUSALS: Final = ("budget:", "PodDisruptionBudget")
@@ -145,20 +152,39 @@ def do_not_disrupt_durations(inp: DisruptionInput) -> list[tuple[Pod, float, boo
     return found
 
 
-def claim_conditions(inp: DisruptionInput) -> dict[str, dict[str, str | None]]:
-    """For each of our nodes' claims, Karpenter's ``Drifted`` and ``Consolidatable`` conditions: the
-    message of a condition that holds, None for one that does not."""
+def claim_conditions(inp: DisruptionInput) -> ClaimConditions:
+    """For each of our nodes' claims, Karpenter's ``Drifted`` (reason Karpenter's drift reason, message
+    why) and ``Consolidatable`` conditions: the condition when it holds, None when it does not."""
     cluster = Cluster(inp)
-    found: dict[str, dict[str, str | None]] = {}
+    found: ClaimConditions = {}
     for state in cluster.ours:
         if not state.claim_id or state.terminating:
             continue
         drifted = drift_reason(cluster, state)
         ready = consolidatable(cluster, state) or empty_for(cluster, state) is not None
         found[state.claim_id] = {
-            "Drifted": drifted[:1].upper() + drifted[1:] if drifted else None,
-            "Consolidatable": "ConsolidateAfter has passed" if ready else None,
+            DRIFTED_CONDITION: true(
+                DRIFTED_CONDITION, reason=drift_kind(drifted), message=drifted[:1].upper() + drifted[1:]
+            )
+            if drifted
+            else None,
+            CONSOLIDATABLE: true(CONSOLIDATABLE) if ready else None,
+            # A node no workflow is disrupting any more (its disruption called off, say) loses it.
+            DISRUPTION_REASON: None,
         }
+    return found
+
+
+def disrupting_conditions(commands: Sequence[Command], outcomes: Sequence[CommandOutcome]) -> ClaimConditions:
+    """``DisruptionReason`` (reason and message the command's reason: ``Drifted``, ``Underutilized``, ...)
+    on the claims of the nodes whose termination workflow a command started, as Karpenter marks the
+    NodeClaims of a command it starts."""
+    found: ClaimConditions = {}
+    for command, outcome in zip(commands, outcomes, strict=True):
+        for state in command.candidates:
+            if state.claim_id and state.name in outcome.executions:
+                marked = true(DISRUPTION_REASON, reason=command.reason, message=command.reason)
+                found[state.claim_id] = {DISRUPTION_REASON: marked}
     return found
 
 

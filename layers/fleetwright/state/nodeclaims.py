@@ -90,6 +90,7 @@ _ATTRIBUTES = {
     "hash_version": "hashVersion",
     "expire_after": "expireAfter",
     "termination_grace_period": "terminationGracePeriod",
+    "requests": "requests",
 }
 
 
@@ -144,6 +145,9 @@ class NodeClaimRecord:
     # before they were copied (their NodePool's current values apply).
     expire_after: str = ""
     termination_grace_period: str = ""
+    # The pods' and DaemonSets' requests the scheduler packed onto the claim (NodeClaim
+    # spec.resources.requests): its node is initialized only once the extended ones are registered.
+    requests: dict[str, int] = field(default_factory=dict)
 
     @property
     def provider_id(self) -> str:
