@@ -18,7 +18,7 @@ from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instances import describe_instances
 from fleetwright.aws.nodeclass import NodeClassResolver
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchRequest
+from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
@@ -295,7 +295,7 @@ def test_a_reserved_only_claim_with_a_full_reservation_fails_without_launching(
     request = _request(_provider(aws, counts), nc, ("reserved",))
     crs.reservations[rid]["AvailableInstanceCount"] = 0
 
-    from fleetwright.aws.request import LaunchError
+    from fleetwright.cloud.errors import LaunchError
 
     with pytest.raises(LaunchError) as raised:
         _launcher(aws, counts).launch(request)

@@ -15,12 +15,13 @@ from fleetwright.aws.instanceprofiles import ensure_instance_profile
 from fleetwright.aws.instancetypes import describe_instance_types
 from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
 from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
-from fleetwright.aws.request import LaunchRequest, ReservationTarget
+from fleetwright.aws.request import ReservationTarget
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, ownership_tags
 from fleetwright.aws.userdata import BootstrapOptions, user_data_for
 from fleetwright.aws.variants import arch_of, family_supports, variant_of
+from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType

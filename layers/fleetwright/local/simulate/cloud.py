@@ -23,9 +23,9 @@ from fleetwright.cloud.errors import (
     NO_LAUNCHABLE_OFFERING,
     FailureKind,
     InstanceNotFoundError,
+    LaunchError,
     LaunchFailure,
     NotOwnedError,
-    launch_error,
 )
 from fleetwright.cloud.instances import (
     CLUSTER_TAG,
@@ -169,7 +169,7 @@ class SimCloud:
             failure = LaunchFailure(
                 FailureKind.INSUFFICIENT_CAPACITY, NO_LAUNCHABLE_OFFERING, "no offering is available"
             )
-            raise launch_error(request.nodeclaim, [failure])
+            raise LaunchError(request.nodeclaim, [failure])
         instance_type, chosen = offering
         now = self.clock()
         instance_id = f"i-{next(self._ids):017x}"
