@@ -152,7 +152,7 @@ def test_a_capacity_block_within_forty_minutes_of_its_end_is_expiring_and_offers
     nc = _reserved_class({"id": rid})
     [found] = list_capacity_reservations(aws.clients, nc.spec.capacity_reservation_selector_terms)
     assert found.state == EXPIRING
-    assert found.status()["reservationType"] == "capacity-block"
+    assert found.found().reservation_type == "capacity-block"
     catalog = {t.name: t for t in _provider(aws, counts).instance_types(nc)}
     [offering] = [o for o in catalog[TYPE].offerings if o.capacity_type == "reserved"]
     assert not offering.available
