@@ -4,8 +4,11 @@ leaving every part NotReady (the status is still written, the pass goes on)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
+
+import pytest
 
 from fleetwright.cloud.nodeclass import (
     ImageFound,
@@ -160,8 +163,11 @@ def test_reservations_are_listed_with_karpenters_fields() -> None:
     assert _conditions(status)["Ready"] == ("True", "Ready", "")
 
 
-def test_a_cloud_that_cannot_be_asked_leaves_every_part_not_ready() -> None:
-    status = _publish(_Cloud(error=ConnectionError("no route to EC2")))
+def test_a_cloud_that_cannot_be_asked_leaves_every_part_not_ready(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="fleetwright.nodepools"):
+        status = _publish(_Cloud(error=ConnectionError("no route to EC2")))
+
+    assert [r.getMessage() for r in caplog.records] == ["cannot resolve EC2NodeClass default"]
 
     conditions = _conditions(status)
     parts = [

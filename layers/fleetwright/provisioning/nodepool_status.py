@@ -159,9 +159,9 @@ class NodePoolStatus:
     """Computes and writes the status of the objects a :class:`NodePoolSource` read from the cluster.
 
     ``cloud`` resolves EC2NodeClass terms (the cloud contract's ``node_class_status``); without one the
-    EC2NodeClass status holds validation and readiness only. ``clock``
-    gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
-    that publishes synced it) once it has been synced, instead of listed. ``claims`` lists the claim
+    EC2NodeClass status holds validation and readiness only. ``clock`` gives epoch seconds. With ``cache``
+    the NodePools' nodes are read from it (as the provisioning pass that publishes synced it) once it has
+    been synced, instead of listed. ``claims`` lists the claim
     records, so launched claims count before their Node registers (without it, only Nodes count).
     ``breakers`` reads the registration breakers (``NodeRegistrationHealthy``, at most a minute late;
     without it the condition is left out).
@@ -317,6 +317,11 @@ class NodePoolStatus:
         try:
             found = self.cloud.node_class_status(node_class)
         except Exception as error:  # every part unknown: each condition says why
+            self.log.warning(
+                "cannot resolve EC2NodeClass %s",
+                node_class.name,
+                extra={"nodeClass": node_class.name, "error": f"{type(error).__name__}: {error}"},
+            )
             found = _unresolved(error)
         fields: JsonObject = {}
         parts: dict[str, Condition] = {}
