@@ -10,14 +10,14 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from fleetwright.aws.deadline import Deadline, deadline_scope
-from fleetwright.aws.failures import FailureKind, Offering
 from fleetwright.aws.fleet import MAX_INSTANCE_TYPES, FleetLauncher
 from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.nodeclass import NodeClassResolver
-from fleetwright.aws.request import LaunchedInstance, LaunchError, LaunchRequest
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG, from_aws
 from fleetwright.catalog.loader import ondemand_prices as static_prices
+from fleetwright.cloud.deadline import Deadline, deadline_scope
+from fleetwright.cloud.errors import FailureKind, LaunchError, Offering
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType

@@ -15,7 +15,7 @@ from fleetwright.aws.instancetypes import list_instance_types
 from fleetwright.aws.launchtemplates import launch_template_data, placement, template_name
 from fleetwright.aws.nodeclass import NodeClassResolver, UnresolvedNodeClassError
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchRequest
+from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.local.aws_fakes import PlacementGroups
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass

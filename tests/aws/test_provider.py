@@ -10,10 +10,9 @@ from fleetwright.aws.instances import ClusterInstances
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.tags import CLUSTER_TAG, NODEPOOL_TAG, to_aws
 from fleetwright.cloud.errors import (
+    NODE_CLASS_NOT_READY,
     InstanceNotFoundError,
-    InsufficientCapacityError,
     LaunchError,
-    NodeClassNotReadyError,
     ThrottledError,
     TransientCloudError,
 )
@@ -81,14 +80,16 @@ def test_throttled_and_server_side_failures_are_transient_others_pass_through(aw
 
 def test_a_launch_refused_capacity_everywhere_is_insufficient_capacity(aws: Aws, amis: SeededAmis) -> None:
     aws.fleet.exhausted = {("m5.large", z) for z in ("us-east-1a", "us-east-1b")}
-    with pytest.raises(InsufficientCapacityError) as failure:
+    with pytest.raises(LaunchError) as failure:
         _provider(aws).launch(_request(aws, ["m5.large"], capacity_types=("on-demand",)))
     assert failure.value.nodeclaim == "claim-1"
-    assert isinstance(failure.value, LaunchError) and not failure.value.may_have_launched
+    assert failure.value.insufficient_capacity and not failure.value.may_have_launched
 
 
 def test_a_node_class_selecting_no_subnet_is_not_ready(aws: Aws, amis: SeededAmis) -> None:
     unresolvable = node_class(subnetSelectorTerms=[{"tags": {"nothing": "matches"}}])
-    with pytest.raises(NodeClassNotReadyError, match="no subnet"):
+    with pytest.raises(LaunchError, match="no subnet") as failure:
         _provider(aws).launch(_request(aws, ["m5.large"], nc=unresolvable))
+    assert failure.value.codes == [NODE_CLASS_NOT_READY]
+    assert not failure.value.insufficient_capacity
     assert aws.fleet.requests == []

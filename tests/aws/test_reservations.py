@@ -18,7 +18,7 @@ from fleetwright.aws.fleet import FleetLauncher
 from fleetwright.aws.instances import describe_instances
 from fleetwright.aws.nodeclass import NodeClassResolver
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchRequest
+from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
@@ -152,7 +152,7 @@ def test_a_capacity_block_within_forty_minutes_of_its_end_is_expiring_and_offers
     nc = _reserved_class({"id": rid})
     [found] = list_capacity_reservations(aws.clients, nc.spec.capacity_reservation_selector_terms)
     assert found.state == EXPIRING
-    assert found.status()["reservationType"] == "capacity-block"
+    assert found.found().reservation_type == "capacity-block"
     catalog = {t.name: t for t in _provider(aws, counts).instance_types(nc)}
     [offering] = [o for o in catalog[TYPE].offerings if o.capacity_type == "reserved"]
     assert not offering.available
@@ -295,7 +295,7 @@ def test_a_reserved_only_claim_with_a_full_reservation_fails_without_launching(
     request = _request(_provider(aws, counts), nc, ("reserved",))
     crs.reservations[rid]["AvailableInstanceCount"] = 0
 
-    from fleetwright.aws.request import LaunchError
+    from fleetwright.cloud.errors import LaunchError
 
     with pytest.raises(LaunchError) as raised:
         _launcher(aws, counts).launch(request)

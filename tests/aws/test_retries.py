@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.aws.clients import AwsClients
-from fleetwright.aws.deadline import Deadline, DeadlineExceededError, deadline_scope
+from fleetwright.aws.deadline import DeadlineExceededError
 from fleetwright.aws.deadline import install as install_deadline
 from fleetwright.aws.subnets import resolve_subnets
+from fleetwright.cloud.deadline import Deadline, deadline_scope
 from fleetwright.model.ec2nodeclass import SubnetSelectorTerm
 from tests.aws.conftest import CLUSTER, REGION, Aws
 from tests.aws.fakes import Throttle

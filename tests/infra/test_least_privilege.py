@@ -254,7 +254,7 @@ class Functions:
         }
         with self.running(PROVISIONER):
             cloud = self.clouds[PROVISIONER]
-            status = NodePoolStatus(world.kube, resolver=cloud.resolver, clock=world.wall)
+            status = NodePoolStatus(world.kube, cloud=cloud, clock=world.wall)
             self.source = NodePoolSource(world.kube, self.config, metrics=self.metrics, status=status)
             self.events = EventRecorder(world.kube.client, correlator=EventCorrelator(clock=world.wall))
             self.provisioner = self._provisioner()

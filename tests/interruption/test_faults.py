@@ -8,8 +8,8 @@ import json
 import threading
 from typing import Any
 
-from fleetwright.aws.deadline import current_deadline
 from fleetwright.aws.tags import NODECLAIM_TAG
+from fleetwright.cloud.deadline import current_deadline
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.interruptions import CLAIMED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord

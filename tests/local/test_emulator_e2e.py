@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchRequest
+from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.kube.cluster import is_unschedulable
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, NODES, PODS

@@ -181,7 +181,7 @@ def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
         world.kube,
         config,
         metrics=metrics,
-        status=NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=wall),
+        status=NodePoolStatus(world.kube, cloud=world.cloud, clock=wall),
     )
     events = EventRecorder(world.kube.client, correlator=EventCorrelator(clock=wall))
     provisioner: Provisioner = world.provisioner(

@@ -112,7 +112,7 @@ def make(world: World) -> Make:
         config = make_config(nodepool("from-file", instance_types=["c5.large"]))
         records = world.state.nodeclaims.list if claims else None
         writer = (
-            NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=world.wall, claims=records)
+            NodePoolStatus(world.kube, cloud=world.cloud, clock=world.wall, claims=records)
             if status
             else None
         )

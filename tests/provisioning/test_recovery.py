@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.aws.tags import NODECLAIM_TAG
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
 from fleetwright.kube import KubeClient, KubeCluster
 from fleetwright.kube.config import ClusterConfig
 from fleetwright.observability.metrics import REGISTRATION_TIMEOUTS, RecordingMetrics

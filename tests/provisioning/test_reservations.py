@@ -112,7 +112,7 @@ def test_an_applied_nodeclass_shows_its_capacity_reservations_in_status(
     pool["spec"]["template"]["spec"]["requirements"][1]["values"] = ["reserved"]
     kubectl.apply(nodeclass, pool)
     config = make_config(nodepool("from-file", instance_types=["c5.large"]))
-    writer = NodePoolStatus(world.kube, resolver=world.cloud.resolver, clock=world.wall)
+    writer = NodePoolStatus(world.kube, cloud=world.cloud, clock=world.wall)
     source = NodePoolSource(world.kube, config, metrics=RecordingMetrics(), status=writer)
     world.pending(1)
 

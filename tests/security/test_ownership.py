@@ -23,7 +23,6 @@ from fleetwright.aws.launchtemplates import (
     template_name,
 )
 from fleetwright.aws.provider import AwsProvider
-from fleetwright.aws.request import LaunchedInstance, LaunchRequest
 from fleetwright.aws.tags import (
     CLUSTER_TAG,
     NODECLAIM_TAG,
@@ -33,6 +32,7 @@ from fleetwright.aws.tags import (
     to_aws,
 )
 from fleetwright.cloud.errors import InstanceNotFoundError, NotOwnedError
+from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
 from fleetwright.disruption import metrics as m
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.aws.strict import StrictEc2

@@ -20,6 +20,7 @@ from fleetwright.aws.clients import AwsClients, error_code
 from fleetwright.aws.request import ReservationTarget
 from fleetwright.aws.selectors import tag_filters
 from fleetwright.aws.ttlcache import TtlCache
+from fleetwright.cloud.nodeclass import ReservationFound
 from fleetwright.model import labels as wk
 
 log = logging.getLogger(__name__)
@@ -57,21 +58,19 @@ class CapacityReservation:
     end_time: datetime.datetime | None = None
     state: str = ACTIVE
 
-    def status(self) -> dict[str, Any]:
-        """The entry of ``status.capacityReservations`` (Karpenter's field names)."""
-        entry: dict[str, Any] = {
-            "availabilityZone": self.zone,
-            "id": self.id,
-            "instanceMatchCriteria": self.instance_match_criteria,
-            "instanceType": self.instance_type,
-            "ownerID": self.owner_id,
-            "reservationType": self.reservation_type,
-            "interruptible": self.interruptible,
-            "state": self.state,
-        }
-        if self.end_time is not None:
-            entry["endTime"] = self.end_time.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return entry
+    def found(self) -> ReservationFound:
+        """The reservation as the cloud contract reports it for a node class's status."""
+        return ReservationFound(
+            id=self.id,
+            instance_type=self.instance_type,
+            zone=self.zone,
+            owner_id=self.owner_id,
+            instance_match_criteria=self.instance_match_criteria,
+            reservation_type=self.reservation_type,
+            interruptible=self.interruptible,
+            state=self.state,
+            end_time=self.end_time.timestamp() if self.end_time is not None else None,
+        )
 
 
 class UnusableReservationError(ValueError):

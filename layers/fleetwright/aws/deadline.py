@@ -1,13 +1,14 @@
 """Deadlines for AWS calls: no request is sent, and no retry is slept, past the caller's deadline.
 
-A launch runs inside :func:`deadline_scope`; the botocore event handlers :func:`install` registers on a
-client then refuse to send a request once the deadline has passed (``before-send``) and give up instead of
-retrying when the next backoff could end after it (``needs-retry``), raising :class:`DeadlineExceededError`.
-The deadline lives in a context variable, so parallel launches in a thread pool each see their own; calls
-made outside any scope are not bounded (beyond the clients' connect and read timeouts).
+A launch runs inside the cloud contract's deadline scope
+(:func:`fleetwright.cloud.deadline.deadline_scope`); the botocore event handlers :func:`install` registers
+on a client then refuse to send a request once the deadline has passed (``before-send``) and give up
+instead of retrying when the next backoff could end after it (``needs-retry``), raising
+:class:`DeadlineExceededError`.
+Calls made outside any scope are not bounded (beyond the clients' connect and read timeouts).
 
 A request that reached AWS without a clear answer (a read timeout, a 5xx other than throttling) may have
-taken effect; the scope records it (:attr:`Deadline.uncertain`) so the caller does not conclude that
+taken effect; the scope records it (``Deadline.uncertain``) so the caller does not conclude that
 nothing was launched. So may a request refused by the second ``before-send`` check: the handlers that ran
 before it may have answered it (a ``before-send`` handler's answer replaces sending; moto serves requests
 this way) or held it past the deadline, and the check cannot tell which.
@@ -15,14 +16,10 @@ this way) or held it past the deadline, and the check cannot tell which.
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 from fleetwright.aws.clients import THROTTLING_CODES
+from fleetwright.cloud.deadline import current_deadline
 
 # botocore's retry modes back off exponentially, at most this long between two attempts.
 MAX_BACKOFF_SECONDS = 20.0
@@ -39,37 +36,6 @@ class DeadlineExceededError(Exception):
         self.uncertain = uncertain
 
 
-@dataclass(eq=False, slots=True)
-class Deadline:
-    """A point in time (``at``, on ``clock``: epoch seconds) after which no AWS request goes out."""
-
-    at: float
-    clock: Callable[[], float] = time.time
-    uncertain: bool = False  # set when a request may have reached AWS without an answer
-
-    def remaining(self) -> float:
-        """Seconds left (negative once passed)."""
-        return self.at - self.clock()
-
-
-_CURRENT: ContextVar[Deadline | None] = ContextVar("fleetwright_aws_deadline", default=None)
-
-
-@contextlib.contextmanager
-def deadline_scope(deadline: Deadline) -> Iterator[Deadline]:
-    """Bound every AWS call made in this context (thread) by ``deadline``."""
-    token = _CURRENT.set(deadline)
-    try:
-        yield deadline
-    finally:
-        _CURRENT.reset(token)
-
-
-def current_deadline() -> Deadline | None:
-    """The deadline of the calling context, if any."""
-    return _CURRENT.get()
-
-
 def install(client: Any) -> None:
     """Register the deadline handlers on a boto3 client (idempotent)."""
     events = client.meta.events
@@ -84,7 +50,7 @@ def _operation(event_name: str) -> str:
 
 
 def _before_send(event_name: str = "", **_: Any) -> None:
-    deadline = _CURRENT.get()
+    deadline = current_deadline()
     if deadline is not None and deadline.remaining() <= 0:
         raise DeadlineExceededError(
             f"{_operation(event_name)} not sent: the launch deadline has passed",
@@ -97,7 +63,7 @@ def _before_send_late(event_name: str = "", **_: Any) -> None:
     request (botocore then sends nothing more, but the request took effect), so refusing a call that
     changes something (CreateFleet) leaves the outcome uncertain: the launch is settled by its tag instead
     of being given up and launched again. Refused reads change nothing."""
-    deadline = _CURRENT.get()
+    deadline = current_deadline()
     if deadline is None or deadline.remaining() > 0:
         return
     operation = _operation(event_name)
@@ -117,7 +83,7 @@ def _needs_retry(
     caught_exception: BaseException | None = None,
     **_: Any,
 ) -> None:
-    deadline = _CURRENT.get()
+    deadline = current_deadline()
     if deadline is None:
         return
     if isinstance(caught_exception, DeadlineExceededError):

@@ -5,33 +5,7 @@ code is what metrics are split by."""
 from __future__ import annotations
 
 from fleetwright.aws.clients import THROTTLING_CODES
-from fleetwright.cloud.errors import (
-    DEADLINE_EXCEEDED,
-    NO_LAUNCHABLE_OFFERING,
-    NO_OFFERING_LEFT,
-    NODE_CLASS_NOT_READY,
-    NOTHING_LAUNCHED,
-    FailureKind,
-    LaunchFailure,
-    Offering,
-)
-
-# The launch failure types belong to the cloud contract (``fleetwright.cloud.errors``); they stay importable
-# from here for the launch code that builds them.
-__all__ = [
-    "DEADLINE_EXCEEDED",
-    "INVALID_REQUEST_CODES",
-    "MISSING_TEMPLATE_CODES",
-    "NODE_CLASS_NOT_READY",
-    "NOTHING_LAUNCHED",
-    "NO_LAUNCHABLE_OFFERING",
-    "NO_OFFERING_LEFT",
-    "UNAVAILABLE_OFFERING_CODES",
-    "FailureKind",
-    "LaunchFailure",
-    "Offering",
-    "classify",
-]
+from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchFailure, Offering
 
 # Errors that say "not this offering, not now": remember it and try the others.
 UNAVAILABLE_OFFERING_CODES = frozenset(

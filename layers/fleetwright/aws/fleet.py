@@ -7,8 +7,8 @@ three minutes and the launch is retried with what remains. The call tags the fle
 the claim's id at launch (``fleetwright.io/nodeclaim``), so an instance is never without its claim, and
 ``ClientToken`` is derived from the claim id: an instance already tagged with a claim's id is returned
 instead of launching again, so a retried or crashed launch never doubles up. Failures are typed
-(:mod:`fleetwright.aws.failures`); calls made inside a :func:`~fleetwright.aws.deadline.deadline_scope`
-stop at its deadline.
+(:mod:`fleetwright.cloud.errors`, the EC2 codes sorted by :mod:`fleetwright.aws.failures`); calls made
+inside a :func:`~fleetwright.cloud.deadline.deadline_scope` stop at its deadline.
 """
 
 from __future__ import annotations
@@ -27,26 +27,25 @@ from fleetwright.aws.capacityreservations import (
     reservation_labels,
 )
 from fleetwright.aws.clients import THROTTLING_CODES, AwsClients, error_code, error_message
-from fleetwright.aws.failures import (
+from fleetwright.aws.failures import UNAVAILABLE_OFFERING_CODES, classify
+from fleetwright.aws.instances import find_claimed_instances
+from fleetwright.aws.request import ReservationTarget
+from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
+from fleetwright.aws.unavailable import default_cache
+from fleetwright.aws.variants import arch_of, variant_of
+from fleetwright.cloud.deadline import current_deadline
+from fleetwright.cloud.errors import (
     DEADLINE_EXCEEDED,
     NO_LAUNCHABLE_OFFERING,
     NO_OFFERING_LEFT,
     NODE_CLASS_NOT_READY,
     NOTHING_LAUNCHED,
-    UNAVAILABLE_OFFERING_CODES,
     FailureKind,
+    LaunchError,
     LaunchFailure,
     Offering,
-    classify,
 )
-from fleetwright.aws.instances import find_claimed_instances
-from fleetwright.aws.networkinterfaces import EFA_RESOURCE
-from fleetwright.aws.request import ReservationTarget
-from fleetwright.aws.tags import merge_tags, ownership_tags, tag_specifications
-from fleetwright.aws.unavailable import default_cache
-from fleetwright.aws.variants import arch_of, variant_of
-from fleetwright.cloud.errors import LaunchError, launch_error
-from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
+from fleetwright.cloud.launch import EFA_RESOURCE, MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.instancetype import Offering as TypeOffering
@@ -423,7 +422,7 @@ class FleetLauncher:
             # Its instance would lack the NodePool tag ownership needs: nothing could ever terminate it.
             message = "a launch needs its NodePool: the instance's karpenter.sh/nodepool tag makes it ours"
             failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NOTHING_LAUNCHED, message))
-            raise launch_error(request.nodeclaim, failures, may_have_launched=False)
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=False)
         try:
             existing = find_claimed_instances(self.clients, self.cluster, [request.nodeclaim])
             if request.nodeclaim in existing:
@@ -431,7 +430,7 @@ class FleetLauncher:
             return self._launch(request, failures)
         except deadline.DeadlineExceededError as exceeded:
             failures.append(LaunchFailure(FailureKind.DEADLINE_EXCEEDED, DEADLINE_EXCEEDED, str(exceeded)))
-            raise launch_error(request.nodeclaim, failures, may_have_launched=exceeded.uncertain) from None
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=exceeded.uncertain) from None
 
     def launch_many(self, requests: Sequence[LaunchRequest]) -> list[LaunchedInstance | LaunchError]:
         """Launch several NodeClaims one after the other (one CreateFleet each): each claim's instance,
@@ -481,7 +480,7 @@ class FleetLauncher:
                         )
                     )
                 break
-        raise launch_error(request.nodeclaim, failures, may_have_launched=_uncertain())
+        raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain())
 
     def _overrides(
         self, request: LaunchRequest, capacity_type: str, failures: list[LaunchFailure]
@@ -592,7 +591,7 @@ class FleetLauncher:
         except Exception as error:
             log.warning("cannot prepare the launch of %s: %s", request.nodeclaim, error)
             failures.append(LaunchFailure(FailureKind.INVALID_REQUEST, NODE_CLASS_NOT_READY, str(error)))
-            raise launch_error(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
+            raise LaunchError(request.nodeclaim, failures, may_have_launched=_uncertain()) from error
 
     def _create_fleet(
         self,
@@ -626,7 +625,7 @@ class FleetLauncher:
             )
             if status >= 500 and code not in THROTTLING_CODES:
                 # EC2 failed internally: the fleet may exist. Only its tag can tell.
-                raise launch_error(request.nodeclaim, [failure], may_have_launched=True) from None
+                raise LaunchError(request.nodeclaim, [failure], may_have_launched=True) from None
             return FleetOutcome([], [failure])
         return parse_fleet_response(response, overrides, capacity_type)
 
@@ -667,7 +666,7 @@ def _per_override(outcome: FleetOutcome, overrides: Sequence[Override]) -> Fleet
 
 def _uncertain() -> bool:
     """True when a request of the current deadline scope may have taken effect without an answer."""
-    scope = deadline.current_deadline()
+    scope = current_deadline()
     return scope is not None and scope.uncertain
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from fleetwright.model.ec2nodeclass import ConnectionTracking, EC2NodeClassSpec
 
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EFA_ONLY = "efa-only"
 
 

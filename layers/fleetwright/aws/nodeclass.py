@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fleetwright.aws.amis import Ami, resolve_amis
-from fleetwright.aws.capacityreservations import reservation_labels, template_fields
+from fleetwright.aws.capacityreservations import (
+    list_capacity_reservations,
+    reservation_labels,
+    template_fields,
+)
 from fleetwright.aws.clients import AwsClients
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.aws.fleet import LaunchContext, TemplateChoice, efa_interfaces
@@ -15,17 +20,21 @@ from fleetwright.aws.instanceprofiles import ensure_instance_profile
 from fleetwright.aws.instancetypes import describe_instance_types
 from fleetwright.aws.launchtemplates import LaunchTemplates, launch_template_data, placement
 from fleetwright.aws.placementgroups import PARTITION, PlacementGroup, resolve_placement_group
-from fleetwright.aws.request import LaunchRequest, ReservationTarget
+from fleetwright.aws.request import ReservationTarget
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import Subnet, resolve_subnets, subnets_by_zone
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, ownership_tags
 from fleetwright.aws.userdata import BootstrapOptions, user_data_for
 from fleetwright.aws.variants import arch_of, family_supports, variant_of
+from fleetwright.cloud.launch import LaunchRequest
+from fleetwright.cloud.nodeclass import ImageFound, Lookup, NodeClassResolution, SubnetFound
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class UnresolvedNodeClassError(Exception):
@@ -42,6 +51,14 @@ class ResolvedNodeClass:
     amis: tuple[Ami, ...]
     instance_profile: str
     placement_group: PlacementGroup | None = None
+
+
+def _lookup(empty: T, resolve: Callable[[], T]) -> Lookup[T]:
+    """``resolve()``, or why it failed."""
+    try:
+        return Lookup(resolve())
+    except Exception as error:
+        return Lookup.failed(empty, error)
 
 
 def ami_filter(amis: Sequence[Ami]) -> Callable[[InstanceType], bool]:
@@ -116,6 +133,42 @@ class NodeClassResolver:
                 f"EC2NodeClass {node_class.name}: placement group {selector} not found (or not available)"
             )
         return ResolvedNodeClass(node_class.name, subnets, tuple(groups), tuple(amis), profile, group)
+
+    def status(self, node_class: EC2NodeClass) -> NodeClassResolution:
+        """Each part of the node class resolved now (the lookups' caches shared with launches), or why its
+        lookup failed; an instance profile is created from ``role`` when the node class names none."""
+        spec, clients, cluster = node_class.spec, self.clients, self.cluster
+        terms = spec.capacity_reservation_selector_terms
+        return NodeClassResolution(
+            subnets=_lookup(
+                (),
+                lambda: tuple(
+                    SubnetFound(s.id, s.zone, s.zone_id)
+                    for s in resolve_subnets(clients, spec.subnet_selector_terms)
+                ),
+            ),
+            security_groups=_lookup(
+                (), lambda: tuple(resolve_security_groups(clients, spec.security_group_selector_terms))
+            ),
+            amis=_lookup(
+                (),
+                lambda: tuple(
+                    ImageFound(a.id, a.arch, a.variant, a.name)
+                    for a in resolve_amis(clients, spec.ami_selector_terms, cluster.version)
+                ),
+            ),
+            instance_profile=_lookup(
+                "",
+                lambda: (
+                    spec.instance_profile or ensure_instance_profile(clients, cluster.name, spec.role or "")
+                ),
+            ),
+            # Selecting no reservation is not a fault: the node class then offers none.
+            capacity_reservations=_lookup(
+                (),
+                lambda: tuple(r.found() for r in list_capacity_reservations(clients, terms)) if terms else (),
+            ),
+        )
 
     def placement_group(self, node_class: EC2NodeClass) -> PlacementGroup | None:
         """The placement group the node class selects (None when it selects none or it is missing)."""

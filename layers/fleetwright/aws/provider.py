@@ -47,6 +47,7 @@ from fleetwright.aws.unavailable import default_cache
 from fleetwright.cloud.errors import LaunchError
 from fleetwright.cloud.instances import Instance, LaunchTemplateInfo, TerminateResult
 from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.nodeclass import NodeClassResolution
 from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
@@ -167,6 +168,11 @@ class AwsProvider:
     def node_class_security_groups(self, node_class: EC2NodeClass) -> set[str]:
         """The security-group ids the node class's ``securityGroupSelectorTerms`` select now."""
         return set(resolve_security_groups(self.clients, node_class.spec.security_group_selector_terms))
+
+    def node_class_status(self, node_class: EC2NodeClass) -> NodeClassResolution:
+        """Its subnets, security groups, AMIs, instance profile and capacity reservations, each found now
+        (cached as for launches) or with the reason its lookup failed."""
+        return self.resolver.status(node_class)
 
     def expiring_reservations(self, reservation_ids: Sequence[str]) -> dict[str, float]:
         """The Capacity Blocks among these reservation ids within their expiry window (id → end, epoch

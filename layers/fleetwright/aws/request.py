@@ -1,15 +1,9 @@
-"""What a launch template targets besides the request (``fleetwright.cloud.launch``)."""
+"""What a launch template targets besides the launch request (``fleetwright.cloud.launch.LaunchRequest``):
+the capacity reservation, which only the AWS launch code knows about."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from fleetwright.cloud.errors import LaunchError
-from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
-
-# The request, the launched instance and the error belong to the cloud contract (``fleetwright.cloud``);
-# they stay importable from here for the launch code.
-__all__ = ["LaunchError", "LaunchRequest", "LaunchedInstance", "ReservationTarget"]
 
 
 @dataclass(frozen=True, slots=True)

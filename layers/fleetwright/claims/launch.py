@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING
 
-from fleetwright.aws.deadline import Deadline, deadline_scope
-from fleetwright.aws.networkinterfaces import EFA_RESOURCE
 from fleetwright.claims.admission import Admission
 from fleetwright.claims.records import (
     claim_record,
@@ -25,14 +23,9 @@ from fleetwright.claims.records import (
 )
 from fleetwright.claims.reports import PassReport
 from fleetwright.claims.terms import copy_terms
-from fleetwright.cloud.errors import (
-    DEADLINE_EXCEEDED,
-    FailureKind,
-    InsufficientCapacityError,
-    LaunchError,
-    LaunchFailure,
-)
-from fleetwright.cloud.launch import MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
+from fleetwright.cloud.deadline import Deadline, deadline_scope
+from fleetwright.cloud.errors import DEADLINE_EXCEEDED, FailureKind, LaunchError, LaunchFailure
+from fleetwright.cloud.launch import EFA_RESOURCE, MAX_INSTANCE_TYPES, LaunchedInstance, LaunchRequest
 from fleetwright.kube import reasons
 from fleetwright.model import resources as res
 from fleetwright.model.allocatable import instance_type_allocatable
@@ -349,8 +342,8 @@ class Launcher:
         ):
             life.log.warning("failed claim was settled by another writer", extra={"nodeclaim": record.id})
         report.failed[record.id] = reason
-        # Capacity refused, and nothing else but "no offering left to try" (cloud.errors.launch_error).
-        capacity = isinstance(error, InsufficientCapacityError)
+        # Capacity refused, and nothing else but "no offering left to try".
+        capacity = error.insufficient_capacity
         life.events.publish(
             reasons.launch_failed(reasons.nodeclaim_ref(record.id), reason, capacity=capacity)
         )

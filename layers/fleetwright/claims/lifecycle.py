@@ -251,18 +251,15 @@ class ClaimLifecycle:
         )
 
     def _node_class_requirements(self) -> dict[str, Requirements]:
-        """What each node class in use adds to its NodePools' requirements (its placement group), when the
-        cloud says; a node class whose lookup fails adds nothing (its launches report why)."""
-        lookup = getattr(self.cloud, "node_class_requirements", None)
-        if lookup is None:
-            return {}
+        """What each node class in use adds to its NodePools' requirements (its placement group); a node
+        class whose lookup fails adds nothing (its launches report why)."""
         found: dict[str, Requirements] = {}
         for name in sorted({np.node_class_name() for np in self.config.nodepools}):
             node_class = self.config.nodeclass(name)
             if node_class is None or node_class.spec.placement_group_selector is None:
                 continue
             try:
-                found[name] = lookup(node_class)
+                found[name] = self.cloud.node_class_requirements(node_class)
             except Exception as error:
                 self.log.warning(
                     "placement group lookup failed",

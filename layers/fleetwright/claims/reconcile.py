@@ -262,9 +262,9 @@ class Reconciler:
         cloud = self.life.cloud
         instances: dict[str, LaunchedInstance] = {}
         for instance in cloud.list():
-            claim = getattr(instance, "nodeclaim", "")
+            claim = instance.nodeclaim
             # Without the NodePool tag the controller writes, someone else tagged it: never a claim's.
-            if claim and getattr(instance, "nodepool", ""):
+            if claim and instance.nodepool:
                 instances.setdefault(
                     claim,
                     LaunchedInstance(
@@ -277,9 +277,8 @@ class Reconciler:
                     ),
                 )
         missing = [c for c in claims if c not in instances]
-        find = getattr(cloud, "find_claimed", None)
-        if missing and find is not None:
-            instances.update(find(missing))
+        if missing:
+            instances.update(cloud.find_claimed(missing))
         return instances
 
     def _adopt(

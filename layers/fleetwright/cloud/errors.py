@@ -1,10 +1,12 @@
 """What can go wrong when the cloud is asked for something, as types a capability can act on without
 knowing the provider's error codes.
 
-``CloudError`` is the root. A launch that produced no instance raises :class:`LaunchError` (or one of its
-narrower kinds, chosen by :func:`launch_error` from the failures behind it); each failure is data
-(:class:`LaunchFailure`): its kind decides what the provisioner does about it (remember a refused offering,
-retry later, fix the configuration) and its code is what metrics are split by.
+``CloudError`` is the root. A launch that produced no instance raises :class:`LaunchError`; each failure
+behind it is data (:class:`LaunchFailure`): its kind decides what the provisioner does about it (remember a
+refused offering, retry later, fix the configuration) and its code is what metrics are split by. What the
+failures add up to is read from them (:attr:`LaunchError.insufficient_capacity`; a node class that could
+not be resolved is the failure code ``NodeClassNotReady``), not from subclasses, so there is one way to
+say each.
 """
 
 from __future__ import annotations
@@ -116,29 +118,11 @@ class LaunchError(CloudError):
         """The distinct failure codes (metric dimensions)."""
         return list(dict.fromkeys(f.code for f in self.failures))
 
-
-class InsufficientCapacityError(LaunchError):
-    """The claim's offerings ran out: each one tried was refused for capacity and none was left to try
-    (the refused ones are remembered as unavailable; the pods wait for another claim)."""
-
-
-class NodeClassNotReadyError(LaunchError):
-    """The claim's EC2NodeClass could not be resolved (its subnets, AMIs or placement group): no launch
-    can work until the node class is fixed or its resources appear."""
-
-
-def launch_error(
-    nodeclaim: str, failures: Sequence[LaunchFailure], *, may_have_launched: bool = False
-) -> LaunchError:
-    """The :class:`LaunchError` these failures add up to: :class:`NodeClassNotReadyError` when the node
-    class could not be resolved; :class:`InsufficientCapacityError` when capacity was refused and every
-    other failure only says no offering was left to try; else the general kind."""
-    kind: type[LaunchError] = LaunchError
-    ran_out = {
-        f.kind == FailureKind.INSUFFICIENT_CAPACITY or f.code == NO_LAUNCHABLE_OFFERING for f in failures
-    }
-    if any(f.code == NODE_CLASS_NOT_READY for f in failures):
-        kind = NodeClassNotReadyError
-    elif ran_out == {True} and any(f.kind == FailureKind.INSUFFICIENT_CAPACITY for f in failures):
-        kind = InsufficientCapacityError
-    return kind(nodeclaim, failures, may_have_launched=may_have_launched)
+    @property
+    def insufficient_capacity(self) -> bool:
+        """The claim's offerings ran out: capacity was refused, and every other failure only says no
+        offering was left to try (the refused ones are remembered as unavailable; the pods wait for
+        another claim). Karpenter's ``InsufficientCapacityError`` event is published for such a claim."""
+        refused = [f for f in self.failures if f.kind == FailureKind.INSUFFICIENT_CAPACITY]
+        others = [f for f in self.failures if f.kind != FailureKind.INSUFFICIENT_CAPACITY]
+        return bool(refused) and all(f.code == NO_LAUNCHABLE_OFFERING for f in others)

@@ -12,6 +12,10 @@ from fleetwright.model.taints import Taint
 # the claim records just these, so its record stays small and its in-flight size is what can launch.
 MAX_INSTANCE_TYPES = 60
 
+# The extended resource pods request for Elastic Fabric Adapter interfaces: a claim whose pods request it
+# launches with EFA interfaces (``LaunchRequest.efa``), and an instance type offers as many as it supports.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LaunchRequest:
@@ -34,7 +38,7 @@ class LaunchRequest:
     node_class: EC2NodeClass | None = None
     node_class_name: str = ""
     reservation_ids: tuple[str, ...] = ()  # the capacity reservations a reserved launch may use (any)
-    efa: bool = False  # the claim's pods request vpc.amazonaws.com/efa: launch with EFA interfaces
+    efa: bool = False  # the claim's pods request EFA_RESOURCE: launch with EFA interfaces
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from fleetwright.cloud.instances import Instance, LaunchTemplateInfo, TerminateResult
 from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
+from fleetwright.cloud.nodeclass import NodeClassResolution
 from fleetwright.cloud.offerings import UnavailableOfferings
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
@@ -129,7 +130,17 @@ class DriftCloud(Protocol):
         ...
 
 
-class CloudProvider(InstanceCloud, InventoryCloud, LaunchCloud, DriftCloud, Protocol):
+class NodeClassStatusCloud(Protocol):
+    """What a node class's selector terms resolve to now, part by part (the EC2NodeClass status the
+    provisioner writes)."""
+
+    def node_class_status(self, node_class: EC2NodeClass) -> NodeClassResolution:
+        """Its subnets, security groups, AMIs, instance profile and capacity reservations, each found or
+        with the reason its lookup failed (a failed part never hides the others)."""
+        ...
+
+
+class CloudProvider(InstanceCloud, InventoryCloud, LaunchCloud, DriftCloud, NodeClassStatusCloud, Protocol):
     """Everything Fleetwright asks of the cloud for one cluster."""
 
     @property

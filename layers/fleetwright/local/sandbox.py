@@ -468,9 +468,7 @@ def sandbox(options: SandboxOptions | None = None) -> Iterator[Sandbox]:
             kube,
             config,
             metrics=metrics,
-            status=NodePoolStatus(
-                kube, resolver=cloud.resolver, metrics=metrics, claims=state.nodeclaims.list
-            ),
+            status=NodePoolStatus(kube, cloud=cloud, metrics=metrics, claims=state.nodeclaims.list),
         )
         provisioner = Provisioner(kube, cloud, state, config, metrics=metrics, nodepool_source=source)
         box = Sandbox(

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from fleetwright.claims.admission import breaker_message
 from fleetwright.claims.registration import instance_id_of
+from fleetwright.cloud.nodeclass import ImageFound, Lookup, NodeClassResolution, ReservationFound
+from fleetwright.cloud.provider import NodeClassStatusCloud
 from fleetwright.kube.client import MERGE_PATCH, JsonObject
 from fleetwright.kube.cluster import KubeCluster
 from fleetwright.kube.patches import merge_patch
@@ -36,7 +38,6 @@ from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.validation import unlimited_note
 
 if TYPE_CHECKING:
-    from fleetwright.aws.nodeclass import NodeClassResolver
     from fleetwright.kube.cache import ClusterCache
 
 # How long the registration breakers read for the NodePools' status are used before being read again.
@@ -157,10 +158,10 @@ def _validation(problem: str | None) -> Condition:
 class NodePoolStatus:
     """Computes and writes the status of the objects a :class:`NodePoolSource` read from the cluster.
 
-    ``resolver`` (the AWS provider's ``NodeClassResolver``) resolves EC2NodeClass terms; without one
-    (tests, a cloud without AWS) the EC2NodeClass status holds validation and readiness only. ``clock``
-    gives epoch seconds. With ``cache`` the NodePools' nodes are read from it (as the provisioning pass
-    that publishes synced it) once it has been synced, instead of listed. ``claims`` lists the claim
+    ``cloud`` resolves EC2NodeClass terms (the cloud contract's ``node_class_status``); without one the
+    EC2NodeClass status holds validation and readiness only. ``clock`` gives epoch seconds. With ``cache``
+    the NodePools' nodes are read from it (as the provisioning pass that publishes synced it) once it has
+    been synced, instead of listed. ``claims`` lists the claim
     records, so launched claims count before their Node registers (without it, only Nodes count).
     ``breakers`` reads the registration breakers (``NodeRegistrationHealthy``, at most a minute late;
     without it the condition is left out).
@@ -170,7 +171,7 @@ class NodePoolStatus:
         self,
         kube: KubeCluster,
         *,
-        resolver: NodeClassResolver | None = None,
+        cloud: NodeClassStatusCloud | None = None,
         metrics: MetricsSink | None = None,
         logger: logging.Logger | Any = None,
         clock: Callable[[], float] = time.time,
@@ -183,7 +184,7 @@ class NodePoolStatus:
         self.claims = claims
         self.breakers = breakers
         self._breakers_read: tuple[float, Mapping[str, Breaker]] | None = None  # when, and what
-        self.resolver = resolver
+        self.cloud = cloud
         self.metrics = metrics or NullMetrics()
         self.log = logger or log
         self.clock = clock
@@ -301,7 +302,7 @@ class NodePoolStatus:
         problem = read.invalid.get(("EC2NodeClass", _name(obj)))
         wanted: dict[str, Condition] = {"ValidationSucceeded": _validation(problem)}
         status: JsonObject = {}
-        if node_class is not None and self.resolver is not None:
+        if node_class is not None and self.cloud is not None:
             resolved, parts = self._resolve(node_class)
             status.update(resolved)
             wanted.update(parts)
@@ -311,60 +312,43 @@ class NodePoolStatus:
         return status, (str(ready["status"]), str(ready["reason"]), str(ready["message"]))
 
     def _resolve(self, node_class: EC2NodeClass) -> tuple[JsonObject, dict[str, Condition]]:
-        """The resolved fields and a condition for each, from the AWS provider's (cached) lookups."""
-        from fleetwright.aws.amis import resolve_amis
-        from fleetwright.aws.capacityreservations import list_capacity_reservations
-        from fleetwright.aws.instanceprofiles import ensure_instance_profile
-        from fleetwright.aws.securitygroups import resolve_security_groups
-        from fleetwright.aws.subnets import resolve_subnets
-
-        assert self.resolver is not None
-        clients, cluster, spec = self.resolver.clients, self.resolver.cluster, node_class.spec
+        """The resolved fields and a condition for each, from the cloud's (cached) lookups."""
+        assert self.cloud is not None
+        try:
+            found = self.cloud.node_class_status(node_class)
+        except Exception as error:  # every part unknown: each condition says why
+            self.log.warning(
+                "cannot resolve EC2NodeClass %s",
+                node_class.name,
+                extra={"nodeClass": node_class.name, "error": f"{type(error).__name__}: {error}"},
+            )
+            found = _unresolved(error)
         fields: JsonObject = {}
         parts: dict[str, Condition] = {}
-
-        subnets = _attempt(
-            parts,
-            "SubnetsReady",
-            lambda: resolve_subnets(clients, spec.subnet_selector_terms),
-            "no subnet matches subnetSelectorTerms",
-        )
-        if subnets:
+        if _part(parts, "SubnetsReady", found.subnets, "no subnet matches subnetSelectorTerms"):
             fields["subnets"] = [
                 {"id": s.id, "zone": s.zone, **({"zoneID": s.zone_id} if s.zone_id else {})}
-                for s in sorted(subnets, key=lambda s: (s.zone, s.id))
+                for s in sorted(found.subnets.found, key=lambda s: (s.zone, s.id))
             ]
-        groups = _attempt(
-            parts,
-            "SecurityGroupsReady",
-            lambda: resolve_security_groups(clients, spec.security_group_selector_terms),
-            "no security group matches securityGroupSelectorTerms",
-        )
-        if groups:
-            fields["securityGroups"] = [{"id": group} for group in groups]
-        amis = _attempt(
-            parts,
-            "AMIsReady",
-            lambda: resolve_amis(clients, spec.ami_selector_terms, cluster.version),
-            "no AMI matches amiSelectorTerms",
-        )
-        if amis:
-            fields["amis"] = [_ami(ami) for ami in sorted(amis, key=lambda a: (a.id, a.arch))]
-        profile = _attempt(
-            parts,
-            "InstanceProfileReady",
-            lambda: spec.instance_profile or ensure_instance_profile(clients, cluster.name, spec.role or ""),
-            "neither role nor instanceProfile is set",
-        )
-        if profile:
-            fields["instanceProfile"] = str(profile)
-        terms = spec.capacity_reservation_selector_terms
+        groups = found.security_groups
+        if _part(
+            parts, "SecurityGroupsReady", groups, "no security group matches securityGroupSelectorTerms"
+        ):
+            fields["securityGroups"] = [{"id": group} for group in groups.found]
+        if _part(parts, "AMIsReady", found.amis, "no AMI matches amiSelectorTerms"):
+            fields["amis"] = [_ami(ami) for ami in sorted(found.amis.found, key=lambda a: (a.id, a.arch))]
+        profile = found.instance_profile
+        if _part(parts, "InstanceProfileReady", profile, "neither role nor instanceProfile is set"):
+            fields["instanceProfile"] = profile.found
         # Selecting no reservation is not a fault: the node class then offers none.
-        reservations = _attempt_reservations(
-            parts, lambda: list_capacity_reservations(clients, terms) if terms else []
+        reservations = found.capacity_reservations
+        parts["CapacityReservationsReady"] = (
+            _failed("CapacityReservationsNotReady", reservations.error)
+            if reservations.error
+            else (TRUE, "CapacityReservationsReady", "")
         )
-        if reservations:
-            fields["capacityReservations"] = [r.status() for r in reservations]
+        if reservations.found:
+            fields["capacityReservations"] = [_reservation(r) for r in reservations.found]
         return fields, parts
 
     def _write(self, resource: Resource, obj: JsonObject, status: JsonObject) -> int:
@@ -400,7 +384,7 @@ def _generation(obj: Mapping[str, Any]) -> int:
     return int((obj.get("metadata") or {}).get("generation") or 0)
 
 
-def _ami(ami: Any) -> JsonObject:
+def _ami(ami: ImageFound) -> JsonObject:
     """An AMI as Karpenter lists it: id, name and the requirements of the instance types it boots."""
     requirements: list[JsonObject] = [{"key": wk.ARCH, "operator": "In", "values": [ami.arch]}]
     gpu, accelerator = "karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-accelerator-count"
@@ -416,27 +400,42 @@ def _ami(ami: Any) -> JsonObject:
     return {"id": ami.id, **({"name": ami.name} if ami.name else {}), "requirements": requirements}
 
 
-def _attempt(parts: dict[str, Condition], kind: str, lookup: Callable[[], Any], empty: str) -> Any:
-    """``lookup()``, with the condition ``kind`` in ``parts``: true when it found something, NotFound
-    (``empty`` the message) when it found nothing, NotReady when it failed (None returned)."""
-    try:
-        value = lookup()
-    except Exception as error:
-        parts[kind] = _failed(kind.replace("Ready", "NotReady"), f"{type(error).__name__}: {error}")
-        return None
-    parts[kind] = (TRUE, kind, "") if value else _failed(kind.replace("Ready", "NotFound"), empty)
-    return value
+def _reservation(reservation: ReservationFound) -> JsonObject:
+    """The entry of ``status.capacityReservations`` (Karpenter's field names)."""
+    entry: JsonObject = {
+        "availabilityZone": reservation.zone,
+        "id": reservation.id,
+        "instanceMatchCriteria": reservation.instance_match_criteria,
+        "instanceType": reservation.instance_type,
+        "ownerID": reservation.owner_id,
+        "reservationType": reservation.reservation_type,
+        "interruptible": reservation.interruptible,
+        "state": reservation.state,
+    }
+    if reservation.end_time is not None:
+        entry["endTime"] = timestamp(reservation.end_time)
+    return entry
 
 
-def _attempt_reservations(parts: dict[str, Condition], lookup: Callable[[], list[Any]]) -> list[Any]:
-    """The capacity reservations ``lookup`` finds, with ``CapacityReservationsReady`` in ``parts``: finding
-    none is no fault, failing is (none returned)."""
-    try:
-        reservations = lookup()
-    except Exception as error:
-        parts["CapacityReservationsReady"] = _failed(
-            "CapacityReservationsNotReady", f"{type(error).__name__}: {error}"
-        )
-        return []
-    parts["CapacityReservationsReady"] = (TRUE, "CapacityReservationsReady", "")
-    return reservations
+def _part(parts: dict[str, Condition], kind: str, lookup: Lookup[Any], empty: str) -> bool:
+    """Whether ``lookup`` found something, with the condition ``kind`` in ``parts``: true when it did,
+    NotFound (``empty`` the message) when it found nothing, NotReady when it failed."""
+    if lookup.error:
+        parts[kind] = _failed(kind.replace("Ready", "NotReady"), lookup.error)
+        return False
+    if not lookup.found:
+        parts[kind] = _failed(kind.replace("Ready", "NotFound"), empty)
+        return False
+    parts[kind] = (TRUE, kind, "")
+    return True
+
+
+def _unresolved(error: BaseException) -> NodeClassResolution:
+    """Every part of a node class failed with ``error`` (the cloud could not be asked at all)."""
+    return NodeClassResolution(
+        subnets=Lookup.failed((), error),
+        security_groups=Lookup.failed((), error),
+        amis=Lookup.failed((), error),
+        instance_profile=Lookup.failed("", error),
+        capacity_reservations=Lookup.failed((), error),
+    )

@@ -69,7 +69,7 @@ def nodepool_source(
     claims counted in their resources before their Nodes register)."""
     status = NodePoolStatus(
         to.kube,
-        resolver=getattr(to.cloud, "resolver", None),
+        cloud=to.cloud,
         metrics=sink,
         logger=logger,
         cache=to.cache,

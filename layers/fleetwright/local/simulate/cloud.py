@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 
 from fleetwright.aws.fleet import choose_capacity_type
 from fleetwright.aws.nodeclass import family_filter
+from fleetwright.aws.variants import arch_of
 from fleetwright.catalog.loader import with_kubelet
 from fleetwright.cloud.errors import (
     NO_LAUNCHABLE_OFFERING,
     FailureKind,
     InstanceNotFoundError,
+    LaunchError,
     LaunchFailure,
     NotOwnedError,
-    launch_error,
 )
 from fleetwright.cloud.instances import (
     CLUSTER_TAG,
@@ -35,13 +36,15 @@ from fleetwright.cloud.instances import (
     TerminateResult,
 )
 from fleetwright.cloud.launch import LaunchedInstance, LaunchRequest
-from fleetwright.cloud.offerings import UnavailableOfferings
+from fleetwright.cloud.nodeclass import ImageFound, Lookup, NodeClassResolution, SubnetFound
+from fleetwright.cloud.offerings import UnavailableOffering, UnavailableOfferings
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType, Offering
 from fleetwright.model.requirements import Requirements
 
 SIM_IMAGE = "ami-0simulated0000000"
+SIM_SECURITY_GROUP = "sg-0simulated000000"
 SHUTDOWN_SECONDS = 5.0  # shutting-down → terminated
 NODEPOOL_TAG = "karpenter.sh/nodepool"
 
@@ -84,10 +87,8 @@ class MemoryUnavailableOfferings:
         entry = self._entries.get((instance_type, zone, capacity_type))
         return entry is not None and entry[1] > self.clock()
 
-    def entries(self) -> list[object]:
+    def entries(self) -> list[UnavailableOffering]:
         """The live entries (as the unavailable-offerings interface lists them)."""
-        from fleetwright.cloud.offerings import UnavailableOffering
-
         now = self.clock()
         return [
             UnavailableOffering(t, z, c, reason, until)
@@ -169,7 +170,7 @@ class SimCloud:
             failure = LaunchFailure(
                 FailureKind.INSUFFICIENT_CAPACITY, NO_LAUNCHABLE_OFFERING, "no offering is available"
             )
-            raise launch_error(request.nodeclaim, [failure])
+            raise LaunchError(request.nodeclaim, [failure])
         instance_type, chosen = offering
         now = self.clock()
         instance_id = f"i-{next(self._ids):017x}"
@@ -298,6 +299,20 @@ class SimCloud:
     def node_class_security_groups(self, node_class: EC2NodeClass) -> set[str]:
         """Nothing: security-group drift is not simulated."""
         return set()
+
+    def node_class_status(self, node_class: EC2NodeClass) -> NodeClassResolution:
+        """A subnet per zone of the catalog's offerings, one security group, the simulated image for each
+        architecture, the node class's profile (or its role's name), no capacity reservation."""
+        zones = sorted(self.zones or {o.zone for t in self.catalog for o in t.offerings})
+        arches = sorted({arch_of(t) for t in self.catalog})
+        spec = node_class.spec
+        return NodeClassResolution(
+            subnets=Lookup(tuple(SubnetFound(f"subnet-sim-{zone}", zone) for zone in zones)),
+            security_groups=Lookup((SIM_SECURITY_GROUP,)),
+            amis=Lookup(tuple(ImageFound(SIM_IMAGE, arch) for arch in arches)),
+            instance_profile=Lookup(spec.instance_profile or spec.role or ""),
+            capacity_reservations=Lookup(()),
+        )
 
     def expiring_reservations(self, reservation_ids: Sequence[str]) -> dict[str, float]:
         """None: capacity reservations do not end in a replay."""
