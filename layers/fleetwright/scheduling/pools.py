@@ -116,7 +116,7 @@ class Fitting:
     # Positions in ``indices`` of the burstable types and of the first other one (-1: none), found once.
     burstable: list[int] | None = None
     steady: int = -1
-    # Per CPU requested: the list without burstable types dearer by bill (see scheduler._cheapest_by_bill).
+    # Per CPU requested: the list without burstable types dearer by bill (see finalize._cheapest_by_bill).
     by_bill: dict[int, Fitting] = field(default_factory=dict)
 
 

@@ -12,9 +12,9 @@ again; the steps run in the order of Karpenter's ``Preferences.Relax``:
 5. ``tolerate PreferNoSchedule``: with every preference gone, tolerate ``PreferNoSchedule`` taints
    (only when some NodePool or node carries one the pod does not tolerate already).
 
-Where Fleetwright differs on purpose: Karpenter's first step drops the first of several required
-(ORed) node-selector terms; here every rung tries each of them in order instead, so no required term is
-given up before a preference is.
+Where Fleetwright differs on purpose: Karpenter reads only the first of several required (ORed)
+node-selector terms, and its first step drops it for the next one, never to come back; here every rung
+tries each of them in order instead, so no required term is given up before a preference is.
 """
 
 from __future__ import annotations
