@@ -48,6 +48,8 @@ class Placement:
         node_domains: Sequence[Mapping[str, str]],
         topology: Topology,
         reservations: ReservationPlanner,
+        pod_groups: Mapping[str, PodGroup],
+        needs: Mapping[str, vec.Vector],
         *,
         dims: tuple[str, ...],
         min_need: vec.Vector,
@@ -60,6 +62,8 @@ class Placement:
         self.topology = topology
         self.topology_keys = topology.keys
         self.reservations = reservations
+        self.pod_groups = pod_groups  # each pending pod's group, by pod key
+        self.needs = needs  # each pending pod's requests as a vector, by pod key
         self.domains = Domains(pools, nodes, node_domains, topology)
         self.claims: list[ClaimInProgress] = []
         self.open_claims: list[ClaimInProgress] = []
@@ -74,14 +78,16 @@ class Placement:
         self.shared = shared  # pods that must share a node with others of the batch
         self.no_pool_reason = no_pool_reason
 
-    def place(self, pod: Pod, group: PodGroup, need: vec.Vector) -> str | None:
+    def place(self, pod: Pod) -> str | None:
         """Try each attempt (strictest first) until the pod lands somewhere; None, or why it did not.
 
         A pod identical in what placement looks at (group, requests, labels, host ports) to one that
         failed since the last placement fails the same way, so it is not tried again.
         """
+        group = self.pod_groups[pod.key]
         if group.error:
             return group.error
+        need = self.needs[pod.key]
         if self.failed:
             failed = self.failed.get(_identity(pod, group, need))
             if failed is not None and failed[0] == self.placed_count:

@@ -79,6 +79,8 @@ class Simulation:
             node_domains,
             self.topology,
             ReservationPlanner(ReservationLedger(inp.instance_types)),
+            self.pod_groups,
+            needs,
             dims=dims,
             min_need=tuple(min((n[i] for n in needs.values()), default=0) for i in range(len(dims))),
             shared=_sharing_a_node(pending),
@@ -112,15 +114,11 @@ class Simulation:
                 for running in node.node.pods:
                     self.topology.record(running, domains, site=site)
 
-    def place(self, pod: Pod) -> str | None:
-        """Place one pending pod: None, or why it could not be placed."""
-        return self.placement.place(pod, self.pod_groups[pod.key], self.needs[pod.key])
-
     def run(self) -> Results:
         """Place every pending pod (requeueing those that must wait for others) or explain why it cannot
         be placed; then re-pack the claims."""
         failures = place_while_progressing(
-            self.pending, self.place, lambda p: bool(self.pod_groups[p.key].error)
+            self.pending, self.placement.place, lambda p: bool(self.pod_groups[p.key].error)
         )
         self.errors.extend(PodError(p, failures[p.key]) for p in self.pending if p.key in failures)
         unplaced = [e.pod for e in self.errors]
