@@ -35,7 +35,7 @@ from fleetwright.scheduling.reservations import ReservationLedger, ReservationPl
 from fleetwright.scheduling.topology import Topology
 from fleetwright.scheduling.types import ExistingNodePlacement, PodError, Results, SchedulingInput
 
-__all__ = ["Simulation", "finalize", "schedule"]
+__all__ = ["Simulation", "schedule"]
 
 
 class Simulation:
