@@ -8,7 +8,7 @@ import pytest
 from fleetwright.catalog.bill import DEFAULT_VIEW, NodeClassView, Volume
 from fleetwright.model.labels import CAPACITY_TYPE
 from fleetwright.scheduling.costs import unit_cost
-from fleetwright.scheduling.repack import Option, cheapest_price, undominated
+from fleetwright.scheduling.packing import Option, cheapest_price, undominated
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import itype, nodepool, pod, req

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fleetwright.model.labels import CAPACITY_TYPE, HOSTNAME
 from fleetwright.model.pod import LabelSelector, PodAffinityTerm
 from fleetwright.scheduling import vectors as vec
-from fleetwright.scheduling.repack import Option, node_total, pack, undominated
+from fleetwright.scheduling.packing import Option, node_total, pack, undominated
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.types import NodePoolTemplate, Results, SchedulingInput
 from tests.scheduling.builders import itype, nodepool, pod, req

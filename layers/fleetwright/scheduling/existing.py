@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fleetwright.model.node import Node
 from fleetwright.model.pod import HostPort, Pod
 from fleetwright.model.requirements import Requirements
-from fleetwright.model.taints import Toleration, first_untolerated, tolerates_all
+from fleetwright.model.taints import NO_SCHEDULE, Taint, Toleration, first_untolerated, tolerates_all
 from fleetwright.scheduling import vectors as vec
 
 
@@ -77,3 +77,13 @@ def daemon_ports_coming(node: Node, daemonsets: Sequence[Pod]) -> list[HostPort]
         and any(option.matches(node.labels) for option in ds.node_requirement_options())
         for port in ds.host_ports
     ]
+
+
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
+
+
+def hard_taints(node: NodeInProgress) -> tuple[Taint, ...]:
+    """The node's taints, a cordoned node's ``node.kubernetes.io/unschedulable`` one included."""
+    if node.node.unschedulable:
+        return (*node.node.taints, UNSCHEDULABLE_TAINT)
+    return node.node.taints

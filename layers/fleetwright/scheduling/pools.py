@@ -22,6 +22,10 @@ the key. Their per-query caches are bounded too (:data:`TABLE_CACHE_SIZE`, :data
 tables per pod mix; oldest dropped first), so a process that lives across many invocations (a warm Lambda)
 does not grow without end. A cluster with more NodePools than the cache holds still gets right answers:
 its pools are prepared again, as every simulation did before.
+
+The module is longer than the package's other modules (about 600 lines) on purpose: the cache key
+(:func:`_pool_key`) must name everything :func:`_prepare` reads and everything the tables
+:class:`PreparedPool` memoizes depend on, and checking that takes the three side by side.
 """
 
 from __future__ import annotations
@@ -112,7 +116,7 @@ class Fitting:
     # Positions in ``indices`` of the burstable types and of the first other one (-1: none), found once.
     burstable: list[int] | None = None
     steady: int = -1
-    # Per CPU requested: the list without burstable types dearer by bill (see scheduler._cheapest_by_bill).
+    # Per CPU requested: the list without burstable types dearer by bill (see finalize._cheapest_by_bill).
     by_bill: dict[int, Fitting] = field(default_factory=dict)
 
 

@@ -8,8 +8,8 @@ from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.pod import Pod
 from fleetwright.scheduling import vectors as vec
 from fleetwright.scheduling.claims import ClaimInProgress
+from fleetwright.scheduling.finalize import finalize
 from fleetwright.scheduling.pools import prepare_pool
-from fleetwright.scheduling.scheduler import finalize
 from fleetwright.scheduling.types import NewNodeClaim, NodePoolTemplate
 
 
