@@ -89,11 +89,12 @@ def test_required_variables_are_named_when_missing() -> None:
 
 @pytest.mark.parametrize("function", ["provisioner", "interruption", "termination", "disruption"])
 def test_importing_a_handler_loads_nothing_heavy(function: str) -> None:
-    """Cold start: boto3, the Kubernetes client, pydantic and the configuration wait for the first
-    invocation."""
+    """Cold start: boto3, the Kubernetes client, pydantic, the configuration and the libraries behind it
+    (pydantic-settings, croniter, cachetools) wait for the first invocation."""
     script = (
         "import sys, handler\n"
-        "heavy = {'boto3', 'kubernetes', 'pydantic', 'yaml', 'fleetwright.config.environment'}\n"
+        "heavy = {'boto3', 'kubernetes', 'pydantic', 'yaml', 'fleetwright.config.environment',\n"
+        "         'pydantic_settings', 'croniter', 'cachetools'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run(
