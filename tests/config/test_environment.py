@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleetwright.config.environment import ConfigError, FunctionEnvironment
+from fleetwright.config.settings import ProvisionerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,11 +89,12 @@ def test_required_variables_are_named_when_missing() -> None:
 
 @pytest.mark.parametrize("function", ["provisioner", "interruption", "termination", "disruption"])
 def test_importing_a_handler_loads_nothing_heavy(function: str) -> None:
-    """Cold start: boto3, the Kubernetes client, pydantic and the configuration wait for the first
-    invocation."""
+    """Cold start: boto3, the Kubernetes client, pydantic, the configuration and the libraries behind it
+    (pydantic-settings, croniter, cachetools) wait for the first invocation."""
     script = (
         "import sys, handler\n"
-        "heavy = {'boto3', 'kubernetes', 'pydantic', 'yaml', 'fleetwright.config.environment'}\n"
+        "heavy = {'boto3', 'kubernetes', 'pydantic', 'yaml', 'fleetwright.config.environment',\n"
+        "         'pydantic_settings', 'croniter', 'cachetools'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -104,3 +106,43 @@ def test_importing_a_handler_loads_nothing_heavy(function: str) -> None:
         check=True,
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_the_process_environment_is_read_by_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a deployed function does: no mapping given, pydantic-settings reads ``os.environ``."""
+    for name in FunctionEnvironment.variables().values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("FLEETWRIGHT_CLUSTER_NAME", " demo ")
+    monkeypatch.setenv("FLEETWRIGHT_NODEPOOLS_FILE", "a.yaml, b/ ,")  # not JSON: read as written
+    monkeypatch.setenv("FLEETWRIGHT_LEASE_SECONDS", " ")
+    monkeypatch.setenv("FLEETWRIGHT_BATCH_MAX_SECONDS", "12")
+    monkeypatch.setenv("fleetwright_batch_idle_seconds", "5")  # names are case-sensitive
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    env = FunctionEnvironment.from_environ()
+    assert (env.cluster_name, env.nodepools_files, env.region) == ("demo", ("a.yaml", "b/"), "eu-west-1")
+    assert (env.lease_seconds, env.batch_max_seconds, env.batch_idle_seconds) == (30.0, 12.0, 1.0)
+    monkeypatch.setenv("FLEETWRIGHT_BATCH_IDLE_SECONDS", "20")
+    with pytest.raises(ConfigError, match="FLEETWRIGHT_BATCH_MAX_SECONDS must not be shorter than"):
+        FunctionEnvironment.from_environ()
+    # A mapping given instead (tests, a copy) is read alone: the process's variables do not leak in.
+    assert FunctionEnvironment.from_environ({}).batch_idle_seconds == 1.0
+    assert FunctionEnvironment.from_environ({}).region == ""
+
+
+def test_a_provisioner_option_is_declared_once() -> None:
+    """The environment field gives ``ProvisionerConfig`` its value and, unset, its default."""
+    options = FunctionEnvironment.from_environ({"FLEETWRIGHT_LEASE_SECONDS": "45"}).provisioner_options()
+    config = ProvisionerConfig(cluster_name="demo", **options)
+    assert config.lease_seconds == 45.0
+    defaults = ProvisionerConfig(cluster_name="demo")
+    for name, value in FunctionEnvironment.from_environ({}).provisioner_options().items():
+        assert getattr(defaults, name) == value, name
+    assert "launch_parallelism" in options and "tracing" not in options  # tracing is the handler's
+
+
+def test_every_variable_is_listed_in_the_docs() -> None:
+    text = "\n".join(path.read_text() for path in (ROOT / "docs").glob("*.md"))
+    variables = FunctionEnvironment.variables().values()
+    assert len(variables) > 30
+    assert [name for name in variables if f"`{name}`" not in text] == []

@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from fleetwright.disruption.budgets import (
-    CronError,
-    CronSchedule,
-    allowed_disruptions,
-)
+from fleetwright.disruption.budgets import allowed_disruptions
+from fleetwright.model.cron import CronError, CronSchedule
 from fleetwright.model.nodepool import NodePool
 
 # A Wednesday.

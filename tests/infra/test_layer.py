@@ -39,6 +39,9 @@ def test_layer_holds_the_package_and_its_dependencies_under_python(synthesis: Sy
     python = _layer_dir(synthesis) / "python"
     for module in ("fleetwright/model", "fleetwright/scheduling", "fleetwright/aws", "pydantic", "yaml"):
         assert (python / module).is_dir(), module
+    # the kept libraries: TTL caches, budget schedules, the environment model (and what it brings)
+    for module in ("cachetools", "croniter", "pydantic_settings", "dotenv", "dateutil"):
+        assert (python / module).is_dir(), module
     assert (python / "fleetwright" / "catalog" / "data").is_dir()  # the built-in instance-type catalog
 
 

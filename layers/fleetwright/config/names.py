@@ -1,5 +1,11 @@
-"""The names of the environment variables the functions read: the contract between the handlers and the CDK
-app (``infra/``), defined here once. Only constants: the handlers import this at their cold start."""
+"""The names of the environment variables that code outside the environment model needs: those the CDK app
+(``infra/``) sets on the functions and those the functions' messages name. Only constants: the handlers
+import this at their cold start.
+
+Every variable the functions read is declared once, as a field of
+``fleetwright.config.environment.FunctionEnvironment`` (its name, type and default); a name is also written
+here only when other code refers to it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,6 @@ ENV_CLUSTER: Final = "FLEETWRIGHT_CLUSTER_NAME"
 ENV_TABLE: Final = "FLEETWRIGHT_STATE_TABLE"
 ENV_QUEUE_URL: Final = "FLEETWRIGHT_INTERRUPTION_QUEUE_URL"
 ENV_INSTANCE_PROFILE: Final = "FLEETWRIGHT_NODE_INSTANCE_PROFILE"
-ENV_KUBECONFIG: Final = "FLEETWRIGHT_KUBECONFIG"
 ENV_STATE_MACHINE: Final = "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN"
 # The NodePool and EC2NodeClass documents: bundled files or an SSM parameter, and the parameter's digest
 # (a NodePool change then changes every function's configuration, so Lambda replaces warm environments
@@ -19,33 +24,15 @@ ENV_NODEPOOLS_FILE: Final = "FLEETWRIGHT_NODEPOOLS_FILE"
 ENV_NODEPOOLS_PARAMETER: Final = "FLEETWRIGHT_NODEPOOLS_PARAMETER"
 ENV_NODEPOOLS_DIGEST: Final = "FLEETWRIGHT_NODEPOOLS_DIGEST"
 
-# Provisioner options.
-ENV_TRACING: Final = "FLEETWRIGHT_TRACING"
+# Provisioner options the stack sets (the others keep their defaults unless a deployment adds them).
 ENV_ECONOMY: Final = "FLEETWRIGHT_ECONOMY_MODE"
-ENV_BATCH_IDLE_SECONDS: Final = "FLEETWRIGHT_BATCH_IDLE_SECONDS"
-ENV_BATCH_MAX_SECONDS: Final = "FLEETWRIGHT_BATCH_MAX_SECONDS"
-ENV_REGISTRATION_TIMEOUT_SECONDS: Final = "FLEETWRIGHT_REGISTRATION_TIMEOUT_SECONDS"
-ENV_DEADLINE_MARGIN_SECONDS: Final = "FLEETWRIGHT_DEADLINE_MARGIN_SECONDS"
-ENV_LEASE_SECONDS: Final = "FLEETWRIGHT_LEASE_SECONDS"
-ENV_RECONCILE_INTERVAL_SECONDS: Final = "FLEETWRIGHT_RECONCILE_INTERVAL_SECONDS"
-ENV_ORPHAN_GRACE_SECONDS: Final = "FLEETWRIGHT_ORPHAN_GRACE_SECONDS"
-ENV_LEASE_WAIT_SECONDS: Final = "FLEETWRIGHT_LEASE_WAIT_SECONDS"
-ENV_LAUNCH_MARGIN_SECONDS: Final = "FLEETWRIGHT_LAUNCH_MARGIN_SECONDS"
-ENV_SETTLE_GRACE_SECONDS: Final = "FLEETWRIGHT_SETTLE_GRACE_SECONDS"
-ENV_LAUNCH_PARALLELISM: Final = "FLEETWRIGHT_LAUNCH_PARALLELISM"
-# Blast radius: the cluster-wide launch-rate cap and the registration breaker per NodePool.
-ENV_LAUNCH_RATE_LIMIT: Final = "FLEETWRIGHT_LAUNCH_RATE_LIMIT"
-ENV_LAUNCH_RATE_WINDOW_SECONDS: Final = "FLEETWRIGHT_LAUNCH_RATE_WINDOW_SECONDS"
-ENV_BREAKER_THRESHOLD: Final = "FLEETWRIGHT_REGISTRATION_BREAKER_THRESHOLD"
-ENV_BREAKER_WINDOW_SECONDS: Final = "FLEETWRIGHT_REGISTRATION_BREAKER_WINDOW_SECONDS"
-ENV_BREAKER_COOL_OFF_SECONDS: Final = "FLEETWRIGHT_REGISTRATION_BREAKER_COOL_OFF_SECONDS"
 
 # Interruption handling. The account whose events are acted on (the stack's: ``AWS::AccountId``; the region
 # is Lambda's own ``AWS_REGION``).
 ENV_REPLACE_ON_REBALANCE: Final = "FLEETWRIGHT_REPLACE_ON_REBALANCE"
 ENV_ACCOUNT: Final = "FLEETWRIGHT_ACCOUNT_ID"
 
-# Disruption options.
+# Disruption options (the stack's ``disruption*`` settings).
 ENV_MIN_SAVING_FRACTION: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_FRACTION"
 ENV_MIN_SAVING_DOLLARS: Final = "FLEETWRIGHT_DISRUPTION_MIN_SAVING_DOLLARS"
 ENV_MIN_NODE_AGE_SECONDS: Final = "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS"
@@ -55,7 +42,5 @@ ENV_NODE_REPAIR: Final = "FLEETWRIGHT_DISRUPTION_NODE_REPAIR"
 
 # Set by Lambda, or by the stack for Powertools (the service name is the metrics' ``service`` dimension).
 ENV_REGION: Final = "AWS_REGION"
-ENV_DEFAULT_REGION: Final = "AWS_DEFAULT_REGION"
-ENV_TASK_ROOT: Final = "LAMBDA_TASK_ROOT"
 ENV_SERVICE: Final = "POWERTOOLS_SERVICE_NAME"
 ENV_METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fleetwright.config.environment import ConfigError, FunctionEnvironment
 from fleetwright.config.names import (
@@ -26,6 +27,11 @@ from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.nodepool import NodePool
 
 __all__ = ["ConfigError", "HandlerSettings", "ProvisionerConfig", "settings_from_env"]
+
+
+def _option(name: str) -> Any:
+    """The default of a provisioner option: declared once, on its ``FunctionEnvironment`` field."""
+    return FunctionEnvironment.default_of(name)
 
 
 @dataclass(slots=True)
@@ -49,28 +55,31 @@ class ProvisionerConfig:
     timed out ``breaker_threshold`` times within ``breaker_window_seconds`` with none of its nodes Ready
     within that window launches nothing for ``breaker_cool_off_seconds`` (doubled at each failed retry, at
     most 4 h).
+
+    The options read from the environment take their defaults from ``FunctionEnvironment``, where each
+    is declared with its variable.
     """
 
     cluster_name: str
     nodepools: list[NodePool] = field(default_factory=list)
     nodeclasses: list[EC2NodeClass] = field(default_factory=list)
-    batch_idle_seconds: float = 1.0
-    batch_max_seconds: float = 10.0
-    registration_timeout_seconds: float = 900.0
-    deadline_margin_seconds: float = 10.0
-    lease_seconds: float = 30.0
-    reconcile_interval_seconds: float = 5.0
-    orphan_grace_seconds: float = 30.0
-    lease_wait_seconds: float = 20.0
-    launch_margin_seconds: float = 5.0
-    settle_grace_seconds: float = 30.0
-    launch_parallelism: int = 8
-    launch_rate_limit: int = 1000
-    launch_rate_window_seconds: float = 600.0
-    breaker_threshold: int = 3
-    breaker_window_seconds: float = 3600.0
-    breaker_cool_off_seconds: float = 1800.0
-    economy: bool = False
+    batch_idle_seconds: float = _option("batch_idle_seconds")
+    batch_max_seconds: float = _option("batch_max_seconds")
+    registration_timeout_seconds: float = _option("registration_timeout_seconds")
+    deadline_margin_seconds: float = _option("deadline_margin_seconds")
+    lease_seconds: float = _option("lease_seconds")
+    reconcile_interval_seconds: float = _option("reconcile_interval_seconds")
+    orphan_grace_seconds: float = _option("orphan_grace_seconds")
+    lease_wait_seconds: float = _option("lease_wait_seconds")
+    launch_margin_seconds: float = _option("launch_margin_seconds")
+    settle_grace_seconds: float = _option("settle_grace_seconds")
+    launch_parallelism: int = _option("launch_parallelism")
+    launch_rate_limit: int = _option("launch_rate_limit")
+    launch_rate_window_seconds: float = _option("launch_rate_window_seconds")
+    breaker_threshold: int = _option("breaker_threshold")
+    breaker_window_seconds: float = _option("breaker_window_seconds")
+    breaker_cool_off_seconds: float = _option("breaker_cool_off_seconds")
+    economy: bool = _option("economy")
     failed_claim_ttl_seconds: float = 3600.0
     terminated_claim_ttl_seconds: float = 86400.0
     warnings: list[str] = field(default_factory=list)

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from fleetwright.model import labels as wk
+from fleetwright.model.cron import parse_schedule
 from fleetwright.model.ec2nodeclass import (
     Duration,
     DurationOrNever,
@@ -248,8 +249,6 @@ class NodeClaimTemplate(KarpenterModel):
 
 _BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _BUDGET_DURATION = re.compile(r"^(([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?$")
-_CRON_MACRO = re.compile(r"^@(annually|yearly|monthly|weekly|daily|midnight|hourly)$")
-_CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,\-]+$")
 
 
 def _budget_nodes(value: str) -> str:
@@ -265,16 +264,7 @@ def _budget_duration(value: str) -> str:
 
 
 def _cron(value: str) -> str:
-    if value.startswith(("TZ=", "CRON_TZ=")):
-        raise ValueError("time zones are not supported in budget schedules (they are in UTC)")
-    if _CRON_MACRO.match(value):
-        return value
-    fields = value.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(field) for field in fields):
-        raise ValueError(
-            f"invalid schedule {value!r}: expected a cron expression with 5 fields "
-            "(minute hour day-of-month month day-of-week) or @daily/@hourly/..."
-        )
+    parse_schedule(value)  # a CronError is a ValueError: pydantic reports it at the field
     return value
 
 
