@@ -44,17 +44,9 @@ from fleetwright.provisioning import Provisioner
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
 from tests.kube.objects import UNSCHEDULABLE_STATUS, node_object, pod_object
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    World,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    make_config,
-    world,
-)
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, nodepool_doc
+from tests.support.aws import CLUSTER
+from tests.support.provisioning import World, make_config
 
 RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 USER = "fleetwright-functions"
@@ -101,7 +93,7 @@ def granted() -> set[Triple]:
 
 
 def kubelet_registers(
-    world: World,  # noqa: F811
+    world: World,
     provider_id: str,
     name: str,
     labels: dict[str, str] | None = None,
@@ -112,12 +104,12 @@ def kubelet_registers(
     world.client.create(NODES, node)
 
 
-def node_names(world: World) -> set[str]:  # noqa: F811
+def node_names(world: World) -> set[str]:
     """The Nodes the administrator sees (assertions stay out of Fleetwright's audit)."""
     return {n["metadata"]["name"] for n in world.client.list(NODES).items}
 
 
-def pending_with_volume(world: World, name: str) -> None:  # noqa: F811
+def pending_with_volume(world: World, name: str) -> None:
     """An unschedulable pod whose PersistentVolumeClaim waits for its first consumer."""
     world.client.create(
         STORAGE_CLASSES,
@@ -150,7 +142,7 @@ def pending_with_volume(world: World, name: str) -> None:  # noqa: F811
 
 
 def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
-    world: World,  # noqa: F811
+    world: World,
     apiserver: ApiServer,
 ) -> None:
     authorizer = apiserver.authorizer

@@ -17,9 +17,9 @@ from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.compatible import incompatible_pools
 from fleetwright.scheduling.types import NodePoolTemplate
-from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.scheduling.builders import itype
+from tests.support.local import KUBECTL, Kubectl
+from tests.support.provisioning import World, make_config, nodepool
 
 JsonObject = dict[str, Any]
 

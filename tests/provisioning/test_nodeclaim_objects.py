@@ -15,8 +15,8 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state import ClaimStatus
-from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import World
+from tests.support.local import KUBECTL, Kubectl
+from tests.support.provisioning import World
 
 JsonObject = dict[str, Any]
 
