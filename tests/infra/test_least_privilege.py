@@ -59,7 +59,6 @@ from fleetwright.kube.config import ClusterConfig
 from fleetwright.kube.events import EventCorrelator, EventRecorder
 from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.rbac import Policy
 from fleetwright.local.inprocess.interruption import DeferredWorkflows, demo_event
 from fleetwright.local.inprocess.termination import InProcessWorkflow
@@ -186,19 +185,9 @@ def acting(monkeypatch: pytest.MonkeyPatch) -> Acting:
 
 
 @pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    """The emulator enforcing docs/rbac.yaml, with Karpenter's CRDs installed."""
-    with ApiServer(port=0, rbac=RBAC_MANIFEST) as server:
-        install_karpenter_crds(server.store)
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: ApiServer) -> Iterator[KubeClient]:
-    """The administrator: kubelets, workloads and kubectl in this test."""
-    kube = KubeClient(apiserver.cluster_config(), sleep=lambda _s: None)
-    yield kube
-    kube.close()
+def apiserver(rbac_apiserver: ApiServer) -> ApiServer:
+    """The emulator enforcing docs/rbac.yaml (one per test); ``client`` is its administrator."""
+    return rbac_apiserver
 
 
 @pytest.fixture
