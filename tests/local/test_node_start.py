@@ -14,17 +14,10 @@ from moto import mock_aws
 
 from fleetwright.local.aws_fakes import InstanceBoot
 from fleetwright.local.nodestart import NodeStart
+from tests.support.clock import FakeClock
 
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"  # one of moto's built-in images
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _state(ec2: Any, instance_id: str) -> tuple[str, int]:
@@ -52,7 +45,7 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> None:
-    clock = Clock()
+    clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
         instance = _launch(ec2)
@@ -66,7 +59,7 @@ def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> 
 
 
 def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> None:
-    clock = Clock()
+    clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
         instance = _launch(ec2)
@@ -79,7 +72,7 @@ def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> No
 def test_without_the_boot_installed_moto_starts_instances_running(credentials: None) -> None:
     with mock_aws():
         ec2 = boto3.client("ec2", region_name=REGION)
-        with InstanceBoot(10.0, Clock()):
+        with InstanceBoot(10.0, FakeClock(50.0)):
             booting = _launch(ec2)
         assert _state(ec2, _launch(ec2)) == ("running", 16)
         assert _state(ec2, booting) == ("pending", 0)  # launched while installed: it still boots
@@ -101,7 +94,7 @@ def moto_server(credentials: None) -> Iterator[str]:
 
 
 def test_the_pending_phase_shows_over_moto_served_by_http(moto_server: str) -> None:
-    clock = Clock()
+    clock = FakeClock(50.0)
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
     with InstanceBoot(5.0, clock):
         instance = _launch(ec2)
