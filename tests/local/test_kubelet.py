@@ -45,10 +45,7 @@ class Ec2:
 
 
 @pytest.fixture
-def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+def ec2(fake_credentials: None) -> Iterator[Ec2]:
     with mock_aws():
         client = boto3.client("ec2", region_name=REGION)
         vpc = client.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]

@@ -38,13 +38,7 @@ def _launch(ec2: Any) -> str:
     )
 
 
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-
-
-def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> None:
+def test_an_instance_is_pending_for_the_boot_then_running(fake_credentials: None) -> None:
     clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
@@ -58,7 +52,7 @@ def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> 
         assert _pending(ec2) == []
 
 
-def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> None:
+def test_a_booting_instance_terminated_stays_terminated(fake_credentials: None) -> None:
     clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
@@ -69,7 +63,7 @@ def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> No
         assert _state(ec2, instance) == ("terminated", 48)
 
 
-def test_without_the_boot_installed_moto_starts_instances_running(credentials: None) -> None:
+def test_without_the_boot_installed_moto_starts_instances_running(fake_credentials: None) -> None:
     with mock_aws():
         ec2 = boto3.client("ec2", region_name=REGION)
         with InstanceBoot(10.0, FakeClock(50.0)):
@@ -79,7 +73,7 @@ def test_without_the_boot_installed_moto_starts_instances_running(credentials: N
 
 
 @pytest.fixture
-def moto_server(credentials: None) -> Iterator[str]:
+def moto_server(fake_credentials: None) -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     with socket.socket() as sock:
