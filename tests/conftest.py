@@ -1,8 +1,10 @@
-"""Holds moto to EC2's rules in the suites that launch, describe, tag and terminate instances.
+"""Registers the shared fixtures, marks the slow tests, and holds moto to EC2's rules in the suites that
+launch, describe, tag and terminate instances.
 
 Fixtures shared across directories are pytest plugins in ``tests/fixtures/``, registered here once
 (:data:`pytest_plugins`): tests request them by name. Helpers and the types fixtures return are plain modules
-in ``tests/support/``. A directory's ``conftest.py`` holds only the fixtures that directory alone uses.
+in ``tests/support/``. A directory's ``conftest.py`` holds only the fixtures that directory alone uses
+(``docs/testing.md``).
 
 Every EC2 client created while a test under one of :data:`STRICT_SUITES` runs gets a fresh
 :class:`~tests.aws.strict.StrictEc2` (clients built by the code under test too: the hook wraps botocore's
