@@ -1,4 +1,10 @@
-"""Holds moto to EC2's rules in the suites that launch, describe, tag and terminate instances.
+"""Registers the shared fixtures, marks the slow tests, and holds moto to EC2's rules in the suites that
+launch, describe, tag and terminate instances.
+
+Fixtures shared across directories are pytest plugins in ``tests/fixtures/``, registered here once
+(:data:`pytest_plugins`): tests request them by name. Helpers and the types fixtures return are plain modules
+in ``tests/support/``. A directory's ``conftest.py`` holds only the fixtures that directory alone uses
+(``docs/testing.md``).
 
 Every EC2 client created while a test under one of :data:`STRICT_SUITES` runs gets a fresh
 :class:`~tests.aws.strict.StrictEc2` (clients built by the code under test too: the hook wraps botocore's
@@ -15,7 +21,6 @@ themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import botocore.session
@@ -23,11 +28,31 @@ import pytest
 
 from fleetwright.local.aws_fakes import thread_safe_moto
 from tests.aws.strict import RULES, StrictEc2
+from tests.support.suites import suite
 
-TESTS = Path(__file__).parent
+pytest_plugins = [
+    "tests.fixtures.aws",
+    "tests.fixtures.kube",
+    "tests.fixtures.state",
+    "tests.fixtures.world",
+    "tests.fixtures.workflow",
+    "tests.fixtures.interruption",
+]
+
 # Fixtures that start moto, the emulator, a workflow harness or a CDK synthesis (see the module docstring).
 WORLD_FIXTURES = frozenset(
-    {"aws", "world", "make_rig", "synthesis", "chaos", "harness", "interruptions", "apiserver", "dynamodb"}
+    {
+        "aws",
+        "world",
+        "make_rig",
+        "synthesis",
+        "chaos",
+        "harness",
+        "interruptions",
+        "apiserver",
+        "rbac_apiserver",
+        "dynamodb",
+    }
 )
 SLOW_SUITES = frozenset({"infra"})  # every module synthesizes the CDK app
 STRICT_SUITES = frozenset(
@@ -45,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if WORLD_FIXTURES.intersection(getattr(item, "fixturenames", ())) or _suite(item) in SLOW_SUITES:
+        if WORLD_FIXTURES.intersection(getattr(item, "fixturenames", ())) or suite(item) in SLOW_SUITES:
             item.add_marker(pytest.mark.slow)
 
 
@@ -61,17 +86,8 @@ def _skipped_rules(node: pytest.Item) -> frozenset[str]:
     return frozenset(skipped)
 
 
-def _suite(node: pytest.Item) -> str | None:
-    """The directory under tests/ holding ``node`` (None for tests/'s own modules)."""
-    try:
-        relative = Path(node.path).resolve().relative_to(TESTS.resolve())
-    except ValueError:
-        return None
-    return relative.parts[0] if len(relative.parts) > 1 else None
-
-
 def _in_strict_suite(node: pytest.Item) -> bool:
-    return _suite(node) in STRICT_SUITES
+    return suite(node) in STRICT_SUITES
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ import pytest
 
 from fleetwright.aws.amis import AmiResolutionError, alias_parameter, alias_parameters, resolve_amis
 from fleetwright.model.ec2nodeclass import AMISelectorTerm
-from tests.aws.conftest import Aws, SeededAmis
 from tests.aws.fakes import seed_ssm_parameter
+from tests.support.aws import Aws, SeededAmis
 
 
 def test_al2023_alias_resolves_one_ami_per_architecture_and_variant(aws: Aws, amis: SeededAmis) -> None:

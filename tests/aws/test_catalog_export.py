@@ -8,7 +8,7 @@ from fleetwright.aws.catalog_export import export_catalog
 from fleetwright.aws.clients import reset_clients
 from fleetwright.catalog.loader import parse_catalog
 from fleetwright.model import labels as wk
-from tests.aws.conftest import REGION, Aws, node_class
+from tests.support.aws import REGION, Aws, node_class
 
 
 def test_export_round_trips_through_the_catalog_loader(aws: Aws) -> None:

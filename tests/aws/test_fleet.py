@@ -22,9 +22,9 @@ from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
 from fleetwright.model.instancetype import InstanceType
 from fleetwright.model.taints import Taint
-from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
 from tests.aws.strict import StrictEc2
-from tests.state.conftest import FakeClock
+from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
+from tests.support.clock import FakeClock
 
 
 def _catalog(aws: Aws) -> dict[str, InstanceType]:

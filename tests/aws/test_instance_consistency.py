@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fleetwright.aws.instances import find_claimed_instances, terminate_instances
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG, to_aws
-from tests.aws.conftest import CLUSTER, Aws
+from tests.support.aws import CLUSTER, Aws
 
 
 def _launch(aws: Aws, claim: str) -> str:

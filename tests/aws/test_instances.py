@@ -6,8 +6,8 @@ import pytest
 
 from fleetwright.aws.instances import NotOwnedError, describe_instances, list_instances, terminate_instances
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLAIM_TAG, NODEPOOL_TAG, to_aws
-from tests.aws.conftest import CLUSTER, Aws
 from tests.aws.strict import StrictEc2
+from tests.support.aws import CLUSTER, Aws
 
 
 @pytest.fixture(autouse=True)

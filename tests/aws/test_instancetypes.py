@@ -18,7 +18,7 @@ from fleetwright.catalog.from_ec2 import instance_type_from_ec2
 from fleetwright.catalog.loader import ondemand_prices as static_prices
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
-from tests.aws.conftest import REGION, Aws, RegionListing, node_class
+from tests.support.aws import REGION, Aws, RegionListing, node_class
 
 
 def _by_name(types: list[InstanceType]) -> dict[str, InstanceType]:

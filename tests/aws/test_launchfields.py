@@ -19,8 +19,8 @@ from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.local.aws_fakes import PlacementGroups
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
-from tests.aws.conftest import CLUSTER, Aws, SeededAmis, node_class
 from tests.aws.strict import LaunchTemplateFieldRules
+from tests.support.aws import CLUSTER, Aws, SeededAmis, node_class
 
 AMI = Ami("ami-0123456789abcdef0", "amd64", "standard")
 TYPES = ("m5.large", "m5.xlarge")

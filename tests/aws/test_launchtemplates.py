@@ -10,7 +10,7 @@ from fleetwright.aws.launchtemplates import (
     launch_template_data,
 )
 from fleetwright.aws.tags import CLUSTER_TAG, NODECLASS_TAG, merge_tags, ownership_tags
-from tests.aws.conftest import CLUSTER, Aws, node_class
+from tests.support.aws import CLUSTER, Aws, node_class
 
 AMI = Ami("ami-0123456789abcdef0", "amd64", "standard")
 

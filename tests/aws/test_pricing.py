@@ -7,8 +7,8 @@ from typing import Any
 
 from fleetwright.aws.pricing import ondemand_prices, parse_price_list_item
 from fleetwright.aws.unavailable import InMemoryUnavailableOfferings
-from tests.aws.conftest import Aws
 from tests.aws.fakes import _http
+from tests.support.aws import Aws
 
 
 def _product(instance_type: str, usd: str) -> str:

@@ -17,10 +17,10 @@ from fleetwright.cloud.errors import (
     TransientCloudError,
 )
 from fleetwright.cloud.provider import CloudProvider, InstanceCloud
-from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
 from tests.aws.faults import FailCall
 from tests.aws.strict import StrictEc2
 from tests.aws.test_fleet import _request
+from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
 
 
 @pytest.fixture(autouse=True)

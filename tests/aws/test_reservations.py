@@ -22,9 +22,9 @@ from fleetwright.cloud.launch import LaunchRequest
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import EC2NodeClass
-from tests.aws.conftest import CLUSTER, REGION, Aws, SeededAmis, node_class
 from tests.aws.faults import FailCall
 from tests.aws.strict import StrictEc2
+from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
 
 TYPE = "m5.xlarge"
 ZONE = "us-east-1a"

@@ -10,9 +10,9 @@ from fleetwright.aws.deadline import install as install_deadline
 from fleetwright.aws.subnets import resolve_subnets
 from fleetwright.cloud.deadline import Deadline, deadline_scope
 from fleetwright.model.ec2nodeclass import SubnetSelectorTerm
-from tests.aws.conftest import CLUSTER, REGION, Aws
 from tests.aws.fakes import Throttle
-from tests.state.conftest import FakeClock
+from tests.support.aws import CLUSTER, REGION, Aws
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fleetwright.aws.securitygroups import resolve_security_groups
 from fleetwright.aws.subnets import resolve_subnets, subnets_by_zone
 from fleetwright.model.ec2nodeclass import SecurityGroupSelectorTerm, SubnetSelectorTerm
-from tests.aws.conftest import Aws
+from tests.support.aws import Aws
 
 
 def test_subnets_by_tag_with_wildcards_and_by_id(aws: Aws) -> None:

@@ -11,10 +11,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from fleetwright.aws.clients import AwsClients
-from tests.aws.conftest import REGION, Aws, SeededAmis
 from tests.aws.faults import FailCall, PartialFleet, SlowCall, Throttle
 from tests.aws.strict import EventualConsistency, StrictEc2
-from tests.state.conftest import FakeClock
+from tests.support.aws import REGION, Aws, SeededAmis
+from tests.support.clock import FakeClock
 
 TAGS = [{"Key": "fleetwright.io/cluster", "Value": "demo"}]
 

@@ -16,22 +16,9 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wai
 from fleetwright.kube import ClusterConfig, KubeClient
 from fleetwright.local.apiserver import ApiServer
 from tests.aws.strict import StrictEc2
-from tests.chaos.figures import Figures, record
 from tests.chaos.harness import Chaos, PdbWatch, VirtualSleep
-from tests.interruption.conftest import (  # noqa: F401  (fixtures)
-    Harness,
-    Interruptions,
-    amis,
-    apiserver,
-    aws,
-    cluster,
-    fake_credentials,
-    harness,
-    interruptions,
-    listing,
-    workflow_definition,
-    world,
-)
+from tests.support.interruption import Interruptions
+from tests.support.termination import Harness
 
 
 @pytest.fixture
@@ -40,7 +27,7 @@ def virtual_sleep() -> VirtualSleep:
 
 
 @pytest.fixture
-def client(apiserver: ApiServer, virtual_sleep: VirtualSleep) -> Iterator[KubeClient]:  # noqa: F811
+def client(apiserver: ApiServer, virtual_sleep: VirtualSleep) -> Iterator[KubeClient]:
     """The Kubernetes client every component shares; its back-offs pass on the world's clock."""
     kube = KubeClient(ClusterConfig(server=apiserver.url), sleep=virtual_sleep)
     yield kube
@@ -49,9 +36,9 @@ def client(apiserver: ApiServer, virtual_sleep: VirtualSleep) -> Iterator[KubeCl
 
 @pytest.fixture
 def chaos(
-    harness: Harness,  # noqa: F811
-    interruptions: Interruptions,  # noqa: F811
-    apiserver: ApiServer,  # noqa: F811
+    harness: Harness,
+    interruptions: Interruptions,
+    apiserver: ApiServer,
     virtual_sleep: VirtualSleep,
     strict_ec2: StrictEc2 | None,
     monkeypatch: pytest.MonkeyPatch,
@@ -90,9 +77,3 @@ def chaos(
     finally:
         apiserver.faults.clear()
         rig.pdbs.close()
-
-
-def check(name: str, figures: Figures) -> None:
-    """Record the figures for the bench and fail the test on any missed target."""
-    record(name, figures)
-    assert figures.misses() == [], f"{name}: {figures}"

@@ -50,3 +50,9 @@ def record(scenario: str, figures: Figures) -> None:
     line = {"scenario": scenario, **asdict(figures), "ratio": figures.launched_per_needed}
     with Path(path).open("a") as out:
         out.write(json.dumps(line) + "\n")
+
+
+def check(name: str, figures: Figures) -> None:
+    """Record the figures for the bench and fail the test on any missed target."""
+    record(name, figures)
+    assert figures.misses() == [], f"{name}: {figures}"

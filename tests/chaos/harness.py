@@ -33,11 +33,11 @@ from fleetwright.workflow.request import format_time
 from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.chaos.faults import LambdaKilled
 from tests.chaos.figures import Figures
-from tests.disruption.conftest import Rig
-from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance, received_event
-from tests.provisioning.conftest import World, make_config
-from tests.state.conftest import FakeClock
-from tests.termination.conftest import FakeContext, Harness
+from tests.support.clock import FakeClock
+from tests.support.disruption import Rig
+from tests.support.interruption import SPOT_WARNING, Interruptions, for_instance, received_event
+from tests.support.provisioning import World, make_config
+from tests.support.termination import FakeContext, Harness
 
 CHAOS_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:chaos-interruption"
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.chaos.conftest import check
+from tests.chaos.figures import check
 from tests.chaos.harness import Chaos
-from tests.disruption.conftest import nodepool
+from tests.support.disruption import nodepool
 
 
 def outage_at_first_drain(chaos: Chaos, seconds: float, *, after_handler: bool = False) -> None:

@@ -12,12 +12,12 @@ import pytest
 
 from fleetwright.kube import KubeClient
 from fleetwright.runtime.function import FunctionRuntime
-from tests.chaos.conftest import check
 from tests.chaos.faults import During
+from tests.chaos.figures import check
 from tests.chaos.harness import Chaos
 from tests.chaos.test_drain_faults import consolidation
 from tests.kube.hang import HungApi
-from tests.termination.conftest import FakeContext
+from tests.support.termination import FakeContext
 
 TIMEOUT_SECONDS = 60.0  # what FakeContext says is left when an invocation starts
 

@@ -10,11 +10,11 @@ import threading
 from typing import Any
 
 from fleetwright.kube.resources import NODES
-from tests.chaos.conftest import check
 from tests.chaos.faults import During, throttle
+from tests.chaos.figures import check
 from tests.chaos.harness import Chaos
-from tests.disruption.conftest import nodepool
-from tests.interruption.conftest import STATE_CHANGE, for_instance
+from tests.support.disruption import nodepool
+from tests.support.interruption import STATE_CHANGE, for_instance
 
 
 def spot_pool(chaos: Chaos) -> None:

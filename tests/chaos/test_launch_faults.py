@@ -4,10 +4,10 @@ never an instance left without a claim."""
 
 from __future__ import annotations
 
-from tests.chaos.conftest import check
 from tests.chaos.faults import During, EmptyFleet, Kill, throttle
+from tests.chaos.figures import check
 from tests.chaos.harness import Chaos
-from tests.provisioning.conftest import nodepool
+from tests.support.provisioning import nodepool
 
 LEASE_SECONDS = 30.0
 XLARGE = ["m5.xlarge"]  # 4 vCPUs: a 3-CPU pod per node

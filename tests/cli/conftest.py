@@ -1,13 +1,11 @@
-from collections.abc import Callable
-from pathlib import Path
+"""Fixture local to the command line tests: ``fleetwright`` run in-process."""
+
+from __future__ import annotations
 
 import pytest
 
 from fleetwright.cli import main
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-Run = Callable[..., tuple[int, str, str]]
+from tests.support.cli import Run
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.resources import NAMESPACES, NODES, POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.apiserver.store import Store
-from tests.cli.conftest import Run
 from tests.cli.test_explain_node import CLASS, NOW, node, pdb, pod, pool
+from tests.support.cli import Run
 
 TOKEN = "explain-test-token"
 RBAC = Path(__file__).resolve().parents[2] / "docs" / "explain-rbac.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from tests.cli.conftest import Run
+from tests.support.cli import Run
 
 NOW = "2026-11-10T00:00:00Z"
 

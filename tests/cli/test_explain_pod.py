@@ -7,8 +7,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from tests.cli.conftest import Run
 from tests.cli.test_explain_node import CLASS
+from tests.support.cli import Run
 
 
 def pool(name: str, *, requirements: str = "", taints: str = "", limits: str = "", weight: int = 1) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import EXAMPLES
+from tests.support.cli import EXAMPLES
 
 INFLATE = EXAMPLES / "inflate"
 

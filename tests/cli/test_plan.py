@@ -8,7 +8,7 @@ import pytest
 
 from fleetwright.catalog.loader import builtin_catalog
 from fleetwright.model.instancetype import InstanceType
-from tests.cli.conftest import EXAMPLES, Run
+from tests.support.cli import EXAMPLES, Run
 
 INFLATE = EXAMPLES / "inflate"
 INFLATE_SPOT = EXAMPLES / "inflate-spot"

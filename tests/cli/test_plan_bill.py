@@ -13,8 +13,8 @@ import pytest
 from fleetwright.catalog.bill import DEFAULT_VIEW, node_bill
 from fleetwright.catalog.loader import builtin_catalog
 from fleetwright.model.allocatable import instance_type_allocatable
-from tests.cli.conftest import Run
 from tests.cli.test_plan import plan_json
+from tests.support.cli import Run
 
 WALKTHROUGH = """
 apiVersion: karpenter.sh/v1alpha5

@@ -13,7 +13,7 @@ import yaml
 from fleetwright.manifests import load_manifests, manifest_files
 from fleetwright.model.errors import DocumentError
 from fleetwright.yamlload import load_all
-from tests.cli.conftest import Run
+from tests.support.cli import Run
 from tests.test_manifests import NODECLASS, NODEPOOL
 
 

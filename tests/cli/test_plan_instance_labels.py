@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from fleetwright.catalog.loader import builtin_catalog
-from tests.cli.conftest import EXAMPLES, Run
 from tests.cli.test_plan import plan_json, write
+from tests.support.cli import EXAMPLES, Run
 
 NODECLASS = EXAMPLES / "inflate" / "ec2nodeclass.yaml"
 P = "karpenter.k8s.aws/"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from textwrap import dedent
 
-from tests.cli.conftest import Run
 from tests.cli.test_plan import plan_json
+from tests.support.cli import Run
 
 NODEPOOL = """
 apiVersion: karpenter.sh/v1

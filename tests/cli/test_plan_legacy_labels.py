@@ -7,7 +7,7 @@ from typing import Any
 
 from fleetwright.catalog.loader import builtin_catalog
 from fleetwright.model.labels import ARCH
-from tests.cli.conftest import EXAMPLES, Run
+from tests.support.cli import EXAMPLES, Run
 
 NODEPOOL = """
 apiVersion: karpenter.sh/v1

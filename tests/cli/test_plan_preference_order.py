@@ -5,7 +5,7 @@ from pathlib import Path
 from textwrap import dedent
 from typing import Any
 
-from tests.cli.conftest import EXAMPLES, Run
+from tests.support.cli import EXAMPLES, Run
 
 NODE = """
 apiVersion: v1

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import EXAMPLES, Run
+from tests.support.cli import EXAMPLES, Run
 
 NODEPOOL = """
 apiVersion: karpenter.sh/v1

@@ -3,8 +3,8 @@
 from pathlib import Path
 from textwrap import dedent
 
-from tests.cli.conftest import EXAMPLES, Run
 from tests.cli.test_plan import plan_json
+from tests.support.cli import EXAMPLES, Run
 
 POD = """
 apiVersion: v1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleetwright.catalog.loader import builtin_catalog
-from tests.cli.conftest import Run
 from tests.cli.test_plan import plan_json, write
+from tests.support.cli import Run
 
 # Karpenter's examples/v1/windows-2022.yaml, with a cluster name filled in.
 WINDOWS_2022 = """

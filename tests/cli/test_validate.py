@@ -1,7 +1,7 @@
 from pathlib import Path
 from textwrap import dedent
 
-from tests.cli.conftest import EXAMPLES, Run
+from tests.support.cli import EXAMPLES, Run
 
 NODEPOOL_V1BETA1 = """
 apiVersion: karpenter.sh/v1beta1

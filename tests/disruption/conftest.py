@@ -1,304 +1,32 @@
-"""Fixtures for the disruption controller: moto (EC2 instances, SSM AMI parameters, the state table), the
-Kubernetes API emulator, nodes of a NodePool as the provisioner would have left them, and a controller
-wired to them with a recording workflow starter and hand-driven clocks."""
+"""Fixtures local to the disruption tests: ``make_rig``, the rig of ``tests/support/disruption.py`` on the
+provisioning world (moto, the emulator, the state table), and ``lambda_env``, the disruption handler built
+from its environment against that world."""
 
 from __future__ import annotations
 
+import io
+import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from fleetwright.aws.tags import ownership_tags, to_aws
-from fleetwright.claims.terms import copy_terms
+from fleetwright.aws import clients as aws_clients
 from fleetwright.config.settings import ProvisionerConfig
-from fleetwright.disruption.config import DisruptionOptions
-from fleetwright.disruption.controller import DisruptionController
-from fleetwright.disruption.types import DisruptionSettings
-from fleetwright.kube.resources import NODES, PODS
-from fleetwright.model import labels as wk
-from fleetwright.model.allocatable import instance_type_allocatable
-from fleetwright.model.hashes import HASH_VERSION, UNVERSIONED, nodeclass_hash, nodepool_hash
-from fleetwright.model.instancetype import InstanceType
+from fleetwright.local.apiserver import ApiServer
 from fleetwright.model.karpenter import NodePool
-from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.runtime.disruption import build_controller
-from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from fleetwright.workflow.request import TerminationRequest
-from fleetwright.workflow.starter import StartResult
 from tests.aws.strict import StrictEc2
-from tests.kube.objects import pod_object
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    node_class,
-    world,
-)
-from tests.termination.conftest import harness, workflow_definition  # noqa: F401  (fixtures)
-
-SUBNET_BY_ZONE = {"us-east-1a": "a-large", "us-east-1b": "b"}
-INSTANCE_TYPES = ["c5.large", "m5.large", "c5.xlarge", "m5.xlarge", "m5.2xlarge"]
-
-
-def nodepool(
-    name: str = "default",
-    *,
-    consolidate_after: str = "30s",
-    policy: str = "WhenEmptyOrUnderutilized",
-    budgets: list[dict[str, Any]] | None = None,
-    expire_after: str = "Never",
-    grace: str | None = None,
-    labels: dict[str, str] | None = None,
-    instance_types: list[str] | None = None,
-    capacity_types: list[str] | None = None,
-) -> NodePool:
-    """A NodePool on the fixture's EC2NodeClass with the disruption settings a test needs."""
-    spec: dict[str, Any] = {
-        "template": {
-            "metadata": {"labels": labels or {}},
-            "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "expireAfter": expire_after,
-                "requirements": [
-                    {
-                        "key": wk.INSTANCE_TYPE,
-                        "operator": "In",
-                        "values": instance_types or INSTANCE_TYPES,
-                    },
-                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": capacity_types or ["on-demand"]},
-                ],
-            },
-        },
-        "disruption": {"consolidationPolicy": policy, "consolidateAfter": consolidate_after},
-    }
-    if grace:
-        spec["template"]["spec"]["terminationGracePeriod"] = grace
-    if budgets is not None:
-        spec["disruption"]["budgets"] = budgets
-    return NodePool.model_validate(
-        {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
-    )
-
-
-class RecordingWorkflows:
-    """A ``WorkflowStarter`` that remembers every start (name → request) and starts nothing."""
-
-    def __init__(self) -> None:
-        self.started: dict[str, TerminationRequest] = {}
-
-    def status(self, name: str) -> str | None:
-        return "RUNNING" if name in self.started else None
-
-    def start(self, name: str, request: TerminationRequest) -> StartResult:
-        if name in self.started:
-            return StartResult(False, name)
-        self.started[name] = request
-        return StartResult(True, name)
-
-    def nodes(self) -> set[str]:
-        return {r.node for r in self.started.values()}
-
-
-class Ticker:
-    """A monotonic clock tests move by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Rig:
-    """The world plus the NodePool configuration, a recording workflow starter and metrics."""
-
-    world: World
-    config: ProvisionerConfig
-    workflows: RecordingWorkflows = field(default_factory=RecordingWorkflows)
-    metrics: RecordingMetrics = field(default_factory=RecordingMetrics)
-    ticker: Ticker = field(default_factory=Ticker)
-    counter: int = 0
-    strict: StrictEc2 | None = None
-
-    # -- the cluster -------------------------------------------------------------------------------------
-
-    def catalog(self) -> dict[str, InstanceType]:
-        return {t.name: t for t in self.world.cloud.instance_types(self.config.nodeclasses[0])}
-
-    def node(
-        self,
-        instance_type: str = "m5.large",
-        *,
-        pool: str = "default",
-        zone: str = "us-east-1a",
-        image: str | None = None,
-        annotations: dict[str, str] | None = None,
-        ready: bool = True,
-        capacity_type: str = "on-demand",
-        subnet: str | None = None,
-        security_groups: list[str] | None = None,
-        conditions: list[dict[str, Any]] | None = None,
-        status: ClaimStatus = ClaimStatus.INITIALIZED,
-        taints: list[dict[str, str]] | None = None,
-        startup_taints: list[str] | None = None,
-        legacy_claim: bool = False,
-    ) -> str:
-        """A node as a provisioning pass leaves it: an instance in moto, an Initialized claim with the
-        current hashes and its NodePool's expireAfter and terminationGracePeriod (``legacy_claim``: as
-        recorded before those were copied and hashes versioned), and a Ready Node with the instance type's
-        labels and allocatable (``status``,
-        ``taints`` and ``startup_taints``: a node still starting instead)."""
-        self.counter += 1
-        claim = f"{pool}-n{self.counter:07d}"
-        name = f"ip-10-0-0-{self.counter}.ec2.internal"
-        ec2 = self.world.aws.clients.ec2
-        tags = ownership_tags(CLUSTER, nodepool=pool, nodeclaim=claim)
-        market: dict[str, Any] = (
-            {"InstanceMarketOptions": {"MarketType": "spot"}} if capacity_type == "spot" else {}
-        )
-        if security_groups is not None:
-            market["SecurityGroupIds"] = security_groups
-        instance = ec2.run_instances(
-            ImageId=image or self.world.amis.ids[("amd64", "standard")],
-            InstanceType=instance_type,
-            MinCount=1,
-            MaxCount=1,
-            SubnetId=subnet or self.world.aws.subnets[SUBNET_BY_ZONE[zone]],
-            TagSpecifications=[{"ResourceType": "instance", "Tags": to_aws(tags)}],
-            **market,
-        )["Instances"][0]
-        instance_id = instance["InstanceId"]
-        if self.strict is not None:  # the node has been up a while: every EC2 call sees its instance
-            self.strict.consistency.settle()
-        known = self.catalog()[instance_type]
-        np = next(p for p in self.config.nodepools if p.name == pool)
-        now = self.world.wall()
-        version = UNVERSIONED if legacy_claim else HASH_VERSION
-        record = NodeClaimRecord(
-            id=claim,
-            nodepool=pool,
-            status=str(status),
-            startup_taints=list(startup_taints or []),
-            created_at=now,
-            node_class="default",
-            instance_id=instance_id,
-            instance_type=instance_type,
-            zone=zone,
-            capacity_type=capacity_type,
-            price=next(
-                o.price for o in known.offerings if o.zone == zone and o.capacity_type == capacity_type
-            ),
-            launched_at=now,
-            registered_at=now,
-            initialized_at=now if status == ClaimStatus.INITIALIZED else None,
-            node_name=name,
-            nodepool_hash=nodepool_hash(np, version),
-            nodeclass_hash=nodeclass_hash(self.config.nodeclasses[0], version),
-            hash_version="" if legacy_claim else HASH_VERSION,
-        )
-        if not legacy_claim:
-            copy_terms(record, np)
-        self.world.state.nodeclaims.create(record)
-        allocatable = instance_type_allocatable(known, None)
-        quantities = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in allocatable.items()}
-        labels = {
-            **known.labels,
-            **np.labels(),
-            wk.NODEPOOL: pool,
-            wk.INSTANCE_TYPE: instance_type,
-            wk.ZONE: zone,
-            wk.CAPACITY_TYPE: capacity_type,
-            wk.HOSTNAME: name,
-        }
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
-            "spec": {"providerID": f"aws:///{zone}/{instance_id}", **({"taints": taints} if taints else {})},
-            "status": {
-                "conditions": conditions or [{"type": "Ready", "status": "True" if ready else "False"}],
-                "allocatable": quantities,
-                "capacity": quantities,
-            },
-        }
-        self.world.client.create(NODES, body)
-        return name
-
-    def pod(
-        self,
-        name: str,
-        node: str,
-        *,
-        cpu: str = "500m",
-        labels: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None,
-    ) -> None:
-        """A ReplicaSet's pod running on ``node``."""
-        body = pod_object(name, node=node, cpu=cpu, labels=labels or {"app": "web"})
-        body["metadata"]["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": "web",
-                "uid": "uid-web",
-                "controller": True,
-            }
-        ]
-        if annotations:
-            body["metadata"]["annotations"] = annotations
-        self.world.client.create(PODS, body)
-
-    def instance_id(self, node: str) -> str:
-        obj = self.world.kube.get_node(node)
-        assert obj is not None
-        return str(obj["spec"]["providerID"]).rsplit("/", 1)[-1]
-
-    def replacements(self, before: set[str]) -> list[NodeClaimRecord]:
-        return [r for r in self.world.state.nodeclaims.list() if r.id not in before]
-
-    def claim_ids(self) -> set[str]:
-        return {r.id for r in self.world.state.nodeclaims.list()}
-
-    # -- the controller ----------------------------------------------------------------------------------
-
-    def controller(
-        self, *, dry_run: bool = False, settings: DisruptionSettings | None = None, **kwargs: Any
-    ) -> DisruptionController:
-        options = DisruptionOptions(
-            settings=settings or DisruptionSettings(min_node_age_seconds=0), dry_run=dry_run
-        )
-        controller = build_controller(
-            self.world.kube,
-            self.world.cloud,
-            self.world.state,
-            self.config,
-            self.workflows,
-            options=options,
-            metrics=self.metrics,
-            clock=self.world.wall,
-            monotonic=self.ticker,
-            collect_garbage=False,
-        )
-        for key, value in kwargs.items():
-            setattr(controller, key, value)
-        return controller
-
-
-RigFactory = Callable[..., Rig]
+from tests.support.aws import CLUSTER, node_class
+from tests.support.disruption import DOCUMENTS, HANDLER, PASS_THROUGH, Rig, RigFactory, nodepool
+from tests.support.provisioning import World
+from tests.support.termination import load_module
 
 
 @pytest.fixture
-def make_rig(world: World, strict_ec2: StrictEc2 | None) -> RigFactory:  # noqa: F811
+def make_rig(world: World, strict_ec2: StrictEc2 | None) -> RigFactory:
     """``make_rig(*nodepools)``: the rig with those NodePools (default: one pool, consolidateAfter 30s)."""
     # Instances' launch times are real (moto, to the second): the nodes have been up about a minute.
     world.wall.now = time.time() + 60
@@ -310,3 +38,44 @@ def make_rig(world: World, strict_ec2: StrictEc2 | None) -> RigFactory:  # noqa:
         return Rig(world, config, strict=strict_ec2)
 
     return make
+
+
+@pytest.fixture
+def lambda_env(
+    make_rig: RigFactory, apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Rig, ModuleType, Any]]:
+    rig = make_rig(
+        nodepool(consolidate_after="0s", policy="WhenEmpty", instance_types=["m5.large", "m5.xlarge"])
+    )
+    world = rig.world
+    documents = tmp_path / "nodepools.yaml"
+    documents.write_text(DOCUMENTS)
+    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
+    world.aws.clients.eks.create_cluster(
+        name="demo",
+        version=world.aws.cluster.version,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": list(world.aws.subnets.values())[:2]},
+    )
+    sfn = world.aws.clients.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name="fleetwright-termination",
+        definition=json.dumps(PASS_THROUGH),
+        roleArn="arn:aws:iam::123456789012:role/fleetwright-termination",
+    )["stateMachineArn"]
+    monkeypatch.setitem(aws_clients._CACHE, ("us-east-1", "adaptive"), world.aws.clients)
+    for key, value in {
+        "AWS_REGION": "us-east-1",
+        "FLEETWRIGHT_CLUSTER_NAME": "demo",
+        "FLEETWRIGHT_STATE_TABLE": "fleetwright-state",
+        "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
+        "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
+        "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine,
+        "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS": "0",
+        "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightTest",
+    }.items():
+        monkeypatch.setenv(key, value)
+    module = load_module("disruption_handler_under_test", HANDLER)
+    module.logger.registered_handler.setStream(io.StringIO())
+    yield rig, module, sfn
+    module.runtime.reset()

@@ -11,8 +11,8 @@ from fleetwright.disruption.planner import plan
 from fleetwright.disruption.types import DRIFT, EXPIRATION, NodeState
 from fleetwright.model.hashes import UNVERSIONED, nodepool_hash
 from fleetwright.state.nodeclaims import NodeClaimRecord
-from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import DAY, HOUR, busy, node, planner_input, pool
+from tests.support.disruption import RigFactory, nodepool
 
 MONTH_TERMS = ClaimTerms(expire_after=720 * 3600, termination_grace_period=None)
 DAY_TERMS = ClaimTerms(expire_after=24 * 3600, termination_grace_period=None)

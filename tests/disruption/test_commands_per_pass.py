@@ -10,9 +10,9 @@ from fleetwright.disruption.types import Command
 from fleetwright.model.pod import Pod
 from fleetwright.scheduling.types import NewNodeClaim
 from fleetwright.state.nodeclaims import NodeClaimRecord
-from tests.disruption.conftest import Rig, RigFactory, nodepool
 from tests.disruption.plan_builders import node, planner_input, pod
 from tests.disruption.test_controller import _publish_new_ami
+from tests.support.disruption import Rig, RigFactory, nodepool
 
 
 def drifted(make_rig: RigFactory, count: int, budget: str) -> tuple[Rig, list[str]]:

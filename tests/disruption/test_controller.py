@@ -22,8 +22,8 @@ from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.nodepool import NodePool
 from fleetwright.state.nodeclaims import ClaimStatus
-from tests.disruption.conftest import RigFactory, nodepool
 from tests.provisioning.faults import ThrottleEveryAttempt
+from tests.support.disruption import RigFactory, nodepool
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:

@@ -28,8 +28,8 @@ from fleetwright.model.karpenter import NodePool
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.workflow.starter import StepFunctionsStarter
-from tests.disruption.conftest import nodepool
-from tests.termination.conftest import Harness
+from tests.support.disruption import nodepool
+from tests.support.termination import Harness
 
 CLAIM = "default-abcd1234"
 

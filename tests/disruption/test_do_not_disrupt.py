@@ -15,8 +15,8 @@ from fleetwright.model.donotdisrupt import parse_go_duration, pod_protection
 from fleetwright.model.kube import pod_from_object
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.termination.drain import is_do_not_disrupt
-from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import NOW, busy, node, planner_input, pod
+from tests.support.disruption import RigFactory, nodepool
 
 GUARD = DO_NOT_DISRUPT_ANNOTATION
 

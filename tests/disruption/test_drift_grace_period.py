@@ -10,8 +10,8 @@ from fleetwright.disruption.types import DRIFT, NodeState, Pdb
 from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.model.pod import LabelSelector, Pod
-from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import busy, node, planner_input, pod
+from tests.support.disruption import RigFactory, nodepool
 
 WITH_GRACE = ClaimTerms(expire_after=None, termination_grace_period=3600)
 WITHOUT_GRACE = ClaimTerms(expire_after=None, termination_grace_period=None)

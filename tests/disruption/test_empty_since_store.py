@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from fleetwright.state import DynamoTable
 from fleetwright.state.emptiness import EmptinessStore
-from tests.state.conftest import dynamodb, table  # noqa: F401  (fixtures)
 
 
-def test_the_first_time_seen_empty_stands(table: DynamoTable) -> None:  # noqa: F811
+def test_the_first_time_seen_empty_stands(table: DynamoTable) -> None:
     store = EmptinessStore(table, "demo")
 
     assert store.mark("node-a", 100.0, "i-0aaa")
@@ -16,7 +15,7 @@ def test_the_first_time_seen_empty_stands(table: DynamoTable) -> None:  # noqa: 
     assert store.list()["node-a"].since == 100.0
 
 
-def test_a_reused_node_name_starts_over_and_clearing_forgets(table: DynamoTable) -> None:  # noqa: F811
+def test_a_reused_node_name_starts_over_and_clearing_forgets(table: DynamoTable) -> None:
     store = EmptinessStore(table, "demo")
     other_cluster = EmptinessStore(table, "other")
     store.mark("node-a", 100.0, "i-0aaa")

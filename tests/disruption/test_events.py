@@ -13,7 +13,7 @@ from fleetwright.kube.resources import EVENTS, NODE_CLAIMS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
-from tests.disruption.conftest import Rig, RigFactory, nodepool
+from tests.support.disruption import Rig, RigFactory, nodepool
 
 JsonObject = dict[str, Any]
 

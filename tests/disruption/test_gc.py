@@ -21,18 +21,8 @@ from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import node_object, pod_object
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    world,
-)
+from tests.support.aws import CLUSTER
+from tests.support.provisioning import World
 
 TIMEOUT = 900.0
 TEMPLATE_GRACE = 3600.0
@@ -174,7 +164,7 @@ class Gc:
 
 
 @pytest.fixture
-def gc(world: World, strict_ec2: StrictEc2 | None) -> Gc:  # noqa: F811
+def gc(world: World, strict_ec2: StrictEc2 | None) -> Gc:
     return Gc(world, strict_ec2)
 
 

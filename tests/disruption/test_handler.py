@@ -3,89 +3,17 @@ one pass per invocation against moto (EC2, DynamoDB, Step Functions) and the Kub
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from fleetwright.aws import clients as aws_clients
 from fleetwright.config.settings import ConfigError
-from fleetwright.local.apiserver import ApiServer
-from tests.disruption.conftest import Rig, RigFactory, nodepool
-from tests.termination.conftest import FakeContext, load_module
-
-HANDLER = Path(__file__).resolve().parents[2] / "functions" / "disruption" / "handler.py"
-
-DOCUMENTS = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 0s}
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      expireAfter: Never
-      requirements:
-        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  instanceProfile: demo-node-profile
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
-"""
-PASS_THROUGH = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
-
-
-@pytest.fixture
-def lambda_env(
-    make_rig: RigFactory, apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Rig, ModuleType, Any]]:
-    rig = make_rig(
-        nodepool(consolidate_after="0s", policy="WhenEmpty", instance_types=["m5.large", "m5.xlarge"])
-    )
-    world = rig.world
-    documents = tmp_path / "nodepools.yaml"
-    documents.write_text(DOCUMENTS)
-    kubeconfig = apiserver.write_kubeconfig(tmp_path / "kubeconfig")
-    world.aws.clients.eks.create_cluster(
-        name="demo",
-        version=world.aws.cluster.version,
-        roleArn="arn:aws:iam::123456789012:role/eks",
-        resourcesVpcConfig={"subnetIds": list(world.aws.subnets.values())[:2]},
-    )
-    sfn = world.aws.clients.client("stepfunctions")
-    machine = sfn.create_state_machine(
-        name="fleetwright-termination",
-        definition=json.dumps(PASS_THROUGH),
-        roleArn="arn:aws:iam::123456789012:role/fleetwright-termination",
-    )["stateMachineArn"]
-    monkeypatch.setitem(aws_clients._CACHE, ("us-east-1", "adaptive"), world.aws.clients)
-    for key, value in {
-        "AWS_REGION": "us-east-1",
-        "FLEETWRIGHT_CLUSTER_NAME": "demo",
-        "FLEETWRIGHT_STATE_TABLE": "fleetwright-state",
-        "FLEETWRIGHT_NODEPOOLS_FILE": str(documents),
-        "FLEETWRIGHT_KUBECONFIG": str(kubeconfig),
-        "FLEETWRIGHT_TERMINATION_STATE_MACHINE_ARN": machine,
-        "FLEETWRIGHT_DISRUPTION_MIN_NODE_AGE_SECONDS": "0",
-        "POWERTOOLS_METRICS_NAMESPACE": "FleetwrightTest",
-    }.items():
-        monkeypatch.setenv(key, value)
-    module = load_module("disruption_handler_under_test", HANDLER)
-    module.logger.registered_handler.setStream(io.StringIO())
-    yield rig, module, sfn
-    module.runtime.reset()
+from tests.support.disruption import DOCUMENTS, Rig
+from tests.support.termination import FakeContext
 
 
 def _logs(module: ModuleType) -> list[dict[str, Any]]:

@@ -10,13 +10,12 @@ import yaml
 
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from tests.disruption.conftest import Rig
-from tests.disruption.test_handler import DOCUMENTS, lambda_env  # noqa: F401  (fixture)
-from tests.termination.conftest import FakeContext
+from tests.support.disruption import DOCUMENTS, Rig
+from tests.support.termination import FakeContext
 
 
 def test_a_nodepool_applied_to_the_cluster_governs_the_next_pass(
-    lambda_env: tuple[Rig, ModuleType, Any],  # noqa: F811
+    lambda_env: tuple[Rig, ModuleType, Any],
     apiserver: ApiServer,
 ) -> None:
     rig, module, _ = lambda_env

@@ -8,8 +8,8 @@ from typing import Any
 from fleetwright.claims.terms import ClaimTerms, recorded_terms
 from fleetwright.model.hashes import HASH_VERSION, UNVERSIONED, nodeclass_hash, nodepool_hash
 from fleetwright.model.karpenter import EC2NodeClass, NodePool
-from tests.disruption.conftest import RigFactory, nodepool
-from tests.provisioning.conftest import node_class
+from tests.support.aws import node_class
+from tests.support.disruption import RigFactory, nodepool
 
 
 def _pool(**changes: Any) -> NodePool:

@@ -18,7 +18,7 @@ from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.state.podevents import PodSetStore
 from fleetwright.state.table import DynamoTable, create_state_table
-from tests.disruption.conftest import Rig, RigFactory, nodepool
+from tests.support.disruption import Rig, RigFactory, nodepool
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:

@@ -15,8 +15,8 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.model.labels import DO_NOT_DISRUPT_ANNOTATION
 from fleetwright.state.nodeclaims import ClaimStatus
-from tests.disruption.conftest import RigFactory, nodepool
 from tests.disruption.plan_builders import NOW, busy, node, planner_input, pool
+from tests.support.disruption import RigFactory, nodepool
 
 REPAIRING = DisruptionSettings(node_repair=True)
 MINUTE = 60.0

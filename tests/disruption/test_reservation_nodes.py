@@ -9,7 +9,7 @@ from typing import Any
 from fleetwright.kube.resources import NODES
 from fleetwright.local.aws_fakes import CapacityReservations
 from fleetwright.model import labels as wk
-from tests.disruption.conftest import Rig, RigFactory, nodepool
+from tests.support.disruption import Rig, RigFactory, nodepool
 
 
 def _make_reserved(rig: Rig, node: str, rid: str, kind: str) -> str:

@@ -6,7 +6,7 @@ it was launched for)."""
 from __future__ import annotations
 
 from fleetwright.state.nodeclaims import ClaimStatus
-from tests.disruption.conftest import RigFactory, nodepool
+from tests.support.disruption import RigFactory, nodepool
 
 STARTUP = "node.cilium.io/agent-not-ready:NoSchedule"
 STARTING_TAINTS = [

@@ -16,9 +16,9 @@ from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state.interruptions import STARTED, InterruptionRecord, InterruptionRecords
 from fleetwright.workflow.starter import StepFunctionsStarter
-from tests.disruption.conftest import Rig, nodepool
-from tests.provisioning.conftest import CLUSTER, node_class
-from tests.termination.conftest import Harness
+from tests.support.aws import CLUSTER, node_class
+from tests.support.disruption import Rig, nodepool
+from tests.support.termination import Harness
 
 GRACE = 300.0
 

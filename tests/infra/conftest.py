@@ -10,55 +10,35 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.infra import (
+    ALARM_TOPIC,
+    CLUSTER,
+    EXAMPLE_NODECLASS,
+    EXAMPLE_NODEPOOL,
+    REPO_ROOT,
+    USER_STACK,
+    Synthesis,
+    Synthesized,
+    SynthesizedStack,
+)
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # The app synthesizes the package of this checkout (app.py does the same).
 sys.path.insert(0, str(REPO_ROOT / "layers"))
 
-import aws_cdk as cdk  # noqa: E402
-from aws_cdk import assertions  # noqa: E402
-from aws_cdk import aws_lambda as lambda_  # noqa: E402
-from cdk_nag import AwsSolutionsChecks  # noqa: E402
+import aws_cdk as cdk
+from aws_cdk import assertions
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import AwsSolutionsChecks
 
-import app as cdk_app  # noqa: E402
-from infra.autoscaler import FleetwrightAutoscaler  # noqa: E402
-from infra.nodepools import load_nodepool_config  # noqa: E402
-from infra.settings import Monitoring  # noqa: E402
-
-CLUSTER = "prod-cluster"
-ALARM_TOPIC = "arn:aws:sns:us-east-1:123456789012:fleetwright-alarms"
-USER_STACK = "UserApp"
-EXAMPLE_NODECLASS = REPO_ROOT / "examples" / "inflate" / "ec2nodeclass.yaml"
-EXAMPLE_NODEPOOL = REPO_ROOT / "examples" / "inflate" / "nodepool.yaml"
-
-
-@dataclass
-class SynthesizedStack:
-    """A synthesized stack: its template (as JSON and for ``assertions``) and its annotations."""
-
-    name: str
-    raw: dict[str, Any]
-    template: assertions.Template
-    messages: list[tuple[str, str, str]]  # (level, construct path, text)
-
-    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
-        """The template's resources of one type, by logical id."""
-        return {k: r for k, r in self.raw["Resources"].items() if r["Type"] == resource_type}
-
-
-@dataclass
-class Synthesis:
-    outdir: Path
-    fleetwright: SynthesizedStack
-    autoscaler: FleetwrightAutoscaler  # the one in ``fleetwright``
-    user: SynthesizedStack
-    user_autoscaler: FleetwrightAutoscaler
+import app as cdk_app
+from infra.autoscaler import FleetwrightAutoscaler
+from infra.nodepools import load_nodepool_config
+from infra.settings import Monitoring
 
 
 def _two_roles_dir(base: Path) -> Path:
@@ -118,55 +98,6 @@ def synthesis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesis]:
         )
 
     yield Synthesis(outdir, read(stack.stack_name), stack.autoscaler, read(USER_STACK), user)
-
-
-def render(value: Any) -> Any:
-    """A template value with intrinsic functions written as text: ``{"Ref": "X"}`` → ``${X}``,
-    ``Fn::GetAtt`` → ``${X.Attr}``, ``Fn::Join`` joined; lists and dicts rendered item by item."""
-    if isinstance(value, list):
-        return [render(v) for v in value]
-    if isinstance(value, dict):
-        if set(value) == {"Ref"}:
-            return "${" + value["Ref"] + "}"
-        if set(value) == {"Fn::GetAtt"}:
-            return "${" + ".".join(value["Fn::GetAtt"]) + "}"
-        if set(value) == {"Fn::Join"}:
-            separator, parts = value["Fn::Join"]
-            return separator.join(str(render(p)) for p in parts)
-        return {k: render(v) for k, v in value.items()}
-    return value
-
-
-def only(resources: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    """The logical id and body of the single resource in ``resources``."""
-    assert len(resources) == 1, sorted(resources)
-    return next(iter(resources.items()))
-
-
-def logical_id(reference: str) -> str:
-    """``X`` from a rendered reference ``${X}`` or ``${X.Attr}``."""
-    return reference.removeprefix("${").removesuffix("}").split(".")[0]
-
-
-def function_by_description(stack: SynthesizedStack, start: str) -> tuple[str, dict[str, Any]]:
-    """The one Lambda function whose description starts with ``start``."""
-    functions = stack.resources("AWS::Lambda::Function")
-    return only({k: f for k, f in functions.items() if f["Properties"]["Description"].startswith(start)})
-
-
-def node_role(stack: SynthesizedStack) -> tuple[str, dict[str, Any]]:
-    """The role EC2 assumes (the nodes' role)."""
-    return only(
-        {
-            k: r
-            for k, r in stack.resources("AWS::IAM::Role").items()
-            if "ec2.amazonaws.com" in str(r["Properties"]["AssumeRolePolicyDocument"])
-        }
-    )
-
-
-Template = dict[str, Any]
-Synthesized = tuple[Template, list[tuple[str, str]]]
 
 
 def _synth(tmp: Path, context: dict[str, str]) -> Synthesized:

@@ -7,7 +7,7 @@ import json
 import pytest
 from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
-from tests.infra.conftest import Synthesis
+from tests.support.infra import Synthesis
 
 
 @pytest.mark.parametrize("which", ["fleetwright", "user"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import CLUSTER, Synthesis, node_role, only, render
+from tests.support.infra import CLUSTER, Synthesis, node_role, only, render
 
 P, R, A = "${AWS::Partition}", "${AWS::Region}", "${AWS::AccountId}"
 EC2 = f"arn:{P}:ec2:{R}"

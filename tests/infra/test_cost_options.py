@@ -20,7 +20,7 @@ from cfnlint.api import ManualArgs, lint  # type: ignore[import-untyped]
 
 from infra import controller_metrics as cm
 from infra.settings import FunctionSize, Monitoring, SettingsError, settings_from_context
-from tests.infra.conftest import REPO_ROOT, Synthesis, Template, render
+from tests.support.infra import REPO_ROOT, Synthesis, Template, render
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import cost  # bench/cost.py

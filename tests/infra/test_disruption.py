@@ -13,7 +13,7 @@ from fleetwright.disruption import metrics as disruption_metrics
 from fleetwright.disruption.config import options_from_env
 from fleetwright.disruption.types import DisruptionSettings
 from infra.settings import DisruptionOptions, SettingsError, settings_from_context
-from tests.infra.conftest import (
+from tests.support.infra import (
     CLUSTER,
     REPO_ROOT,
     Synthesis,

@@ -8,7 +8,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_lambda as lambda_
 
-from tests.infra.conftest import Synthesis, only, render
+from tests.support.infra import Synthesis, only, render
 
 
 def _function(synthesis: Synthesis) -> tuple[str, dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.infra.conftest import (
+from tests.support.infra import (
     CLUSTER,
     REPO_ROOT,
     Synthesis,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.infra.conftest import REPO_ROOT, Synthesis, function_by_description, only, render
+from tests.support.infra import REPO_ROOT, Synthesis, function_by_description, only, render
 
 
 def test_interruption_handler_consumes_the_queue_and_may_start_the_workflow(synthesis: Synthesis) -> None:

@@ -13,7 +13,7 @@ import app as cdk_app
 from fleetwright.config.settings import settings_from_env
 from infra.nodepool_parameter import CLUSTER_ONLY_TEXT, nodepools_yaml
 from infra.nodepools import load_nodepool_config
-from tests.infra.conftest import REPO_ROOT
+from tests.support.infra import REPO_ROOT
 
 
 @pytest.mark.parametrize("paths", [[], ["none"], ["None"], [""]])

@@ -12,7 +12,7 @@ import botocore
 import jmespath
 import s3transfer
 
-from tests.infra.conftest import Synthesis, only
+from tests.support.infra import Synthesis, only
 
 EM_AARCH64 = 183  # ELF e_machine of 64-bit ARM
 

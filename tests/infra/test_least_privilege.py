@@ -59,7 +59,6 @@ from fleetwright.kube.config import ClusterConfig
 from fleetwright.kube.events import EventCorrelator, EventRecorder
 from fleetwright.kube.resources import EC2_NODE_CLASSES, NODE_CLAIMS, NODE_POOLS, NODES, PODS, Resource
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.rbac import Policy
 from fleetwright.local.inprocess.interruption import DeferredWorkflows, demo_event
 from fleetwright.local.inprocess.termination import InProcessWorkflow
@@ -73,21 +72,8 @@ from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.termination.steps import TerminationSteps
 from fleetwright.workflow.claimbook import StoreClaimBook
 from infra.kubernetes_access import KUBERNETES_GROUPS, RBAC_MANIFEST
-from tests.aws.conftest import RegionListing
-from tests.infra.conftest import REPO_ROOT, Synthesis, function_by_description, logical_id, render
 from tests.kube.objects import node_object, pod_object
 from tests.local.test_rbac import pending_with_volume
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    REGION,
-    World,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    make_config,
-    world,
-)
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, nodepool_doc
 from tests.security.calls import (
     DISRUPTION,
@@ -98,7 +84,10 @@ from tests.security.calls import (
     Acting,
     iam_actions,
 )
-from tests.state.conftest import TABLE
+from tests.support.aws import CLUSTER, REGION, RegionListing
+from tests.support.infra import REPO_ROOT, Synthesis, function_by_description, logical_id, render
+from tests.support.provisioning import World, make_config
+from tests.support.state import TABLE
 
 NODE_ROLE = "KarpenterNodeRole-test"
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
@@ -196,19 +185,9 @@ def acting(monkeypatch: pytest.MonkeyPatch) -> Acting:
 
 
 @pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    """The emulator enforcing docs/rbac.yaml, with Karpenter's CRDs installed."""
-    with ApiServer(port=0, rbac=RBAC_MANIFEST) as server:
-        install_karpenter_crds(server.store)
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: ApiServer) -> Iterator[KubeClient]:
-    """The administrator: kubelets, workloads and kubectl in this test."""
-    kube = KubeClient(apiserver.cluster_config(), sleep=lambda _s: None)
-    yield kube
-    kube.close()
+def apiserver(rbac_apiserver: ApiServer) -> ApiServer:
+    """The emulator enforcing docs/rbac.yaml (one per test); ``client`` is its administrator."""
+    return rbac_apiserver
 
 
 @pytest.fixture
@@ -232,7 +211,7 @@ class Functions:
     to another empties the process's AWS caches, as each function runs in a process of its own (the
     instance types are put back as listed once per session: listing them takes seconds in moto)."""
 
-    def __init__(self, world: World, acting: Acting, listing: RegionListing) -> None:  # noqa: F811
+    def __init__(self, world: World, acting: Acting, listing: RegionListing) -> None:
         self.world = world
         self.acting = acting
         self.listing = listing
@@ -346,7 +325,7 @@ class Functions:
     ) -> list[Any]:
         """A pass of the deployed disruption function (the NodePools re-read, the cluster cache), then the
         termination workflows it started."""
-        world = self.world  # noqa: F811
+        world = self.world
         workflows = self.workflows(meanwhile)
         with self.running(DISRUPTION):
             NodePoolSource(world.kube, self.config, metrics=self.metrics).refresh()
@@ -371,7 +350,7 @@ class Functions:
     def interruption(self, instance_id: str, reason: str, events: int = 1) -> list[Any]:
         """The interruption handler as ``runtime/interruption.py`` wires it, given ``events`` events of
         ``reason`` for the instance, then the termination workflows it started."""
-        world, cloud, state = self.world, self.clouds[INTERRUPTION], self.states[INTERRUPTION]  # noqa: F811
+        world, cloud, state = self.world, self.clouds[INTERRUPTION], self.states[INTERRUPTION]
         workflows = self.workflows()
         with self.running(INTERRUPTION):
             controller = InterruptionController(
@@ -397,14 +376,14 @@ class Functions:
         return workflows.run_queued()
 
 
-def kubelet_registers(world: World, provider_id: str, name: str, **labels: str) -> None:  # noqa: F811
+def kubelet_registers(world: World, provider_id: str, name: str, **labels: str) -> None:
     """A Ready Node for an instance, as its kubelet creates it."""
     node = node_object(name, labels={"kubernetes.io/hostname": name, **labels})
     node["spec"]["providerID"] = provider_id
     world.client.create(NODES, node)
 
 
-def replica(world: World, name: str, node: str, claim: str = "") -> None:  # noqa: F811
+def replica(world: World, name: str, node: str, claim: str = "") -> None:
     """A ReplicaSet's pod running on ``node`` (with the PersistentVolumeClaim ``claim``, if any)."""
     pod = pod_object(name, node=node, labels={"app": name}, cpu="1500m")
     if claim:
@@ -421,7 +400,7 @@ def replica(world: World, name: str, node: str, claim: str = "") -> None:  # noq
     world.client.create(PODS, pod)
 
 
-def held_by_a_budget(world: World, node: str) -> None:  # noqa: F811
+def held_by_a_budget(world: World, node: str) -> None:
     """A ReplicaSet's pod on ``node``, with a volume, that a PodDisruptionBudget keeps from being
     evicted."""
     replica(world, "web", node, claim="data")
@@ -437,7 +416,7 @@ def held_by_a_budget(world: World, node: str) -> None:  # noqa: F811
     )
 
 
-def launch_tagged(world: World) -> dict[str, Any]:  # noqa: F811
+def launch_tagged(world: World) -> dict[str, Any]:
     """An instance tagged for this cluster, launched by hand."""
     return dict(
         world.aws.clients.ec2.run_instances(
@@ -453,7 +432,7 @@ def launch_tagged(world: World) -> dict[str, Any]:  # noqa: F811
     )
 
 
-def ghost(world: World) -> None:  # noqa: F811
+def ghost(world: World) -> None:
     """A Node (with Fleetwright's finalizer and a pod) whose instance, this cluster's, was terminated
     behind Fleetwright's back."""
     instance = launch_tagged(world)
@@ -466,7 +445,7 @@ def ghost(world: World) -> None:  # noqa: F811
     world.aws.clients.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
 
 
-def instances(world: World) -> list[dict[str, Any]]:  # noqa: F811
+def instances(world: World) -> list[dict[str, Any]]:
     """The account's pending and running instances (as the administrator sees them)."""
     reservations = world.aws.clients.ec2.describe_instances(
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
@@ -474,15 +453,15 @@ def instances(world: World) -> list[dict[str, Any]]:  # noqa: F811
     return [i for r in reservations for i in r["Instances"]]
 
 
-def live_instances(world: World) -> set[str]:  # noqa: F811
+def live_instances(world: World) -> set[str]:
     return {str(i["InstanceId"]) for i in instances(world)}
 
 
-def node_names(world: World) -> set[str]:  # noqa: F811
+def node_names(world: World) -> set[str]:
     return {n["metadata"]["name"] for n in world.client.list(NODES).items}
 
 
-def nodeclass_naming_a_role(world: World) -> dict[str, Any]:  # noqa: F811
+def nodeclass_naming_a_role(world: World) -> dict[str, Any]:
     """The EC2NodeClass naming an IAM role (its instance profile is made by the first launch)."""
     trust = {
         "Statement": [
@@ -494,7 +473,7 @@ def nodeclass_naming_a_role(world: World) -> dict[str, Any]:  # noqa: F811
     return {**NODECLASS, "spec": {**spec, "role": NODE_ROLE}}
 
 
-def run_every_function(world: World, acting: Acting, listing: RegionListing) -> None:  # noqa: F811
+def run_every_function(world: World, acting: Acting, listing: RegionListing) -> None:
     """The flows of the module docstring, checked as they go (a flow that did nothing would prove
     nothing)."""
     world.wall.now = time.time()
@@ -546,7 +525,7 @@ def run_every_function(world: World, acting: Acting, listing: RegionListing) -> 
 
 
 def drifts_and_is_replaced(
-    world: World,  # noqa: F811
+    world: World,
     functions: Functions,
     instance_id: str,
     options: DisruptionOptions,
@@ -571,7 +550,7 @@ def drifts_and_is_replaced(
     assert "node-3" not in node_names(world) and node_3 not in live_instances(world)
 
 
-def deleted_by_the_user(world: World, functions: Functions) -> None:  # noqa: F811
+def deleted_by_the_user(world: World, functions: Functions) -> None:
     """node-4, left marked by a workflow that never started, is given back by the sweep; then ``kubectl
     delete node``: the Node, kept by its finalizer, is retired through the workflow."""
     before = live_instances(world)
@@ -592,12 +571,12 @@ def deleted_by_the_user(world: World, functions: Functions) -> None:  # noqa: F8
     assert "node-4" not in node_names(world) and instance_id not in live_instances(world)
 
 
-def leak(world: World) -> str:  # noqa: F811
+def leak(world: World) -> str:
     """A running instance tagged for this cluster that no claim or Node knows."""
     return str(launch_tagged(world)["InstanceId"])
 
 
-def registers_new_instance(world: World, functions: Functions, before: set[str], name: str) -> str:  # noqa: F811
+def registers_new_instance(world: World, functions: Functions, before: set[str], name: str) -> str:
     """The kubelet of the one instance launched since ``before`` registers as ``name``; its id."""
     [instance] = [i for i in instances(world) if i["InstanceId"] not in before]
     zone = instance["Placement"]["AvailabilityZone"]
@@ -689,10 +668,10 @@ def kubernetes_findings(apiserver: ApiServer, function: str) -> dict[str, list[t
 
 def test_each_function_is_allowed_what_it_calls_and_nothing_else(
     synthesis: Synthesis,
-    world: World,  # noqa: F811
+    world: World,
     apiserver: ApiServer,
     acting: Acting,
-    listing: RegionListing,  # noqa: F811
+    listing: RegionListing,
 ) -> None:
     run_every_function(world, acting, listing)
     assert sorted(acting.calls) == sorted(FUNCTIONS)  # every function made AWS calls

@@ -17,7 +17,7 @@ import pytest
 
 from fleetwright.observability import limits
 from infra import controller_metrics as cm
-from tests.infra.conftest import REPO_ROOT, Template, render
+from tests.support.infra import REPO_ROOT, Template, render
 
 LAYER = REPO_ROOT / "layers"
 # Calls whose metric name is a variable: limits.report_limits publishes these two by name.

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from tests.infra.conftest import (
+from tests.support.infra import (
     ALARM_TOPIC,
     CLUSTER,
     REPO_ROOT,

@@ -6,7 +6,7 @@ import re
 
 from aws_cdk import CfnResource, Stack
 
-from tests.infra.conftest import Synthesis
+from tests.support.infra import Synthesis
 
 NAG = re.compile(r"AwsSolutions-[A-Z0-9]+")
 # Rules whose findings name what they are about (a policy, a resource pattern): acknowledgements of them

@@ -12,7 +12,7 @@ import app as cdk_app
 from fleetwright.cli import main as fleetwright_cli
 from infra.nodepool_parameter import nodepools_yaml
 from infra.nodepools import NodePoolFileError, load_nodepool_config
-from tests.infra.conftest import EXAMPLE_NODECLASS, EXAMPLE_NODEPOOL, REPO_ROOT
+from tests.support.infra import EXAMPLE_NODECLASS, EXAMPLE_NODEPOOL, REPO_ROOT
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 import app as cdk_app
 from infra.function_network import GATEWAY_ENDPOINT_SERVICES, INTERFACE_ENDPOINT_SERVICES
 from infra.settings import SettingsError, settings_from_context
-from tests.infra.conftest import ALARM_TOPIC, REPO_ROOT, Synthesis, function_by_description, render
+from tests.support.infra import ALARM_TOPIC, REPO_ROOT, Synthesis, function_by_description, render
 
 SUBNETS = ["subnet-0aa11", "subnet-0bb22"]
 CONTEXT = {

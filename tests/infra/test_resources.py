@@ -9,7 +9,7 @@ import yaml
 
 from fleetwright.interruption.trust import HEALTH_EVENT_TYPE_CODES
 from infra.nodepools import load_nodepool_config
-from tests.infra.conftest import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
+from tests.support.infra import CLUSTER, REPO_ROOT, Synthesis, node_role, only, render
 
 FUNCTIONS = 4  # provisioner, interruption handler, termination steps, disruption
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from fleetwright.kube.resources import PODS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.interruption.conftest import SPOT_WARNING, Interruptions, claimed_node, for_instance
 from tests.kube.objects import pod_object
+from tests.support.interruption import SPOT_WARNING, Interruptions, claimed_node, for_instance
 
 NODES = {"node-a": "default-aaaa1111", "node-b": "default-bbbb2222"}
 

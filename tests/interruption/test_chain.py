@@ -12,9 +12,10 @@ from typing import Any
 from fleetwright.kube.resources import PODS
 from fleetwright.local.inprocess.interruption import run_interruption
 from fleetwright.workflow.request import format_time
-from tests.interruption.conftest import SPOT_WARNING, Interruptions, for_instance, received_event
-from tests.provisioning.conftest import make_config, nodepool
-from tests.termination.conftest import Harness, pod_object
+from tests.kube.objects import pod_object
+from tests.support.interruption import SPOT_WARNING, Interruptions, for_instance, received_event
+from tests.support.provisioning import make_config, nodepool
+from tests.support.termination import Harness
 
 
 class _Ec2Outage:
@@ -47,7 +48,7 @@ def _poll(interruptions: Interruptions, sqs: Any, queue: str) -> dict[str, Any]:
     )
     if not messages:
         return {"received": 0, "failed": []}
-    from tests.termination.conftest import FakeContext
+    from tests.support.termination import FakeContext
 
     response = interruptions.module.handler(received_event(messages), FakeContext("fleetwright-interruption"))
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}

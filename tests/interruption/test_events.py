@@ -15,7 +15,7 @@ from fleetwright.interruption.events import (
     StateChangeEvent,
     parse_message,
 )
-from tests.interruption.conftest import REBALANCE, SCHEDULED_CHANGE, SPOT_WARNING, STATE_CHANGE
+from tests.support.interruption import REBALANCE, SCHEDULED_CHANGE, SPOT_WARNING, STATE_CHANGE
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from fleetwright.cloud.deadline import current_deadline
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.interruptions import CLAIMED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.interruption.conftest import (
+from tests.support.interruption import (
     REPO_ROOT,
     SCHEDULED_CHANGE,
     SPOT_WARNING,
@@ -23,7 +23,7 @@ from tests.interruption.conftest import (
     for_instance,
     sqs_event,
 )
-from tests.termination.conftest import FakeContext, Harness, load_module
+from tests.support.termination import FakeContext, Harness, load_module
 
 CLAIM = "default-abcd1234"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fleetwright.kube.resources import EVENTS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.interruption.conftest import (
+from tests.support.interruption import (
     REBALANCE,
     SCHEDULED_CHANGE,
     SPOT_WARNING,
@@ -17,7 +17,7 @@ from tests.interruption.conftest import (
     claimed_node,
     for_instance,
 )
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 CLAIM = "default-abcd1234"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fleetwright.kube.resources import EVENTS
-from tests.interruption.conftest import (
+from tests.support.interruption import (
     REBALANCE,
     SCHEDULED_CHANGE,
     SPOT_WARNING,

@@ -28,25 +28,17 @@ from fleetwright.local.apiserver import resources as emu
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from tests.kube.objects import create_unschedulable_pod, node_object, pod_object
 from tests.kube.test_snapshot import daemonset
-
-
-class WallClock:
-    """Epoch seconds that a test can move forward (a Lambda frozen between invocations)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture
-def clock() -> WallClock:
-    return WallClock()
+def clock() -> FakeClock:
+    """Epoch seconds from now on, moved by hand (a Lambda frozen between invocations)."""
+    return FakeClock(time.time())
 
 
 @pytest.fixture
-def cache(client: KubeClient, clock: WallClock) -> Iterator[ClusterCache]:
+def cache(client: KubeClient, clock: FakeClock) -> Iterator[ClusterCache]:
     found = ClusterCache(client, watch_seconds=2, sync_timeout_seconds=5.0, clock=clock)
     yield found
     found.stop()
@@ -233,7 +225,7 @@ def freeze(cache: ClusterCache) -> None:
 
 
 def test_a_frozen_process_resumes_its_watches_and_relists_when_too_old(
-    client: KubeClient, cluster: KubeCluster, clock: WallClock, request: pytest.FixtureRequest
+    client: KubeClient, cluster: KubeCluster, clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
     cache = ClusterCache(client, watch_seconds=60, clock=clock)
     request.addfinalizer(cache.stop)
@@ -242,14 +234,14 @@ def test_a_frozen_process_resumes_its_watches_and_relists_when_too_old(
     lists = dict(cache.stats()["lists"])
     freeze(cache)
     client.delete(PODS, "b", "default")
-    clock.offset += 60  # a minute frozen
+    clock.advance(60)  # a minute frozen
     report = cache.sync()
     assert set(report.resumed) == {"pods", "nodes", "daemonsets", "pdbs"} and report.listed == ()
     assert cache.stats()["lists"] == lists  # the deletion was replayed from the watch history
     assert view(cache.snapshot(sync=False)) == view(read_snapshot(cluster))
     freeze(cache)
     client.delete(PODS, "c", "default")
-    clock.offset += 3600  # an hour: longer than a resume can be trusted to replay
+    clock.advance(3600)  # an hour: longer than a resume can be trusted to replay
     report = cache.sync()
     assert set(report.listed) == {"pods", "nodes", "daemonsets", "pdbs"}
     assert {n: c - lists[n] for n, c in cache.stats()["lists"].items()} == dict.fromkeys(lists, 1)
@@ -330,7 +322,7 @@ class RecordingRequests:
 
 
 def test_nodeclaims_are_followed_once_their_crd_is_installed(
-    apiserver: ApiServer, client: KubeClient, clock: WallClock, request: pytest.FixtureRequest
+    apiserver: ApiServer, client: KubeClient, clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
     cache = ClusterCache(client, watch_seconds=2, sync_timeout_seconds=5.0, clock=clock, crd_check_seconds=0)
     request.addfinalizer(cache.stop)

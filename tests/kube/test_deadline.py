@@ -14,7 +14,7 @@ from fleetwright.kube.deadline import KubeDeadline, KubeDeadlineExceededError, d
 from fleetwright.kube.resources import NODES, PODS
 from fleetwright.local.apiserver import ApiServer
 from tests.kube.hang import HungApi
-from tests.state.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture

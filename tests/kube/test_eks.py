@@ -26,6 +26,7 @@ from fleetwright.kube.eks import (
     eks_token,
     sts_endpoint,
 )
+from tests.support.clock import FakeClock
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 CREDS = Credentials("AKIDEXAMPLE", SECRET, "session-token-123")
@@ -98,14 +99,6 @@ def test_china_regions_use_the_china_sts_domain() -> None:
     assert sts_endpoint("ap-southeast-2") == "https://sts.ap-southeast-2.amazonaws.com"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class RotatingCredentials:
     """Credentials that change on every read, recording when each was read (a token's birth time)."""
 
@@ -123,7 +116,7 @@ def access_key(token: str) -> str:
 
 
 def test_token_is_reused_while_fresh_and_renewed_before_fourteen_minutes() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     creds = RotatingCredentials(clock)
     source = EksTokenSource("c", "us-east-1", creds, clock=clock)
     first = source.token()
@@ -140,7 +133,7 @@ def test_token_is_reused_while_fresh_and_renewed_before_fourteen_minutes() -> No
 
 
 def test_refresh_forces_a_new_token() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     creds = RotatingCredentials(clock)
     source = EksTokenSource("c", "us-east-1", creds, clock=clock)
     first = source.token()

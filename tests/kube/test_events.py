@@ -22,7 +22,7 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.model.pod import Pod
 from fleetwright.observability.metrics import RecordingMetrics
 from tests.kube.objects import node_object, pod_object
-from tests.state.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 JsonObject = dict[str, Any]
 

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from fleetwright.local.apiserver import ApiServer
-
-REPO = Path(__file__).resolve().parents[2]
-KUBECTL = REPO / ".tools" / "bin" / "kubectl"
-TOKEN = "fleetwright-test-token"
+from tests.support.local import KUBECTL, TOKEN, Kubectl
 
 
 @pytest.fixture(scope="module")
@@ -22,32 +16,6 @@ def apiserver() -> Iterator[ApiServer]:
     """An emulator on an ephemeral port, with a bearer token, for one test module."""
     with ApiServer(port=0, token=TOKEN) as server:
         yield server
-
-
-@dataclass
-class Kubectl:
-    """Runs the real kubectl against the emulator through a kubeconfig in a temp dir."""
-
-    binary: Path
-    kubeconfig: Path
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """``kubectl --kubeconfig K ARGS``; with ``check``, a non-zero exit fails the test with its output."""
-        result = subprocess.run(
-            [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            pytest.fail(
-                f"kubectl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-            )
-        return result
-
-    def __call__(self, *args: str) -> str:
-        return self.run(*args).stdout
 
 
 @pytest.fixture(scope="module")

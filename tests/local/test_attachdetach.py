@@ -17,7 +17,7 @@ from fleetwright.local.apiserver.resources import (
     VOLUME_ATTACHMENTS,
 )
 from fleetwright.local.attachdetach import attachment_name
-from tests.local.conftest import KUBECTL, Kubectl
+from tests.support.local import KUBECTL, Kubectl
 
 DETACH_SECONDS = 0.5
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.local.conftest import KUBECTL
+from tests.support.local import KUBECTL
 
 
 def test_cli_serves_until_terminated(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from kubernetes.client.rest import ApiException
 
 from fleetwright.local.apiserver import ApiServer, Store
 from fleetwright.local.apiserver.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, ResourceType
-from tests.local.conftest import TOKEN, Kubectl
 from tests.local.helpers import wait_for
+from tests.support.local import TOKEN, Kubectl
 
 GROUP = "example.com"
 WIDGETS = ResourceType(GROUP, "v1", "widgets", "Widget", False, subresources=("status",), custom=True)

@@ -18,7 +18,7 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.resources import CUSTOM_RESOURCE_DEFINITIONS, ResourceType
 from fleetwright.model.errors import DocumentRef
 from fleetwright.model.karpenter import parse_karpenter_document
-from tests.local.conftest import KUBECTL, REPO, Kubectl
+from tests.support.local import KUBECTL, REPO, Kubectl
 
 DOCUMENTS = [
     REPO / "examples" / "inflate" / "nodepool.yaml",

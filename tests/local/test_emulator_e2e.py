@@ -15,18 +15,8 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, NODES, PODS
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.local.nodestart import NodeStart
-from tests.aws.conftest import (  # noqa: F401  (fixtures used by name)
-    CLUSTER,
-    REGION,
-    Aws,
-    SeededAmis,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    node_class,
-)
 from tests.local.helpers import deployment, wait_for
+from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
 
 
 def web_pods(server: ApiServer) -> list[dict[str, Any]]:
@@ -50,7 +40,7 @@ def agent() -> dict[str, Any]:
     }
 
 
-def test_scale_up_launch_register_bind_run_terminate(aws: Aws, amis: SeededAmis) -> None:  # noqa: F811
+def test_scale_up_launch_register_bind_run_terminate(aws: Aws, amis: SeededAmis) -> None:
     provider = AwsProvider(aws.cluster, REGION, clients=aws.clients, unavailable=aws.unavailable)
     kubelet = KubeletOptions(aws.clients.ec2, CLUSTER, start=NodeStart.fast(0.05), poll_interval=0.05)
     with ApiServer(port=0, scheduler=True, daemonset_controller=True, kubelet=kubelet) as server:

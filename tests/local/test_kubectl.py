@@ -11,8 +11,8 @@ import pytest
 
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, DEPLOYMENTS, NAMESPACES, NODES, PODS
-from tests.local.conftest import Kubectl
 from tests.local.helpers import node, pod, wait_for
+from tests.support.local import Kubectl
 
 
 @pytest.fixture(scope="module")

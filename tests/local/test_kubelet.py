@@ -26,6 +26,7 @@ from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.ec2nodeclass import KubeletConfiguration
 from fleetwright.model.taints import Taint
 from tests.local.helpers import pod, wait_for
+from tests.support.clock import FakeClock
 
 REGION = "us-east-1"
 CLUSTER = ClusterInfo(
@@ -37,14 +38,6 @@ CLUSTER = ClusterInfo(
 )
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @dataclass
 class Ec2:
     client: Any
@@ -52,10 +45,7 @@ class Ec2:
 
 
 @pytest.fixture
-def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2]:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+def ec2(fake_credentials: None) -> Iterator[Ec2]:
     with mock_aws():
         client = boto3.client("ec2", region_name=REGION)
         vpc = client.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -110,7 +100,7 @@ def simulator(store: Store, ec2: Ec2, clock: FakeClock, **kw: Any) -> KubeletSim
 
 def registered(store: Store, ec2: Ec2, clock: FakeClock | None = None) -> KubeletSimulator:
     """A simulator that has seen the running instances and, ``register_seconds`` later, registered them."""
-    clock = clock or FakeClock()
+    clock = clock or FakeClock(1000.0)
     sim = simulator(store, ec2, clock)
     sim.poll_once()
     clock.now += START.register_seconds
@@ -124,7 +114,7 @@ def ready(node: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("family", ["AL2023", "AL2", "Bottlerocket"])
 def test_registers_a_node_like_eks(ec2: Ec2, family: str) -> None:
-    store, clock = Store(), FakeClock()
+    store, clock = Store(), FakeClock(1000.0)
     instance = launch(ec2, user_data(family, **{"karpenter.sh/capacity-type": "spot"}))
     launch(ec2, user_data(), cluster="someone-else")
 
@@ -163,7 +153,7 @@ def state(ec2: Ec2, instance: dict[str, Any]) -> str:
 
 
 def test_each_phase_of_a_start_in_turn_then_pods_run_then_the_node_goes_with_its_instance(ec2: Ec2) -> None:
-    store, clock = Store(), FakeClock()
+    store, clock = Store(), FakeClock(1000.0)
     sim = simulator(store, ec2, clock)
     sim.start(poll=False)
     try:
@@ -279,7 +269,7 @@ def _started(store: Store, ec2: Ec2, clock: FakeClock, data: str) -> tuple[Kubel
 
 
 def test_not_ready_taint_until_ready_and_agents_remove_their_startup_taints_after(ec2: Ec2) -> None:
-    store, clock = Store(), FakeClock()
+    store, clock = Store(), FakeClock(1000.0)
     agent = Taint("node.cilium.io/agent-not-ready", "NoExecute", "true")
     data = user_data_for(
         "AL2023", BootstrapOptions(cluster=CLUSTER, taints=(Taint("dedicated", "NoSchedule", "ml"), agent))
@@ -318,7 +308,7 @@ def test_not_ready_taint_until_ready_and_agents_remove_their_startup_taints_afte
 
 
 def test_the_startup_taints_of_the_clusters_nodepools_belong_to_agents(ec2: Ec2) -> None:
-    store, clock = Store(), FakeClock()
+    store, clock = Store(), FakeClock(1000.0)
     install_karpenter_crds(store)
     nodepools = store.registry.lookup("karpenter.sh", "v1", "nodepools")
     assert nodepools is not None

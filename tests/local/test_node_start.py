@@ -14,17 +14,10 @@ from moto import mock_aws
 
 from fleetwright.local.aws_fakes import InstanceBoot
 from fleetwright.local.nodestart import NodeStart
+from tests.support.clock import FakeClock
 
 REGION = "us-east-1"
 IMAGE = "ami-12c6146b"  # one of moto's built-in images
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _state(ec2: Any, instance_id: str) -> tuple[str, int]:
@@ -45,14 +38,8 @@ def _launch(ec2: Any) -> str:
     )
 
 
-@pytest.fixture
-def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(key, "testing")
-
-
-def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> None:
-    clock = Clock()
+def test_an_instance_is_pending_for_the_boot_then_running(fake_credentials: None) -> None:
+    clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
         instance = _launch(ec2)
@@ -65,8 +52,8 @@ def test_an_instance_is_pending_for_the_boot_then_running(credentials: None) -> 
         assert _pending(ec2) == []
 
 
-def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> None:
-    clock = Clock()
+def test_a_booting_instance_terminated_stays_terminated(fake_credentials: None) -> None:
+    clock = FakeClock(50.0)
     with mock_aws(), InstanceBoot(10.0, clock):
         ec2 = boto3.client("ec2", region_name=REGION)
         instance = _launch(ec2)
@@ -76,17 +63,17 @@ def test_a_booting_instance_terminated_stays_terminated(credentials: None) -> No
         assert _state(ec2, instance) == ("terminated", 48)
 
 
-def test_without_the_boot_installed_moto_starts_instances_running(credentials: None) -> None:
+def test_without_the_boot_installed_moto_starts_instances_running(fake_credentials: None) -> None:
     with mock_aws():
         ec2 = boto3.client("ec2", region_name=REGION)
-        with InstanceBoot(10.0, Clock()):
+        with InstanceBoot(10.0, FakeClock(50.0)):
             booting = _launch(ec2)
         assert _state(ec2, _launch(ec2)) == ("running", 16)
         assert _state(ec2, booting) == ("pending", 0)  # launched while installed: it still boots
 
 
 @pytest.fixture
-def moto_server(credentials: None) -> Iterator[str]:
+def moto_server(fake_credentials: None) -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     with socket.socket() as sock:
@@ -101,7 +88,7 @@ def moto_server(credentials: None) -> Iterator[str]:
 
 
 def test_the_pending_phase_shows_over_moto_served_by_http(moto_server: str) -> None:
-    clock = Clock()
+    clock = FakeClock(50.0)
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_server)
     with InstanceBoot(5.0, clock):
         instance = _launch(ec2)

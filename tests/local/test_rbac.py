@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -35,7 +34,6 @@ from fleetwright.kube.resources import (
     Resource,
 )
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.apiserver.rbac import Policy
 from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.local.inprocess.interruption import run_interruption
@@ -44,19 +42,11 @@ from fleetwright.provisioning import Provisioner
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
 from tests.kube.objects import UNSCHEDULABLE_STATUS, node_object, pod_object
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    World,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    make_config,
-    world,
-)
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, nodepool_doc
+from tests.support.aws import CLUSTER
+from tests.support.kube import RBAC
+from tests.support.provisioning import World, make_config
 
-RBAC = Path(__file__).resolve().parents[2] / "docs" / "rbac.yaml"
 USER = "fleetwright-functions"
 GROUPS = (
     "fleetwright-provisioner",
@@ -69,19 +59,9 @@ Triple = tuple[str, str, str]
 
 
 @pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    """The emulator enforcing docs/rbac.yaml, with Karpenter's CRDs installed."""
-    with ApiServer(port=0, rbac=RBAC) as server:
-        install_karpenter_crds(server.store)
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: ApiServer) -> Iterator[KubeClient]:
-    """The administrator: kubelets, workloads and kubectl in this test."""
-    kube = KubeClient(apiserver.cluster_config(), sleep=lambda _s: None)
-    yield kube
-    kube.close()
+def apiserver(rbac_apiserver: ApiServer) -> ApiServer:
+    """The emulator enforcing docs/rbac.yaml (one per test); ``client`` is its administrator."""
+    return rbac_apiserver
 
 
 @pytest.fixture
@@ -101,7 +81,7 @@ def granted() -> set[Triple]:
 
 
 def kubelet_registers(
-    world: World,  # noqa: F811
+    world: World,
     provider_id: str,
     name: str,
     labels: dict[str, str] | None = None,
@@ -112,12 +92,12 @@ def kubelet_registers(
     world.client.create(NODES, node)
 
 
-def node_names(world: World) -> set[str]:  # noqa: F811
+def node_names(world: World) -> set[str]:
     """The Nodes the administrator sees (assertions stay out of Fleetwright's audit)."""
     return {n["metadata"]["name"] for n in world.client.list(NODES).items}
 
 
-def pending_with_volume(world: World, name: str) -> None:  # noqa: F811
+def pending_with_volume(world: World, name: str) -> None:
     """An unschedulable pod whose PersistentVolumeClaim waits for its first consumer."""
     world.client.create(
         STORAGE_CLASSES,
@@ -150,7 +130,7 @@ def pending_with_volume(world: World, name: str) -> None:  # noqa: F811
 
 
 def test_fleetwright_flows_use_exactly_what_docs_rbac_yaml_grants(
-    world: World,  # noqa: F811
+    world: World,
     apiserver: ApiServer,
 ) -> None:
     authorizer = apiserver.authorizer

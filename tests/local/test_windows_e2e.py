@@ -19,21 +19,11 @@ from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.state import StateStore
-from tests.aws.conftest import (  # noqa: F401  (fixtures used by name)
-    CLUSTER,
-    REGION,
-    Aws,
-    SeededAmis,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    node_class,
-)
 from tests.local.helpers import pod, wait_for
-from tests.provisioning.conftest import nodepool
 from tests.provisioning.test_windows import windows_class, windows_nodepool
-from tests.state.conftest import TABLE, create_state_table
+from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
+from tests.support.provisioning import nodepool
+from tests.support.state import TABLE, create_state_table
 
 
 def os_pod(name: str, os_name: str) -> dict[str, Any]:
@@ -43,7 +33,7 @@ def os_pod(name: str, os_name: str) -> dict[str, Any]:
     return body
 
 
-def test_windows_and_linux_pods_run_on_nodes_of_their_os(aws: Aws, amis: SeededAmis) -> None:  # noqa: F811
+def test_windows_and_linux_pods_run_on_nodes_of_their_os(aws: Aws, amis: SeededAmis) -> None:
     windows_ami = seed_windows_amis(aws.clients.ec2, aws.cluster.version)["windows2022"]
     dynamodb = aws.clients.client("dynamodb")
     create_state_table(dynamodb)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fleetwright.kube.resources import PODS
 from tests.kube.objects import pod_object
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.virtual_clock import VirtualLoopClock
+from tests.support.provisioning import World, make_config, nodepool
 
 INVOCATION_SECONDS = 50.0
 

@@ -18,8 +18,8 @@ from fleetwright.observability.metrics import (
 )
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.virtual_clock import VirtualLoopClock
+from tests.support.provisioning import World, make_config, nodepool
 
 ONE_POD_PER_NODE = nodepool(instance_types=["c5.large"])  # 1-cpu pods: one per c5.large
 

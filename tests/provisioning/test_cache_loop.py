@@ -15,8 +15,8 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.virtual_clock import VirtualLoopClock, arrivals
+from tests.support.provisioning import World, make_config, nodepool
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleetwright.observability.metrics import CLAIMS_LAUNCHED, RecordingMetrics
 from fleetwright.state import DynamoUnavailableOfferings
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 ZONES = ("us-east-1a", "us-east-1b")
 

@@ -11,7 +11,7 @@ from fleetwright.catalog.bill import burst
 from fleetwright.cloud.launch import MAX_INSTANCE_TYPES
 from fleetwright.model import labels as wk
 from fleetwright.model.instancetype import InstanceType
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def _on_demand_price(instance_type: InstanceType) -> float:

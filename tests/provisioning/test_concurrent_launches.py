@@ -19,7 +19,7 @@ import pytest
 from moto.ec2.models.subnets import Subnet
 
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 CLAIMS = 24
 

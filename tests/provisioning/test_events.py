@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from fleetwright.claims.consistency import shape_issues
 from fleetwright.kube.events import EVENTS_NOT_RECORDED, EventCorrelator, EventRecorder
@@ -17,16 +14,11 @@ from fleetwright.model.requirements import requirements_from_expressions
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.compatible import incompatible_pools
 from fleetwright.scheduling.types import NodePoolTemplate
-from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.scheduling.builders import itype
+from tests.support.local import Kubectl
+from tests.support.provisioning import World, make_config, nodepool
 
 JsonObject = dict[str, Any]
-
-
-@pytest.fixture
-def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(KUBECTL, apiserver.write_kubeconfig(tmp_path / "config"))
 
 
 def pod_events(kubectl: Kubectl, pod: str) -> list[JsonObject]:

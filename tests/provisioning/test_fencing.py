@@ -12,8 +12,8 @@ from fleetwright.kube.snapshot import read_snapshot
 from fleetwright.observability.metrics import LEASE_LOST, RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.faults import Stall
+from tests.support.provisioning import World, make_config, nodepool
 
 TWO_CPU_TYPES = ["c5.large", "m5.large"]
 VCPUS = {"c5.large": 2, "m5.large": 2}

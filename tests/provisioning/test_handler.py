@@ -16,7 +16,7 @@ import pytest
 from fleetwright.aws import clients as aws_clients
 from fleetwright.config.settings import ConfigError
 from fleetwright.local.apiserver import ApiServer
-from tests.provisioning.conftest import World
+from tests.support.provisioning import World
 
 HANDLER = Path(__file__).resolve().parents[2] / "functions" / "provisioner" / "handler.py"
 

@@ -12,9 +12,9 @@ from fleetwright.config.settings import ConfigError, ProvisionerConfig, settings
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.nodepool_source import NO_NODEPOOLS, SOURCE_CLUSTER, NodePoolSource
-from tests.aws.conftest import CLUSTER
-from tests.provisioning.conftest import World
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, Kubectl, kubectl, nodepool_doc
+from tests.support.aws import CLUSTER
+from tests.support.provisioning import World
 
 __all__ = ["kubectl"]  # the fixture, used here by name
 

@@ -7,8 +7,8 @@ import pytest
 
 from fleetwright.observability.metrics import LAUNCH_ERRORS, RecordingMetrics
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World
 from tests.provisioning.faults import ThrottleEveryAttempt
+from tests.support.provisioning import World
 
 
 @pytest.fixture(autouse=True)

@@ -15,10 +15,10 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.local.aws_fakes import PlacementGroups
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
-from tests.aws.conftest import node_class
 from tests.aws.faults import FailCall
 from tests.kube.objects import UNSCHEDULABLE_STATUS, pod_object
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.aws import node_class
+from tests.support.provisioning import World, make_config, nodepool
 
 
 @pytest.fixture

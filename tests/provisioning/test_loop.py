@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fleetwright.observability.metrics import BATCH_SIZE, RecordingMetrics
 from fleetwright.provisioning.batcher import Batcher
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.virtual_clock import VirtualLoopClock, arrivals
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def test_pods_arriving_together_are_launched_in_one_batch(world: World) -> None:

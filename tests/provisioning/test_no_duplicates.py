@@ -10,8 +10,8 @@ import pytest
 
 from fleetwright.claims.reports import RunReport
 from fleetwright.state.nodeclaims import NodeClaimRecord
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.virtual_clock import SETTLE_SECONDS, VirtualLoopClock
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def test_pods_waiting_for_a_booting_node_launch_nothing_more(world: World) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,15 +14,10 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.state import ClaimStatus
-from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import World
+from tests.support.local import Kubectl
+from tests.support.provisioning import World
 
 JsonObject = dict[str, Any]
-
-
-@pytest.fixture
-def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(KUBECTL, apiserver.write_kubeconfig(tmp_path / "config"))
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ from fleetwright.provisioning.nodepool_source import (
 )
 from fleetwright.provisioning.nodepool_status import BREAKERS_MAX_AGE_SECONDS, NodePoolStatus
 from fleetwright.state.launchguard import BreakerPolicy
-from tests.aws.conftest import CLUSTER
-from tests.local.conftest import KUBECTL
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.aws import CLUSTER
+from tests.support.local import KUBECTL
+from tests.support.provisioning import World, make_config, nodepool
 
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1",

@@ -14,7 +14,7 @@ from fleetwright.kube.config import ClusterConfig
 from fleetwright.observability.metrics import REGISTRATION_TIMEOUTS, RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 
 class CrashAfterLaunch(AwsProvider):

@@ -21,7 +21,7 @@ from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def _node(world: World, name: str) -> dict[str, Any]:

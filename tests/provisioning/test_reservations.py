@@ -17,9 +17,10 @@ from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning.nodepool_source import NodePoolSource
 from fleetwright.provisioning.nodepool_status import NodePoolStatus
 from fleetwright.state import ClaimStatus
-from tests.local.conftest import KUBECTL
-from tests.provisioning.conftest import World, make_config, node_class, nodepool
 from tests.provisioning.test_nodepools_from_cluster import NODECLASS, Kubectl, conditions, nodepool_doc
+from tests.support.aws import node_class
+from tests.support.local import KUBECTL
+from tests.support.provisioning import World, make_config, nodepool
 
 
 @pytest.fixture

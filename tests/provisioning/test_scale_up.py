@@ -14,7 +14,7 @@ from fleetwright.observability.metrics import (
     RecordingMetrics,
 )
 from fleetwright.state import ClaimStatus
-from tests.provisioning.conftest import World, make_config, nodepool
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def test_pending_pods_get_a_node_that_registers_and_initializes(world: World) -> None:

@@ -18,7 +18,8 @@ from fleetwright.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint, Toleration
 from fleetwright.provisioning.provisioner import Provisioner
 from fleetwright.state import ClaimStatus
 from fleetwright.state.nodeclaims import NodeClaimRecord
-from tests.provisioning.conftest import CLUSTER, World, make_config, nodepool
+from tests.support.aws import CLUSTER
+from tests.support.provisioning import World, make_config, nodepool
 
 STARTUP = {"key": "node.cilium.io/agent-not-ready", "effect": "NoSchedule"}
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}

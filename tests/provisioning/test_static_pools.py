@@ -17,10 +17,10 @@ from fleetwright.scheduling.static import static_claims
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.state import ClaimStatus
 from tests.kube.objects import node_object
-from tests.provisioning.conftest import World, make_config, nodepool
 from tests.provisioning.faults import ThrottleEveryAttempt
 from tests.provisioning.test_recovery import CrashAfterLaunch, _provider
 from tests.provisioning.virtual_clock import VirtualLoopClock
+from tests.support.provisioning import World, make_config, nodepool
 
 
 def static(name: str = "static", replicas: int = 3, **options: Any) -> NodePool:

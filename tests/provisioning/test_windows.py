@@ -15,9 +15,9 @@ from fleetwright.local.aws_fakes import seed_windows_amis
 from fleetwright.local.kubelet import KubeletSimulator
 from fleetwright.model import labels as wk
 from fleetwright.model.karpenter import NodePool
-from tests.aws.conftest import CLUSTER, node_class
 from tests.kube.objects import UNSCHEDULABLE_STATUS, pod_object
-from tests.provisioning.conftest import World, nodepool
+from tests.support.aws import CLUSTER, node_class
+from tests.support.provisioning import World, nodepool
 
 WINDOWS_TAINT = {"key": "os", "value": "windows", "effect": "NoSchedule"}
 

@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.interruption.conftest import REBALANCE, SPOT_WARNING, Interruptions, claimed_node, for_instance
 from tests.security.test_hostile_events import CLAIM, NOW, _health, _iso, _rfc1123, assert_untouched
-from tests.termination.conftest import Harness
+from tests.support.interruption import REBALANCE, SPOT_WARNING, Interruptions, claimed_node, for_instance
+from tests.support.termination import Harness
 
 
 def _node(harness: Harness, claim: str = CLAIM, name: str = "node-a", pods: int = 2) -> str:

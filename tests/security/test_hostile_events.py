@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.interruption.conftest import (
+from tests.support.interruption import (
     ACCOUNT,
     REBALANCE,
     SCHEDULED_CHANGE,
@@ -22,7 +22,7 @@ from tests.interruption.conftest import (
     claimed_node,
     for_instance,
 )
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 CLAIM = "default-abcd1234"
 NOW = datetime(2027, 1, 15, 8, 0, 0, tzinfo=UTC)  # the harness clock

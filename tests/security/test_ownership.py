@@ -37,25 +37,15 @@ from fleetwright.disruption import metrics as m
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.aws.strict import StrictEc2
 from tests.disruption.test_gc import TEMPLATE_GRACE, TIMEOUT, Gc
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    world,
-)
+from tests.support.aws import CLUSTER
+from tests.support.provisioning import World
 
 # What a hand-tagged instance carries: the cluster tags a console user adds, and even a claim's id.
 CLUSTER_ONLY = {CLUSTER_TAG: CLUSTER, kubernetes_cluster_tag(CLUSTER): "owned"}
 
 
 @pytest.fixture
-def gc(world: World, strict_ec2: StrictEc2 | None) -> Gc:  # noqa: F811
+def gc(world: World, strict_ec2: StrictEc2 | None) -> Gc:
     return Gc(world, strict_ec2)
 
 
@@ -168,7 +158,7 @@ class _FailBeforeLaunch(AwsProvider):
         raise ConnectionError("EC2 endpoint unreachable")
 
 
-def test_a_hand_tagged_instance_naming_a_pending_claim_is_not_adopted_by_it(world: World) -> None:  # noqa: F811
+def test_a_hand_tagged_instance_naming_a_pending_claim_is_not_adopted_by_it(world: World) -> None:
     world.pending(2)
     failing = world.provisioner(holder="failing")
     failing.lifecycle.cloud = _FailBeforeLaunch(
@@ -199,7 +189,7 @@ def test_a_hand_tagged_instance_naming_a_pending_claim_is_not_adopted_by_it(worl
     assert gone is not None and gone.status == ClaimStatus.FAILED and gone.instance_id == ""
 
 
-def test_an_instance_profile_made_by_hand_under_the_clusters_name_is_refused(world: World) -> None:  # noqa: F811
+def test_an_instance_profile_made_by_hand_under_the_clusters_name_is_refused(world: World) -> None:
     iam = world.aws.clients.iam
     for role in ("NodeRoleA", "NodeRoleB"):
         iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")

@@ -10,7 +10,7 @@ import pytest
 
 from fleetwright.interruption.events import parse_message
 from fleetwright.interruption.trust import EventOrigin, RejectedEventError, TrustLimits, check_event
-from tests.interruption.conftest import SCHEDULED_CHANGE, SPOT_WARNING, for_instance
+from tests.support.interruption import SCHEDULED_CHANGE, SPOT_WARNING, for_instance
 
 ORIGIN = EventOrigin(account="123456789012", region="us-east-1")
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z, the events' time

@@ -1,4 +1,5 @@
-"""Builders for replay tests: NodePool and EC2NodeClass documents, traces of hand-made pods."""
+"""Fixture local to the replay tests: the WorldSpec of a NodePool document (builders are in
+``tests/support/simulate.py``)."""
 
 from __future__ import annotations
 
@@ -7,59 +8,9 @@ from pathlib import Path
 import pytest
 
 from fleetwright.catalog.loader import builtin_catalog
-from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.local.simulate.world import WorldSpec
 from fleetwright.manifests import load_manifests
-
-NODECLASS = """
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-my-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-  securityGroupSelectorTerms:
-    - tags:
-        karpenter.sh/discovery: my-cluster
-"""
-
-
-def nodepool(
-    types: tuple[str, ...] = ("m5.large",),
-    consolidate_after: str = "5m",
-    budget: str | None = None,
-    capacity_types: tuple[str, ...] = ("on-demand",),
-) -> str:
-    """A NodePool of ``types`` (one capacity type list) consolidating when empty or underutilized."""
-    budgets = f'\n    budgets:\n      - nodes: "{budget}"' if budget else ""
-    return f"""
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      nodeClassRef:
-        group: karpenter.k8s.aws
-        kind: EC2NodeClass
-        name: default
-      requirements:
-        - key: node.kubernetes.io/instance-type
-          operator: In
-          values: [{", ".join(f'"{t}"' for t in types)}]
-        - key: karpenter.sh/capacity-type
-          operator: In
-          values: [{", ".join(f'"{c}"' for c in capacity_types)}]
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: {consolidate_after}{budgets}
-"""
+from tests.support.simulate import NODECLASS
 
 
 @pytest.fixture
@@ -73,13 +24,3 @@ def spec_for(tmp_path: Path):  # type: ignore[no-untyped-def]
         return WorldSpec(manifests.nodepools, manifests.nodeclasses, builtin_catalog("us-east-1"), **options)  # type: ignore[arg-type]
 
     return make
-
-
-def pods(count: int, start: float, end: float | None, cpu: str = "1", memory: str = "1Gi") -> list[TracePod]:
-    """``count`` identical pods named ``p0``… running from ``start`` to ``end``."""
-    return [TracePod(f"p{i}", start, end, cpu, memory) for i in range(count)]
-
-
-def trace(items: list[TracePod], duration: float) -> Trace:
-    """A trace of ``items`` in start order."""
-    return Trace(tuple(sorted(items, key=lambda p: p.start)), duration)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fleetwright.local.simulate.runner import STATE_TABLE, state_client
 from fleetwright.local.simulate.world import WorldSpec, build_world
-from tests.simulate.conftest import nodepool
+from tests.support.simulate import nodepool
 
 
 def _available(catalog: list, name: str) -> set[tuple[str, str]]:  # type: ignore[type-arg]

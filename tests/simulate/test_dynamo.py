@@ -16,14 +16,7 @@ from fleetwright.state.interruptions import InterruptionRecord, InterruptionReco
 from fleetwright.state.lease import LeaseLostError
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.state.table import TransactionConflictError
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def claim(claim_id: str, now: float) -> NodeClaimRecord:
@@ -50,7 +43,7 @@ def _outcome(step: Callable[[], Any]) -> Any:
 
 def script(client: Any) -> list[Any]:
     """The same operations on a state table held by ``client``; what each returned."""
-    clock = Clock()
+    clock = FakeClock()
     state = StateStore(STATE_TABLE, "demo", client=client, clock=clock)
     mine, other = state.lease("provisioner-a"), state.lease("provisioner-b")
     records = InterruptionRecords(state.table, "demo")

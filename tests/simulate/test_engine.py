@@ -16,7 +16,7 @@ from fleetwright.local.simulate.report import figures, render_table
 from fleetwright.local.simulate.runner import MOTO, replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
-from tests.simulate.conftest import nodepool, pods, trace
+from tests.support.simulate import nodepool, pods, trace
 
 M5_LARGE = 0.096  # on-demand $/h in the built-in us-east-1 catalog
 

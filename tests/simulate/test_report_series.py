@@ -16,7 +16,7 @@ from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
 from fleetwright.model.pod import Pod
 from tests.scheduling.builders import pod
-from tests.simulate.conftest import nodepool, pods, trace
+from tests.support.simulate import nodepool, pods, trace
 
 M5_LARGE = 0.096  # on-demand $/h in the built-in us-east-1 catalog
 ROOT_VOLUME = 20 * 0.08 / 730  # AL2023's default 20 GiB gp3 root volume, $ per hour

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from fleetwright.local.simulate.runner import replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import WorldSpec
-from tests.simulate.conftest import nodepool, trace
+from tests.support.simulate import nodepool, trace
 
 SpecFor = Callable[..., WorldSpec]
 

@@ -21,7 +21,7 @@ from fleetwright.local.simulate.world import WorldSpec
 from fleetwright.manifests import load_manifests
 from fleetwright.model.instancetype import InstanceType
 from tests.local.helpers import wait_for
-from tests.simulate.conftest import NODECLASS, nodepool
+from tests.support.simulate import NODECLASS, nodepool
 
 pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
 

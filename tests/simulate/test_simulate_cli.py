@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleetwright.cli import main
-from tests.simulate.conftest import NODECLASS, nodepool
+from tests.support.simulate import NODECLASS, nodepool
 
 M5_LARGE = 0.096
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.state import ClaimStatus, DynamoTable, Lease, LeaseLostError, NodeClaimStore
-from tests.state.conftest import FakeClock
 from tests.state.test_nodeclaims import _record
+from tests.support.clock import FakeClock
 
 
 def _lease(table: DynamoTable, holder: str, clock: FakeClock, seconds: float = 30) -> Lease:

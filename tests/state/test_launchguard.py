@@ -11,7 +11,7 @@ import pytest
 
 from fleetwright.state import DynamoTable
 from fleetwright.state.launchguard import BreakerPolicy, LaunchGuardStore, LaunchRateConflictError
-from tests.state.conftest import TABLE
+from tests.support.state import TABLE
 
 START = 1_800_000_000.0
 POLICY = BreakerPolicy(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.state import DynamoTable, Lease, LeaseLostError
-from tests.state.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 
 def _lease(table: DynamoTable, holder: str, clock: FakeClock, seconds: float = 30) -> Lease:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetwright.state import DynamoTable, DynamoUnavailableOfferings
-from tests.state.conftest import FakeClock
+from tests.support.clock import FakeClock
 
 
 def test_a_mark_is_seen_by_another_process(table: DynamoTable, clock: FakeClock) -> None:

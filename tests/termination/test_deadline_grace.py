@@ -16,7 +16,7 @@ from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS, PO
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.termination.drain import drain_pass
 from tests.kube.objects import pod_object
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 DEADLINE_IN = 1000
 

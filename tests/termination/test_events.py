@@ -6,7 +6,7 @@ from typing import Any
 
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 
 def events(harness: Harness, name: str, kind: str) -> list[tuple[str, str]]:

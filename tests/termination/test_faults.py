@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 OUTAGES = [60, 100, 300]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 DAY = 86400
 STATE_MACHINE_TIMEOUT = DAY

@@ -9,7 +9,7 @@ import pytest
 from fleetwright.kube.resources import EVENTS, PERSISTENT_VOLUME_CLAIMS, PODS, VOLUME_ATTACHMENTS
 from fleetwright.local.attachdetach import AttachDetachController
 from tests.kube.objects import pod_object
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 
 @pytest.fixture(autouse=True)

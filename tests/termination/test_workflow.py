@@ -7,7 +7,7 @@ from typing import Any
 
 from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 
 def _claim(harness: Harness, instance: dict[str, Any], claim_id: str = "default-abcd1234") -> None:

@@ -1,13 +1,10 @@
-"""Fixtures: moto (EC2 with injected capacity shortages, SSM AMI parameters, DynamoDB state table), the
-Kubernetes API emulator, and a provisioner wired to both."""
+"""The provisioning world's helpers: NodePools on the fixture account's EC2NodeClass, the provisioner's
+configuration, and :class:`World` — what the ``world`` fixture (``tests/fixtures/world.py``) returns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import pytest
 
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.aws.tags import from_aws
@@ -18,21 +15,10 @@ from fleetwright.model.karpenter import EC2NodeClass, NodePool
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.state import StateStore
-from tests.aws.conftest import (  # noqa: F401  (fixtures)
-    CLUSTER,
-    REGION,
-    Aws,
-    SeededAmis,
-    amis,
-    aws,
-    fake_credentials,
-    listing,
-    node_class,
-)
 from tests.aws.strict import StrictEc2
-from tests.kube.conftest import apiserver, client, cluster  # noqa: F401  (fixtures)
 from tests.kube.objects import create_unschedulable_pod, node_object
-from tests.state.conftest import TABLE, FakeClock, create_state_table
+from tests.support.aws import CLUSTER, Aws, SeededAmis, node_class
+from tests.support.clock import FakeClock
 
 INSTANCE_TYPES = ["c5.large", "m5.large", "c5.xlarge", "m5.xlarge"]
 
@@ -141,21 +127,3 @@ class World:
         else:
             self.client.patch(NODES, name, {"spec": {"providerID": provider_id, "taints": taints or None}})
             self.client.patch(NODES, name, {"status": node["status"]}, subresource="status")
-
-
-@pytest.fixture
-def world(
-    aws: Aws,  # noqa: F811
-    amis: SeededAmis,  # noqa: F811
-    cluster: KubeCluster,  # noqa: F811
-    client: KubeClient,  # noqa: F811
-    strict_ec2: StrictEc2,
-) -> World:
-    create_state_table(aws.clients.client("dynamodb"))
-    wall = FakeClock()
-    state = StateStore(TABLE, CLUSTER, client=aws.clients.client("dynamodb"), clock=wall)
-    cloud = AwsProvider(aws.cluster, REGION, clients=aws.clients, unavailable=state.unavailable)
-    return World(aws, amis, cluster, client, state, cloud, wall, strict_ec2)
-
-
-Factory = Callable[..., Provisioner]

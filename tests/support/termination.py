@@ -1,62 +1,33 @@
-"""The termination workflow as it ships: the state machine definition synthesized by CDK from
-``infra/termination_workflow.py`` runs on moto's Step Functions interpreter; its Lambda tasks are dispatched
-in-process to ``functions/termination/handler.py``, which works against the Kubernetes API emulator and
-moto's EC2 and DynamoDB.
-
-Time is virtual: the steps, the executions' start times, the Wait states and the Retry delays all run on
-the harness clock (a Wait or a Retry advances it instead of sleeping), so an outage of minutes or a drain
-of days runs in seconds and still meets the retry policy and the waits the definition ships with."""
+"""The termination workflow harness's helpers: loading a handler file, the Lambda context Powertools reads,
+and :class:`Harness` — what the ``harness`` fixture (``tests/fixtures/workflow.py``) returns: the shipped
+state machine on moto's Step Functions, its Lambda tasks dispatched in-process to
+``functions/termination/handler.py``, against the Kubernetes API emulator and moto's EC2 and DynamoDB."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
-import pytest
-from botocore.exceptions import ClientError
-from moto import mock_aws
-from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.core.exceptions import JsonRESTError
-from moto.stepfunctions.parser import models as sfn_models
-from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils import (
-    LambdaFunctionErrorException,
-)
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import StateTaskLambda
-from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
-from moto.stepfunctions.parser.backend import execution as sfn_execution
 
 from fleetwright.aws.tags import ownership_tags, to_aws
 from fleetwright.kube.resources import PODS
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.local.apiserver.http import RequestHandler
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.termination.steps import TerminationSteps
-from fleetwright.workflow.claimbook import StoreClaimBook
 from tests.aws.strict import StrictEc2
 from tests.kube.objects import pod_object
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    world,
-)
-from tests.state.conftest import FakeClock
+from tests.support.clock import FakeClock
+from tests.support.provisioning import World
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
@@ -86,26 +57,6 @@ def resolve(value: Any) -> Any:
     if isinstance(value, dict) and "Ref" in value:
         return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}[value["Ref"]]
     raise AssertionError(f"unresolvable template value {value!r}")
-
-
-@pytest.fixture(scope="session")
-def workflow_definition(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The state machine definition, synthesized once per session from the shipped construct."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    sys.path.insert(0, str(REPO_ROOT))
-    import aws_cdk as cdk
-    from aws_cdk import aws_lambda as lambda_
-
-    from infra.termination_workflow import TerminationWorkflow
-
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("workflow.out")))
-    stack = cdk.Stack(app, "WorkflowUnderTest", env=cdk.Environment(account=ACCOUNT, region=REGION))
-    steps = lambda_.Function.from_function_arn(stack, "Steps", STEP_FUNCTION_ARN)
-    TerminationWorkflow(stack, "Termination", step_function=steps)
-    template = app.synth().get_stack_by_name("WorkflowUnderTest").template
-    machines = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
-    assert len(machines) == 1
-    return dict(json.loads(resolve(machines[0]["Properties"]["DefinitionString"])))
 
 
 class FakeContext:
@@ -290,110 +241,3 @@ class Harness:
         with self.lock:
             self.calls.append((step, payload, result))
         return True, result
-
-
-@pytest.fixture
-def harness(
-    world: World,  # noqa: F811
-    apiserver: ApiServer,  # noqa: F811
-    strict_ec2: StrictEc2 | None,
-    workflow_definition: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Harness]:
-    """The synthesized state machine in moto, its Lambda tasks served by the step handler in this process,
-    on the harness's virtual clock."""
-    handler = load_module(
-        "termination_handler_under_test", REPO_ROOT / "functions" / "termination" / "handler.py"
-    )
-    metrics = RecordingMetrics()
-    clock = world.wall
-    _virtual_time(monkeypatch, clock)
-    _lambda_error_names(monkeypatch)
-    # Headers and body go out in separate writes: without TCP_NODELAY each answer waits ~40 ms for a
-    # delayed ACK, which a drain of thousands of passes cannot afford.
-    monkeypatch.setattr(RequestHandler, "disable_nagle_algorithm", True)
-    with mock_aws(config=MOTO_CONFIG):
-        sfn = world.aws.clients.client("stepfunctions")
-        steps = TerminationSteps(
-            world.kube,
-            world.cloud,
-            StoreClaimBook(world.state.nodeclaims, clock=clock),
-            metrics=metrics,
-            clock=clock,
-            executions=lambda: sfn,
-        )
-        handler.runtime.set(steps)
-        machine = sfn.create_state_machine(
-            name="fleetwright-termination",
-            definition=json.dumps(workflow_definition),
-            roleArn=f"arn:aws:iam::{ACCOUNT}:role/fleetwright-termination",
-        )
-        harness = Harness(
-            world,
-            sfn,
-            machine["stateMachineArn"],
-            metrics,
-            clock,
-            steps,
-            handler,
-            apiserver,
-            strict=strict_ec2,
-        )
-
-        def dispatch(
-            self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
-        ) -> bytes:
-            assert function_name.rsplit(":", 1)[-1] == STEP_FUNCTION_NAME, function_name
-            with harness.lock:
-                throttle = harness.throttled > 0
-                harness.throttled -= 1 if throttle else 0
-            if throttle:  # as Lambda answers when the function's concurrency is exhausted
-                raise ThrottledError("TooManyRequestsException", "Rate Exceeded.")
-            ok, result = harness.invoke(json.loads(body))
-            if not ok:
-                response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps(result).encode()
-
-        monkeypatch.setattr(LambdaSimpleBackend, "invoke", dispatch)
-        yield harness
-        # Let executions a test left running finish while moto and the emulator are still up.
-        for execution in sfn.list_executions(stateMachineArn=harness.machine_arn)["executions"]:
-            if execution["status"] == "RUNNING":
-                harness.wait(execution["executionArn"])
-    handler.runtime.reset()
-
-
-def _virtual_time(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> None:
-    """Run moto's Step Functions interpreter on ``clock``: executions start at its time, and Wait states
-    and Retry delays advance it instead of sleeping."""
-
-    class VirtualDatetime(datetime):
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            moment = datetime.fromtimestamp(clock(), tz=UTC)
-            return moment if tz is None else moment.astimezone(tz)
-
-    virtual = SimpleNamespace(datetime=VirtualDatetime, timezone=timezone, timedelta=timedelta)
-    monkeypatch.setattr(sfn_models, "datetime", virtual)  # start dates
-    monkeypatch.setattr(sfn_execution, "datetime", virtual)  # stop dates
-    monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance))
-
-    def wait_interval(self: Any, env: Any, wait_seconds: int) -> None:
-        clock.advance(wait_seconds)
-
-    monkeypatch.setattr(WaitFunction, "_wait_interval", wait_interval)
-
-
-def _lambda_error_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Name a refused Lambda invocation as Step Functions does, ``Lambda.<error code>`` (e.g.
-    ``Lambda.TooManyRequestsException``), where moto says ``Exception``."""
-    original = StateTaskLambda._from_error
-
-    def from_error(self: Any, env: Any, ex: Exception) -> Any:
-        if isinstance(ex, ClientError):
-            error = ex.response.get("Error") or {}
-            payload = {"errorType": f"Lambda.{error.get('Code')}", "errorMessage": error.get("Message")}
-            ex = LambdaFunctionErrorException("Unhandled", json.dumps(payload))
-        return original(self, env, ex)
-
-    monkeypatch.setattr(StateTaskLambda, "_from_error", from_error)

@@ -1,43 +1,21 @@
-"""Fixtures: the interruption handler wired to moto (EC2, DynamoDB, Step Functions running the shipped
-termination workflow) and the Kubernetes API emulator; events in the shapes AWS documents."""
+"""Interruption events in the shapes AWS documents, the SQS batches Lambda delivers them in, and
+:class:`Interruptions` — what the ``interruptions`` fixture (``tests/fixtures/interruption.py``) returns: the
+interruption handler wired to the termination workflow harness."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
-
 from fleetwright.claims.registration import TERMINATION_FINALIZER
 from fleetwright.interruption.controller import InterruptionController
-from fleetwright.interruption.replacement import ReplacementLauncher
-from fleetwright.interruption.trust import EventOrigin
 from fleetwright.kube.resources import NODES
 from fleetwright.observability.metrics import RecordingMetrics
-from fleetwright.provisioning.provisioner import Provisioner
-from fleetwright.state.interruptions import InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
-from fleetwright.workflow.claimbook import StoreClaimBook
-from fleetwright.workflow.starter import StepFunctionsStarter
-from tests.provisioning.conftest import make_config, nodepool
-from tests.termination.conftest import (  # noqa: F401  (fixtures)
-    Harness,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    harness,
-    listing,
-    load_module,
-    workflow_definition,
-    world,
-)
+from tests.support.termination import FakeContext, Harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"
@@ -199,49 +177,8 @@ class Interruptions:
     def deliver(self, *events: dict[str, Any] | str) -> dict[str, Any]:
         """Run the handler on one SQS batch; its response (``batchItemFailures``)."""
         bodies = [e if isinstance(e, str) else json.dumps(e) for e in events]
-        from tests.termination.conftest import FakeContext
-
         return dict(self.module.handler(sqs_event(*bodies), FakeContext("fleetwright-interruption")))
 
     def executions(self) -> list[dict[str, Any]]:
         sfn = self.harness.sfn
         return list(sfn.list_executions(stateMachineArn=self.harness.machine_arn)["executions"])
-
-
-@pytest.fixture
-def full_envelopes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto's EventBridge leaves the envelope's ``account`` out of what it sends an SQS target; real
-    EventBridge sends the whole envelope (the handler refuses an event of no account)."""
-    from moto.events.utils import EventTemplateParser
-
-    template = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE
-    if '"account"' not in template:
-        monkeypatch.setattr(
-            EventTemplateParser,
-            "DEFAULT_EVENT_INPUT_TEMPLATE",
-            template.replace('"version": "0",', '"version": "0", "account": "<account>",'),
-        )
-
-
-@pytest.fixture
-def interruptions(harness: Harness) -> Iterator[Interruptions]:  # noqa: F811
-    module = load_module(
-        "interruption_handler_under_test", REPO_ROOT / "functions" / "interruption" / "handler.py"
-    )
-    w = harness.world
-    config = make_config(nodepool(capacity_types=["spot", "on-demand"]))
-    controller = InterruptionController(
-        kube=w.kube,
-        cloud=w.cloud,
-        origin=EventOrigin(account=ACCOUNT, region=REGION),
-        unavailable=w.state.unavailable,
-        workflow=StepFunctionsStarter(harness.sfn, harness.machine_arn),
-        records=InterruptionRecords(w.state.table, w.state.cluster),
-        claims=StoreClaimBook(w.state.nodeclaims, clock=w.wall),
-        replacements=ReplacementLauncher(Provisioner(w.kube, w.cloud, w.state, config, wall_clock=w.wall)),
-        metrics=RecordingMetrics(),
-        clock=w.wall,
-    )
-    module.runtime.set(controller)
-    yield Interruptions(harness, module, controller)
-    module.runtime.reset()
