@@ -37,6 +37,7 @@ pytest_plugins = [
     "tests.fixtures.world",
     "tests.fixtures.workflow",
     "tests.fixtures.interruption",
+    "tests.fixtures.disruption",
 ]
 
 # Fixtures that start moto, the emulator, a workflow harness or a CDK synthesis (see the module docstring).

@@ -17,31 +17,19 @@ from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.state import ClaimStatus
 from fleetwright.state.nodeclaims import NodeClaimRecord
 from tests.kube.objects import UNSCHEDULABLE_STATUS, pod_object
-from tests.local.conftest import KUBECTL, Kubectl
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    make_config,
-    nodepool,
-    world,
-)
+from tests.support.local import KUBECTL, Kubectl
+from tests.support.provisioning import World, make_config, nodepool
 
 GPU = "nvidia.com/gpu"
 GPU_TYPES = ["g4dn.xlarge"]
 
 
 @pytest.fixture
-def crds(apiserver: ApiServer) -> None:  # noqa: F811
+def crds(apiserver: ApiServer) -> None:
     install_karpenter_crds(apiserver.store)
 
 
-def gpu_pod(world: World, name: str) -> None:  # noqa: F811
+def gpu_pod(world: World, name: str) -> None:
     body = pod_object(name, cpu="1")
     body["spec"]["containers"][0]["resources"]["requests"][GPU] = "1"
     body["spec"]["containers"][0]["resources"]["limits"] = {GPU: "1"}
@@ -51,17 +39,17 @@ def gpu_pod(world: World, name: str) -> None:  # noqa: F811
     )
 
 
-def without_device_plugin(world: World, provider_id: str, name: str) -> None:  # noqa: F811
+def without_device_plugin(world: World, provider_id: str, name: str) -> None:
     """A Ready node whose kubelet has not heard from the GPU's device plugin: no GPU in allocatable."""
     world.register_node(provider_id, name, ready=True, taints=[])
 
 
-def initialized_condition(world: World, claim: str) -> dict[str, Any]:  # noqa: F811
+def initialized_condition(world: World, claim: str) -> dict[str, Any]:
     obj = world.client.get(NODE_CLAIMS, claim)
     return next(c for c in obj["status"]["conditions"] if c["type"] == "Initialized")
 
 
-def node_labels(world: World, name: str) -> dict[str, str]:  # noqa: F811
+def node_labels(world: World, name: str) -> dict[str, str]:
     found = world.kube.get_node(name)
     assert found is not None
     return dict(found["metadata"].get("labels") or {})
@@ -69,7 +57,7 @@ def node_labels(world: World, name: str) -> dict[str, str]:  # noqa: F811
 
 @pytest.mark.usefixtures("crds")
 def test_a_gpu_node_ready_without_its_device_plugin_is_not_initialized_and_gets_no_second_launch(
-    world: World,  # noqa: F811
+    world: World,
     kubectl: Kubectl,
 ) -> None:
     gpu_pod(world, "train-0")
@@ -105,7 +93,7 @@ def test_a_gpu_node_ready_without_its_device_plugin_is_not_initialized_and_gets_
 
 
 @pytest.mark.usefixtures("crds")
-def test_a_gpu_node_whose_device_plugin_never_comes_times_out(world: World) -> None:  # noqa: F811
+def test_a_gpu_node_whose_device_plugin_never_comes_times_out(world: World) -> None:
     gpu_pod(world, "train-0")
     provisioner = world.provisioner(make_config(nodepool(instance_types=GPU_TYPES)))
     [claim] = provisioner.run_once().launched
@@ -183,7 +171,7 @@ def test_the_reasons_follow_karpenters_order() -> None:
 
 
 @pytest.fixture
-def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:  # noqa: F811
+def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
     return Kubectl(KUBECTL, apiserver.write_kubeconfig(tmp_path / "config"))
 
 

@@ -11,39 +11,29 @@ import pytest
 from fleetwright.kube.resources import NODE_CLAIMS, NODES
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
-from tests.disruption.conftest import RigFactory, make_rig  # noqa: F401  (fixture)
-from tests.disruption.conftest import nodepool as disruption_pool
 from tests.disruption.test_controller import _publish_new_ami
-from tests.provisioning.conftest import (  # noqa: F401  (fixtures)
-    World,
-    amis,
-    apiserver,
-    aws,
-    client,
-    cluster,
-    fake_credentials,
-    listing,
-    world,
-)
+from tests.support.disruption import RigFactory
+from tests.support.disruption import nodepool as disruption_pool
+from tests.support.provisioning import World
 
 
 @pytest.fixture
-def crds(apiserver: ApiServer) -> None:  # noqa: F811
+def crds(apiserver: ApiServer) -> None:
     install_karpenter_crds(apiserver.store)
 
 
-def nodeclaim(world: World, name: str) -> dict[str, Any]:  # noqa: F811
+def nodeclaim(world: World, name: str) -> dict[str, Any]:
     return dict(world.client.get(NODE_CLAIMS, name))
 
 
-def condition(world: World, name: str, kind: str) -> dict[str, Any] | None:  # noqa: F811
+def condition(world: World, name: str, kind: str) -> dict[str, Any] | None:
     conditions = nodeclaim(world, name)["status"]["conditions"]
     return next((c for c in conditions if c["type"] == kind), None)
 
 
 @pytest.mark.usefixtures("crds")
 def test_a_node_of_the_launched_shape_is_found_consistent_and_its_object_is_then_left_alone(
-    world: World,  # noqa: F811
+    world: World,
 ) -> None:
     world.pending(1)
     provisioner = world.provisioner()
@@ -62,7 +52,7 @@ def test_a_node_of_the_launched_shape_is_found_consistent_and_its_object_is_then
 
 
 @pytest.mark.usefixtures("crds")
-def test_a_node_much_smaller_than_its_type_fails_the_consistency_check(world: World) -> None:  # noqa: F811
+def test_a_node_much_smaller_than_its_type_fails_the_consistency_check(world: World) -> None:
     world.pending(1)
     provisioner = world.provisioner()
     [claim] = provisioner.run_once().launched
@@ -83,8 +73,8 @@ def test_a_node_much_smaller_than_its_type_fails_the_consistency_check(world: Wo
 
 
 def test_a_drifted_node_being_replaced_says_why_and_stops_saying_it_once_no_workflow_runs(
-    make_rig: RigFactory,  # noqa: F811
-    apiserver: ApiServer,  # noqa: F811
+    make_rig: RigFactory,
+    apiserver: ApiServer,
 ) -> None:
     from fleetwright.claims.nodeclaim_objects import NodeClaimObjects
 

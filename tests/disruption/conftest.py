@@ -1,12 +1,10 @@
-"""Fixtures local to the disruption tests: ``make_rig``, the rig of ``tests/support/disruption.py`` on the
-provisioning world (moto, the emulator, the state table), and ``lambda_env``, the disruption handler built
-from its environment against that world."""
+"""Fixtures local to the disruption tests: ``lambda_env``, the disruption handler built from its environment
+against the provisioning world (``make_rig``, ``tests/fixtures/disruption.py``)."""
 
 from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -15,29 +13,9 @@ from typing import Any
 import pytest
 
 from fleetwright.aws import clients as aws_clients
-from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.local.apiserver import ApiServer
-from fleetwright.model.karpenter import NodePool
-from tests.aws.strict import StrictEc2
-from tests.support.aws import CLUSTER, node_class
 from tests.support.disruption import DOCUMENTS, HANDLER, PASS_THROUGH, Rig, RigFactory, nodepool
-from tests.support.provisioning import World
 from tests.support.termination import load_module
-
-
-@pytest.fixture
-def make_rig(world: World, strict_ec2: StrictEc2 | None) -> RigFactory:
-    """``make_rig(*nodepools)``: the rig with those NodePools (default: one pool, consolidateAfter 30s)."""
-    # Instances' launch times are real (moto, to the second): the nodes have been up about a minute.
-    world.wall.now = time.time() + 60
-
-    def make(*pools: NodePool, **options: Any) -> Rig:
-        config = ProvisionerConfig(
-            cluster_name=CLUSTER, nodepools=list(pools) or [nodepool()], nodeclasses=[node_class()], **options
-        )
-        return Rig(world, config, strict=strict_ec2)
-
-    return make
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from fleetwright.local.simulate.runner import STATE_TABLE, create_namespaces, st
 from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.local.simulate.world import World, WorldSpec, build_world
 from fleetwright.manifests import load_manifests
-from tests.simulate.conftest import NODECLASS
+from tests.support.simulate import NODECLASS
 
 INTERVAL = 60.0  # the disruption function's schedule
 DRIFT_AT = 300.0  # every node is up and running its pod well before

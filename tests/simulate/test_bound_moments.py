@@ -14,7 +14,7 @@ from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import START_EPOCH, WorldSpec
 from fleetwright.model.pod import Pod
 from fleetwright.scheduling.templates import nodepool_templates
-from tests.simulate.conftest import nodepool, trace
+from tests.support.simulate import nodepool, trace
 
 M5_LARGE = 0.096  # on-demand $/h in the built-in us-east-1 catalog; one 1-CPU pod fills its room
 

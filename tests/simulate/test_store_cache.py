@@ -18,7 +18,7 @@ from fleetwright.local.simulate.cluster import StoreClient
 from fleetwright.local.simulate.runner import replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import VirtualClock, WorldSpec
-from tests.simulate.conftest import nodepool, trace
+from tests.support.simulate import nodepool, trace
 
 SpecFor = Callable[..., WorldSpec]
 

@@ -20,7 +20,7 @@ from fleetwright.model.kube import start_time
 from fleetwright.termination.continuation import parse_time
 from fleetwright.termination.drain import drain_pass
 from tests.kube.objects import node_object, pod_object
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 HOLD = "example.com/hold"  # a finalizer that keeps an evicted pod terminating until the test lets it go
 NODE = "node-a"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS
-from tests.termination.conftest import Harness
+from tests.support.termination import Harness
 
 
 def _blocked_node(harness: Harness, *, by_hand: bool) -> tuple[dict[str, Any], str]:
