@@ -33,7 +33,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
         # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
         # disruption function near their timeout or memory, the launch rate
-        "AWS::CloudWatch::Alarm": 13,
+        "AWS::CloudWatch::Alarm": 14,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
