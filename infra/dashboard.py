@@ -104,8 +104,9 @@ class FleetwrightDashboard(Construct):
                 self,
                 "DeadLetterQueueNotEmpty",
                 alarm_description="Interruption events failed three times and were dead-lettered, or "
-                "EventBridge could not deliver them to the interruption queue; nodes may not have been "
-                "drained before they went away.",
+                "EventBridge could not deliver them to the interruption queue (nodes may not have been "
+                "drained before they went away), or could not invoke the provisioner or the disruption "
+                "function on their schedule (the function deleted or its permission removed).",
                 metric=self._dead_letters,
                 threshold=1,
                 evaluation_periods=1,
