@@ -4,16 +4,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test quick lint typecheck unit cdk-synth bench clean venv
+.PHONY: demo test quick lint typecheck unit cdk-synth bench clean venv lock
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+# Every package from requirements-dev.lock, each checked against the hashes locked for it (pip and the
+# build backend of the editable install included: no build isolation, which would fetch them unchecked).
+$(STAMP): requirements-dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Regenerate requirements.lock, requirements-dev.lock and infra/cli/package-lock.json after changing
+# requirements.txt, requirements-dev.txt or infra/cli/package.json (.ci/lock; needs PyPI and npm).
+lock: $(STAMP)
+	UV=$(BIN)/uv .ci/lock
 
 demo: $(STAMP)
 	.ci/install-kubectl

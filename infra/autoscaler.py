@@ -499,7 +499,7 @@ class FleetwrightAutoscaler(Construct):
             "ProvisionerSchedule",
             description=f"Runs the Fleetwright provisioner of EKS cluster {self.cluster_name}",
             schedule=PROVISIONER_SCHEDULE,
-            targets=[targets.LambdaFunction(function, retry_attempts=2, max_event_age=Duration.minutes(1))],
+            targets=[self._schedule_target(function)],
         )
         return Provisioner(function, schedule, alarms)
 
@@ -592,10 +592,21 @@ class FleetwrightAutoscaler(Construct):
             "DisruptionSchedule",
             description=f"Runs the Fleetwright disruption function of EKS cluster {self.cluster_name}",
             schedule=DISRUPTION_SCHEDULE,
-            targets=[targets.LambdaFunction(function, retry_attempts=2, max_event_age=Duration.minutes(1))],
+            targets=[self._schedule_target(function)],
         )
         self.disruption = Disruption(function, schedule, alarms)
         return self.disruption
+
+    def _schedule_target(self, function: lambda_.IFunction) -> targets.LambdaFunction:
+        """A schedule's target: retried twice within a minute (the next tick is a minute later), and what
+        EventBridge could not deliver even so (the function deleted, its permission removed) kept in the
+        rules' delivery dead-letter queue, which the dead-letter alarm watches."""
+        return targets.LambdaFunction(
+            function,
+            retry_attempts=2,
+            max_event_age=Duration.minutes(1),
+            dead_letter_queue=self.interruption.delivery_dead_letter_queue,
+        )
 
     def grant_terminations(self, function: lambda_.Function) -> None:
         """Let ``function`` start and look up termination workflows (``states:StartExecution`` on the

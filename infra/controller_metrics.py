@@ -234,8 +234,10 @@ ESSENTIAL_ALARM_METRICS = (
     DISRUPTION_ERRORS,
     MESSAGES_REJECTED,
 )
-# The near-limit alarms' metrics are written by every scheduled invocation.
-ALARM_METRICS = (*ESSENTIAL_ALARM_METRICS, DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT)
+# Instances tagged as the cluster's by hand put no node at risk (the collector keeps them), so only the
+# levels above essential alarm on them. The near-limit alarms' metrics are written by every scheduled
+# invocation.
+ALARM_METRICS = (*ESSENTIAL_ALARM_METRICS, IMPOSTORS_SEEN, DURATION_OF_TIMEOUT, MEMORY_OF_LIMIT)
 
 # What each monitoring level (infra.settings.Monitoring, by value) leaves out
 # (``FLEETWRIGHT_WITHHELD_METRICS``, entries as ``fleetwright.observability.metrics.series_key`` writes

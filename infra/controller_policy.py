@@ -20,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from fleetwright.aws.instanceprofiles import instance_profile_name
+from fleetwright.aws.instanceprofiles import REGION_TAG, legacy_instance_profile_name
 from fleetwright.aws.tags import CLUSTER_TAG, INSTANCE_CONTROLLER_TAG, LAUNCH_TEMPLATE_CONTROLLER_TAG
 
 # The resource types a launch creates; each must be tagged in the request.
@@ -157,8 +157,9 @@ def _ec2_arn(resource: str, *, account: bool = True) -> str:
 
 
 def instance_profile_prefix(cluster_name: str) -> str:
-    """The name prefix of the instance profiles the controller creates for EC2NodeClass roles."""
-    return instance_profile_name(cluster_name, "role").rsplit("_", 1)[0] + "_"
+    """The name prefix of the instance profiles the controller creates for EC2NodeClass roles
+    (``<cluster>_<region>_<digest>``, and before the region was in the name ``<cluster>_<digest>``)."""
+    return legacy_instance_profile_name(cluster_name, "role").rsplit("_", 1)[0] + "_"
 
 
 def instance_profile_arn_pattern(cluster_name: str) -> str:
@@ -183,9 +184,7 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
     cluster, the node role passed to EC2 only, instance profiles named and tagged for the cluster."""
     cluster = resources.cluster_name
     request_tag = {f"aws:RequestTag/{CLUSTER_TAG}": cluster}
-    resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": cluster}
     created = [_ec2_arn(f"{kind}/*") for kind in CREATED_RESOURCE_TYPES]
-    profiles = instance_profile_arn_pattern(cluster)
     return [
         iam.PolicyStatement(
             sid="LaunchFromSharedResources",
@@ -220,11 +219,31 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
                 "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
             },
         ),
+        *_instance_profile_statements(cluster),
+        iam.PolicyStatement(sid="ReadPrices", actions=["pricing:GetProducts"], resources=["*"]),
+        iam.PolicyStatement(
+            sid="ReadPublicAmiParameters",
+            actions=["ssm:GetParameter", "ssm:GetParameters"],
+            resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
+        ),
+    ]
+
+
+def _instance_profile_statements(cluster: str) -> list[iam.PolicyStatement]:
+    """Instance profiles for EC2NodeClass roles: created tagged for the cluster and this region, changed
+    only when the cluster's and not another region's (fleetwright.aws.instanceprofiles)."""
+    profiles = instance_profile_arn_pattern(cluster)
+    request_tag = {f"aws:RequestTag/{CLUSTER_TAG}": cluster}
+    region_request_tag = {f"aws:RequestTag/{REGION_TAG}": Aws.REGION}
+    resource_tag = {f"aws:ResourceTag/{CLUSTER_TAG}": cluster}
+    return [
+        # Created tagged for the cluster and this region (IAM is global: the region keeps two same-named
+        # clusters' stacks in two regions apart).
         iam.PolicyStatement(
             sid="CreateClusterInstanceProfiles",
             actions=["iam:CreateInstanceProfile"],
             resources=[profiles],
-            conditions={"StringEquals": request_tag},
+            conditions={"StringEquals": {**request_tag, **region_request_tag}},
         ),
         # Tagging only a profile already the cluster's, with the cluster's tag: a profile someone made by
         # hand under the cluster's prefix cannot be claimed by tagging it (Karpenter scopes it so too).
@@ -232,22 +251,20 @@ def _launch_statements(resources: ControllerResources) -> list[iam.PolicyStateme
             sid="TagClusterInstanceProfiles",
             actions=["iam:TagInstanceProfile"],
             resources=[profiles],
-            conditions={"StringEquals": {**request_tag, **resource_tag}},
+            conditions={"StringEquals": {**request_tag, **region_request_tag, **resource_tag}},
         ),
+        # Only this region's profiles, or those made before profiles had a region (no region tag).
         iam.PolicyStatement(
             sid="ManageClusterInstanceProfiles",
             actions=["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
             resources=[profiles],
-            conditions={"StringEquals": resource_tag},
+            conditions={
+                "StringEquals": resource_tag,
+                "StringEqualsIfExists": {f"aws:ResourceTag/{REGION_TAG}": Aws.REGION},
+            },
         ),
         iam.PolicyStatement(
             sid="ReadClusterInstanceProfiles", actions=["iam:GetInstanceProfile"], resources=[profiles]
-        ),
-        iam.PolicyStatement(sid="ReadPrices", actions=["pricing:GetProducts"], resources=["*"]),
-        iam.PolicyStatement(
-            sid="ReadPublicAmiParameters",
-            actions=["ssm:GetParameter", "ssm:GetParameters"],
-            resources=[f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}::parameter/aws/service/*"],
         ),
     ]
 

@@ -1,9 +1,11 @@
 """The shared Lambda layer: the ``fleetwright`` package and its runtime dependencies, built without Docker.
 
 The layer is assembled on the machine running ``cdk synth``: the package is copied (minus the parts only
-the command line and the local emulator use) and the dependencies in ``requirements.txt`` are installed with
-``pip install --platform manylinux2014_aarch64 --only-binary=:all:``, so the wheels match the Lambda
-runtime (arm64, CPython 3.14) whatever the build machine is.
+the command line and the local emulator use) and the dependencies locked in ``requirements.lock`` (the
+closure of ``requirements.txt``, each with the hashes of its files; ``make lock``) are installed with
+``pip install --require-hashes --no-deps --platform manylinux2014_aarch64 --only-binary=:all:``, so the
+wheels match the Lambda runtime (arm64, CPython 3.14) whatever the build machine is, and a wheel whose bytes
+differ from the ones locked (a tampered index or mirror) fails the build.
 
 boto3/botocore are left out on purpose: the Lambda Python runtime ships them, and leaving them out keeps
 the layer small (see docs/deploy.md for the measured sizes). The official ``kubernetes`` client and its
@@ -15,9 +17,11 @@ fine: botocore accepts any urllib3 below 3.
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import cast
@@ -30,6 +34,7 @@ from constructs import Construct
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = REPO_ROOT / "layers" / "fleetwright"
 REQUIREMENTS_FILE = REPO_ROOT / "requirements.txt"
+LOCK_FILE = REPO_ROOT / "requirements.lock"
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -45,21 +50,39 @@ EXCLUDED_PATHS = ("local", "explain", "cli.py", "plan.py", "catalog/generate.py"
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".mypy_cache")
 
 
-def layer_requirements(requirements_file: Path = REQUIREMENTS_FILE) -> list[str]:
-    """The pinned requirements that go into the layer (comments, blanks and runtime-provided ones dropped)."""
-    kept: list[str] = []
-    for raw in requirements_file.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
+def lock_entries(lock_file: Path) -> list[str]:
+    """The requirements of a hashed lock file, one string each (``name==version [; marker] --hash=...``):
+    continuation lines joined, comments and blanks dropped."""
+    entries: list[str] = []
+    current: list[str] = []
+    for raw in lock_file.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("--hash") else raw.strip()
         if not line:
             continue
-        name = line.split("==", 1)[0].split(">", 1)[0].split("<", 1)[0].split("[", 1)[0].strip()
-        if name.lower() not in EXCLUDED_REQUIREMENTS:
-            kept.append(line)
-    return kept
+        continued = line.endswith("\\")
+        current.append(line.rstrip("\\").strip())
+        if not continued:
+            entries.append(" ".join(current))
+            current = []
+    if current:
+        entries.append(" ".join(current))
+    return entries
 
 
-def pip_command(target: Path, requirements: Sequence[str]) -> list[str]:
-    """``pip install`` of ``requirements`` into ``target`` as wheels for the Lambda platform."""
+def requirement_name(entry: str) -> str:
+    """The normalized project name of a requirement line."""
+    name = re.split(r"[=<>!~;\[ ]", entry, maxsplit=1)[0].strip()
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def layer_requirements(lock_file: Path = LOCK_FILE) -> list[str]:
+    """The locked requirements that go into the layer (runtime-provided ones dropped), with their hashes."""
+    return [e for e in lock_entries(lock_file) if requirement_name(e) not in EXCLUDED_REQUIREMENTS]
+
+
+def pip_command(target: Path, requirements_file: Path) -> list[str]:
+    """``pip install`` of the hashed ``requirements_file`` into ``target`` as wheels for the Lambda platform:
+    exactly the files locked (``--require-hashes``), nothing resolved beyond them (``--no-deps``)."""
     return [
         sys.executable,
         "-m",
@@ -69,6 +92,8 @@ def pip_command(target: Path, requirements: Sequence[str]) -> list[str]:
         "--quiet",  # twice: only errors, not warnings about the local pip configuration
         "--disable-pip-version-check",
         "--no-compile",
+        "--require-hashes",
+        "--no-deps",
         "--target",
         str(target),
         "--platform",
@@ -78,7 +103,8 @@ def pip_command(target: Path, requirements: Sequence[str]) -> list[str]:
         PIP_PYTHON_VERSION,
         "--implementation",
         "cp",
-        *requirements,
+        "--requirement",
+        str(requirements_file),
     ]
 
 
@@ -127,7 +153,10 @@ class PipLayerBundling:
         target = Path(output_dir) / "python"
         copy_package(self.source, target / "fleetwright")
         if self.requirements:
-            subprocess.run(pip_command(target, self.requirements), check=True)
+            with tempfile.TemporaryDirectory() as scratch:
+                requirements_file = Path(scratch) / "requirements.txt"
+                requirements_file.write_text("\n".join(self.requirements) + "\n", encoding="utf-8")
+                subprocess.run(pip_command(target, requirements_file), check=True)
         # Console scripts of the dependencies are useless in a layer.
         shutil.rmtree(target / "bin", ignore_errors=True)
         drop_runtime_provided(target)
@@ -168,5 +197,5 @@ class FleetwrightLayer(lambda_.LayerVersion):
             code=layer_code(),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
-            description="Fleetwright autoscaler package and its runtime dependencies (requirements.txt)",
+            description="Fleetwright autoscaler package and its runtime dependencies (requirements.lock)",
         )

@@ -181,8 +181,8 @@ def _launch_acknowledgements(cluster_name: str) -> list[NagPackSuppression]:
         NagPackSuppression(
             id="AwsSolutions-IAM5",
             reason="Instance profiles for EC2NodeClass roles are created at run time, named "
-            "<cluster>_<hash of the role>; only that prefix, and changes only to profiles tagged for "
-            "this cluster.",
+            "<cluster>_<region>_<hash> (<cluster>_<hash> before regions); only that prefix, and changes "
+            "only to profiles tagged for this cluster and not for another region.",
             applies_to=[
                 "Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/"
                 f"{instance_profile_prefix(cluster_name)}*"

@@ -137,7 +137,8 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
         "StringLike": {"aws:ResourceTag/fleetwright.io/ec2nodeclass": "?*"},
     }
     profiles = f"arn:{P}:iam::{A}:instance-profile/{CLUSTER}_*"
-    catalog = {
+    region_request_tag = {"aws:RequestTag/fleetwright.io/region": "${AWS::Region}"}
+    catalog: dict[str, dict[str, Any]] = {
         "LaunchFromSharedResources": {
             "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
             "Resource": [
@@ -204,20 +205,25 @@ def expected_statements(ids: dict[str, str], function: str) -> dict[str, dict[st
                 "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
             },
         },
+        # Profiles are created tagged for this region; one of another region is never changed, one made
+        # before profiles had a region (no region tag) still is.
         "CreateClusterInstanceProfiles": {
             "Action": ["iam:CreateInstanceProfile"],
             "Resource": [profiles],
-            "Condition": {"StringEquals": request_tag},
+            "Condition": {"StringEquals": {**request_tag, **region_request_tag}},
         },
         "TagClusterInstanceProfiles": {
             "Action": ["iam:TagInstanceProfile"],
             "Resource": [profiles],
-            "Condition": {"StringEquals": {**request_tag, **resource_tag}},
+            "Condition": {"StringEquals": {**request_tag, **region_request_tag, **resource_tag}},
         },
         "ManageClusterInstanceProfiles": {
             "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile"],
             "Resource": [profiles],
-            "Condition": {"StringEquals": resource_tag},
+            "Condition": {
+                "StringEquals": resource_tag,
+                "StringEqualsIfExists": {"aws:ResourceTag/fleetwright.io/region": "${AWS::Region}"},
+            },
         },
         "ReadClusterInstanceProfiles": {"Action": ["iam:GetInstanceProfile"], "Resource": [profiles]},
         "ReadWriteState": {"Action": TABLE[function], "Resource": ["${" + ids["table"] + ".Arn}"]},

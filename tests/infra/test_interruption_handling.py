@@ -167,7 +167,11 @@ def test_the_interruption_path_has_a_bounded_blast_radius(synthesis: Synthesis) 
 def test_events_eventbridge_cannot_deliver_are_kept_and_alarmed(synthesis: Synthesis) -> None:
     stack = synthesis.fleetwright
     queues = stack.resources("AWS::SQS::Queue")
-    [(delivery_id, delivery)] = [(k, q) for k, q in queues.items() if "RedriveAllowPolicy" in q["Properties"]]
+    [(delivery_id, delivery)] = [
+        (k, q)
+        for k, q in queues.items()
+        if "denyAll" in json.dumps(q["Properties"].get("RedriveAllowPolicy"))
+    ]
     # Only EventBridge's failed deliveries land there: no queue may make it its dead-letter queue.
     assert delivery["Properties"]["RedriveAllowPolicy"] == {"redrivePermission": "denyAll"}
     assert delivery["Properties"]["SqsManagedSseEnabled"] is True
@@ -179,6 +183,31 @@ def test_events_eventbridge_cannot_deliver_are_kept_and_alarmed(synthesis: Synth
     ]
     assert len(targets) == 4
     assert all(render(t["DeadLetterConfig"]["Arn"]) == "${" + delivery_id + ".Arn}" for t in targets)
+    # The schedules' targets too: a tick EventBridge could not deliver to the provisioner or the
+    # disruption function (the function deleted, its permission removed) is kept and alarmed.
+    every_target = [
+        t for r in stack.resources("AWS::Events::Rule").values() for t in r["Properties"]["Targets"]
+    ]
+    assert len(every_target) == 4 + 2
+    assert all(render(t["DeadLetterConfig"]["Arn"]) == "${" + delivery_id + ".Arn}" for t in every_target)
+    # Retried: interruption events for a day (EventBridge's maximum), a schedule's tick within its minute.
+    policies = sorted(
+        (t["RetryPolicy"]["MaximumRetryAttempts"], t["RetryPolicy"]["MaximumEventAgeInSeconds"])
+        for t in every_target
+    )
+    assert policies == [(2, 60)] * 2 + [(185, 24 * 3600)] * 4
+    # EventBridge may send to it: each rule's statement in the queue's policy names that rule.
+    [policy] = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in stack.resources("AWS::SQS::QueuePolicy").values()
+        if render(p["Properties"]["Queues"]) == ["${" + delivery_id + "}"]
+    ]
+    senders = [
+        render(s["Condition"]["ArnEquals"]["aws:SourceArn"])
+        for s in policy
+        if "ArnEquals" in s.get("Condition", {})
+    ]
+    assert sorted(senders) == sorted("${" + k + ".Arn}" for k in stack.resources("AWS::Events::Rule"))
     [dlq_alarm] = [
         a for k, a in stack.resources("AWS::CloudWatch::Alarm").items() if "DeadLetterQueueNotEmpty" in k
     ]

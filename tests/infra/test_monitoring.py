@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from fleetwright.disruption.gc import DEFAULT_LIST_EVERY_SECONDS
 from tests.support.infra import (
     ALARM_TOPIC,
     CLUSTER,
@@ -166,7 +167,7 @@ def test_alarms(synthesis: Synthesis) -> None:
     assert timeouts["Threshold"] == 1
     assert all(a["TreatMissingData"] == "notBreaching" for a in alarms)
     # with the provisioner's and the disruption function's near-limit alarms (test_private_cluster.py)
-    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 13
+    assert len(alarms) == len(synthesis.autoscaler.dashboard.alarms) == 14
 
 
 def test_a_launch_rate_of_half_the_cap_raises_an_alarm(synthesis: Synthesis) -> None:
@@ -188,6 +189,19 @@ def test_any_rejected_interruption_message_raises_an_alarm(synthesis: Synthesis)
     )
     assert (rejected["Threshold"], rejected["EvaluationPeriods"]) == (1, 1)
     assert rejected["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+
+def test_an_instance_tagged_as_the_clusters_by_hand_raises_an_alarm(synthesis: Synthesis) -> None:
+    [impostors] = [a for a in _alarms(synthesis) if "ImpostorsSeen" in json.dumps(a.get("Metrics"))]
+    # The garbage collector's count of instances with the cluster tag but not the NodePool tag; it lists
+    # instances every 4 minutes, so a 5-minute period keeps the alarm raised while one is there.
+    assert impostors["Metrics"][0]["Expression"] == (
+        "SELECT SUM(ImpostorsSeen) FROM Fleetwright WHERE service = 'fleetwright-disruption'"
+    )
+    assert impostors["Metrics"][0]["Period"] == 300 > DEFAULT_LIST_EVERY_SECONDS
+    assert (impostors["Threshold"], impostors["EvaluationPeriods"]) == (1, 1)
+    assert impostors["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert "NodePool tag" in impostors["AlarmDescription"]
 
 
 def test_workflow_executions_that_fail_time_out_or_are_aborted_raise_an_alarm(synthesis: Synthesis) -> None:

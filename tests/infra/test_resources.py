@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -33,7 +34,7 @@ def test_stack_holds_the_whole_autoscaler(synthesis: Synthesis) -> None:
         # dead letters, workflow failures, provisioner, interruption handler and disruption errors,
         # failing provisioning passes, registration timeouts, failing disruption, the provisioner and the
         # disruption function near their timeout or memory, the launch rate
-        "AWS::CloudWatch::Alarm": 13,
+        "AWS::CloudWatch::Alarm": 14,
         "AWS::Lambda::Function": FUNCTIONS,
         "AWS::Logs::LogGroup": FUNCTIONS + 1,  # and the state machine's execution log
         "AWS::Lambda::EventInvokeConfig": 2,  # the scheduled functions': no retries of a scheduled run
@@ -67,9 +68,7 @@ def test_state_table(synthesis: Synthesis) -> None:
 def _queues(synthesis: Synthesis) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
     queues = synthesis.fleetwright.resources("AWS::SQS::Queue")
     main_id = next(k for k, q in queues.items() if "RedrivePolicy" in q["Properties"])
-    dlq_id = next(
-        k for k, q in queues.items() if k != main_id and "RedriveAllowPolicy" not in q["Properties"]
-    )
+    dlq_id = render(queues[main_id]["Properties"]["RedrivePolicy"])["deadLetterTargetArn"][2:-5]
     return main_id, queues[main_id]["Properties"], dlq_id, queues[dlq_id]["Properties"]
 
 
@@ -86,6 +85,39 @@ def test_interruption_queue_and_dead_letter_queue(synthesis: Synthesis) -> None:
     }
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
     assert dlq["SqsManagedSseEnabled"] is True
+
+
+def test_only_the_interruption_queue_may_use_its_dead_letter_queue(synthesis: Synthesis) -> None:
+    _, queue, _, dlq = _queues(synthesis)
+    # The redrive-allow policy names the interruption queue by an ARN built from its fixed name (a
+    # reference to the queue would be a cycle: the queue's redrive policy refers to the dead-letter queue).
+    name = queue["QueueName"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name) and name.endswith("-interruptions")
+    assert render(dlq["RedriveAllowPolicy"]) == {
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [f"arn:${{AWS::Partition}}:sqs:${{AWS::Region}}:${{AWS::AccountId}}:{name}"],
+    }
+
+
+def test_the_interruption_queue_name_is_stable_unique_to_its_stack_and_within_sqs_limits() -> None:
+    import aws_cdk as cdk
+    from constructs import Construct
+
+    from infra.interruption_queue import interruption_queue_name
+
+    def name(stack_name: str, construct_id: str = "Interruption") -> str:
+        return interruption_queue_name(Construct(cdk.Stack(cdk.App(), stack_name), construct_id))
+
+    assert name("Fleetwright-a") == name("Fleetwright-a")
+    names = {
+        name("Fleetwright-a"),
+        name("Fleetwright-b"),
+        name("Fleetwrighta"),
+        name("Fleetwright-a", "Other"),
+    }
+    assert len(names) == 4
+    long = name("F" * 128)
+    assert len(long) <= 80 and re.fullmatch(r"[A-Za-z0-9_-]+", long)
 
 
 def _interruption_rules(synthesis: Synthesis) -> dict[str, dict[str, Any]]:

@@ -193,7 +193,7 @@ def test_an_instance_profile_made_by_hand_under_the_clusters_name_is_refused(wor
     iam = world.aws.clients.iam
     for role in ("NodeRoleA", "NodeRoleB"):
         iam.create_role(RoleName=role, AssumeRolePolicyDocument="{}")
-    hand_made = instance_profile_name(CLUSTER, "NodeRoleA")
+    hand_made = instance_profile_name(CLUSTER, world.aws.clients.region, "NodeRoleA")
     iam.create_instance_profile(InstanceProfileName=hand_made)  # untagged, holding what its maker chose
 
     with pytest.raises(ValueError, match=f"{hand_made} exists but is not tagged"):
