@@ -145,6 +145,13 @@ def test_windows_without_labels_or_taints_still_passes_empty_taints() -> None:
     assert "-DNSClusterIP" not in text
 
 
+def test_windows_cluster_dns_of_any_string_stays_one_powershell_argument() -> None:
+    # Karpenter's CRD admits any clusterDNS string; a quote in it must not end PowerShell's string.
+    kubelet = KubeletConfiguration.model_validate({"clusterDNS": ["dns'; Remove-Item C:\\ -Recurse; '"]})
+    text = user_data_for("Windows2022", BootstrapOptions(CLUSTER, kubelet=kubelet))
+    assert text.split("\n")[-2].endswith(" -DNSClusterIP 'dns''; Remove-Item C:\\ -Recurse; '''")
+
+
 def _raid0(version: str = "") -> BootstrapOptions:
     return BootstrapOptions(
         CLUSTER, LABELS, TAINTS, KUBELET, None, instance_store_policy="RAID0", bottlerocket_version=version
