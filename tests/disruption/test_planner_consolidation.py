@@ -126,6 +126,14 @@ def test_any_cheaper_replacement_is_taken_as_karpenters_consolidation_does() -> 
     assert 0 < command.savings < 0.05 * (nodes[0].price + ROOT_VOLUME)
 
 
+def test_without_a_minimum_saving_a_replacement_of_equal_price_is_still_refused() -> None:
+    # Karpenter's consolidation needs a strictly cheaper replacement: an m5.large costs what an m6i.large
+    # costs, so moving the pods would evict them for nothing.
+    nodes = [node("n", "m6i.large", pods=busy("w", 2))]
+    result = plan(planner_input(nodes, [pool(instance_types=["m6i.large", "m5.large"])]))
+    assert result.command is None
+
+
 def test_the_minimum_saving_setting_refuses_a_move_saving_five_percent() -> None:
     nodes = [node("n", "m7i.large", pods=busy("w", 2))]
     pools = [pool(instance_types=["m7i.large", "m5.large"])]
