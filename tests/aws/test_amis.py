@@ -96,3 +96,13 @@ def test_windows2025_alias_needs_kubernetes_1_35(aws: Aws) -> None:
     assert alias_parameters("windows2025@latest", "1.35")[0][0] == (
         "/aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.35/image_id"
     )
+
+
+def test_alias_term_with_ssm_parameter_resolves_the_alias_alone_as_karpenter_does(
+    aws: Aws, amis: SeededAmis
+) -> None:
+    # Karpenter's CRD admits ssmParameter beside alias, and its AMI provider then resolves the alias only.
+    aws.clients.ssm.put_parameter(Name="/team/node-ami", Value="ami-0000000000000bad", Type="String")
+    term = AMISelectorTerm.model_validate({"alias": "al2023@latest", "ssmParameter": "/team/node-ami"})
+    found = resolve_amis(aws.clients, [term], "1.31")
+    assert {(a.arch, a.variant): a.id for a in found} == amis.ids

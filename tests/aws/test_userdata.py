@@ -145,6 +145,13 @@ def test_windows_without_labels_or_taints_still_passes_empty_taints() -> None:
     assert "-DNSClusterIP" not in text
 
 
+def test_windows_cluster_dns_of_any_string_stays_one_powershell_argument() -> None:
+    # Karpenter's CRD admits any clusterDNS string; a quote in it must not end PowerShell's string.
+    kubelet = KubeletConfiguration.model_validate({"clusterDNS": ["dns'; Remove-Item C:\\ -Recurse; '"]})
+    text = user_data_for("Windows2022", BootstrapOptions(CLUSTER, kubelet=kubelet))
+    assert text.split("\n")[-2].endswith(" -DNSClusterIP 'dns''; Remove-Item C:\\ -Recurse; '''")
+
+
 def _raid0(version: str = "") -> BootstrapOptions:
     return BootstrapOptions(
         CLUSTER, LABELS, TAINTS, KUBELET, None, instance_store_policy="RAID0", bottlerocket_version=version
@@ -190,3 +197,30 @@ def test_raid0_bottlerocket_mounts_the_instance_store_at_boot() -> None:
         commands = newer["settings"]["bootstrap-commands"]["000-mount-instance-storage"]["commands"]
         assert commands[1] == ["apiclient", "ephemeral-storage", "bind"], version
     assert "bootstrap-commands" not in tomllib.loads(user_data_for("Bottlerocket", _options()))["settings"]
+
+
+def test_bottlerocket_writes_soft_eviction_and_max_pod_grace_period_as_karpenter_does() -> None:
+    # Karpenter's Bottlerocket bootstrap copies evictionSoft, evictionSoftGracePeriod (as Go prints a
+    # duration) and evictionMaxPodGracePeriod into settings.kubernetes.
+    kubelet = KubeletConfiguration.model_validate(
+        {
+            "evictionSoft": {"memory.available": "500Mi", "nodefs.available": "15%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m", "nodefs.available": "90s"},
+            "evictionMaxPodGracePeriod": 60,
+        }
+    )
+    text = user_data_for("Bottlerocket", BootstrapOptions(CLUSTER, kubelet=kubelet))
+    kubernetes = tomllib.loads(text)["settings"]["kubernetes"]
+    assert kubernetes["eviction-soft"] == {"memory.available": "500Mi", "nodefs.available": "15%"}
+    assert kubernetes["eviction-soft-grace-period"] == {
+        "memory.available": "1m0s",
+        "nodefs.available": "1m30s",
+    }
+    assert kubernetes["eviction-max-pod-grace-period"] == 60
+
+
+def test_bottlerocket_without_soft_eviction_writes_none_of_its_settings() -> None:
+    kubernetes = tomllib.loads(user_data_for("Bottlerocket", _options()))["settings"]["kubernetes"]
+    assert not {"eviction-soft", "eviction-soft-grace-period", "eviction-max-pod-grace-period"} & set(
+        kubernetes
+    )

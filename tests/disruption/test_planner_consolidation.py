@@ -115,6 +115,34 @@ def test_minimum_saving_is_required() -> None:
     assert plan(planner_input(nodes, settings=DisruptionSettings(min_saving_dollars=0.2))).command is None
 
 
+def test_any_cheaper_replacement_is_taken_as_karpenters_consolidation_does() -> None:
+    # Karpenter replaces a node by any cheaper one; an m5.large saves under 5 % of an m7i.large's bill.
+    nodes = [node("n", "m7i.large", pods=busy("w", 2))]
+    pools = [pool(instance_types=["m7i.large", "m5.large"])]
+    command = plan(planner_input(nodes, pools)).command
+    assert command is not None and command.method == SINGLE_NODE
+    [replacement] = command.replacements
+    assert [t.name for t in replacement.instance_types] == ["m5.large"]
+    assert 0 < command.savings < 0.05 * (nodes[0].price + ROOT_VOLUME)
+
+
+def test_without_a_minimum_saving_a_replacement_of_equal_price_is_still_refused() -> None:
+    # Karpenter's consolidation needs a strictly cheaper replacement: an m5.large costs what an m6i.large
+    # costs, so moving the pods would evict them for nothing.
+    nodes = [node("n", "m6i.large", pods=busy("w", 2))]
+    result = plan(planner_input(nodes, [pool(instance_types=["m6i.large", "m5.large"])]))
+    assert result.command is None
+
+
+def test_the_minimum_saving_setting_refuses_a_move_saving_five_percent() -> None:
+    nodes = [node("n", "m7i.large", pods=busy("w", 2))]
+    pools = [pool(instance_types=["m7i.large", "m5.large"])]
+    by_fraction = DisruptionSettings(min_saving_fraction=0.10)
+    assert plan(planner_input(nodes, pools, settings=by_fraction)).command is None
+    by_dollars = DisruptionSettings(min_saving_dollars=0.01)
+    assert plan(planner_input(nodes, pools, settings=by_dollars)).command is None
+
+
 def test_consolidate_after_counts_from_the_last_pod_event_not_the_launch() -> None:
     # Launched a day ago, but a pod was bound 10 s ago: consolidateAfter 30s has not passed.
     busy_now = [node("n", "m5.xlarge", pods=busy("w", 2))]

@@ -94,3 +94,14 @@ def test_windows_powershell_bootstrap_round_trip() -> None:
     assert sorted(parsed.taints, key=str) == sorted(TAINTS, key=str)
     assert parsed.kubelet.max_pods == 42
     assert parsed.kubelet.system_reserved == {"memory": 1024**3}
+
+
+def test_bottlerocket_soft_eviction_reaches_the_local_kubelet() -> None:
+    # Bottlerocket applies settings.kubernetes.eviction-soft, which holds memory back from pods.
+    kubelet = KubeletConfiguration.model_validate(
+        {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "1m"}}
+    )
+    parsed = parse_user_data(
+        user_data_for("Bottlerocket", BootstrapOptions(cluster=CLUSTER, kubelet=kubelet))
+    )
+    assert parsed.kubelet.eviction_soft == {"memory.available": "1Gi"}

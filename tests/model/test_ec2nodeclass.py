@@ -187,7 +187,6 @@ def problems_of(spec: dict[str, Any]) -> dict[str, str]:
             "spec.kubelet.evictionHard",
             "neither a percentage",
         ),
-        ({"kubelet": {"clusterDNS": ["kube-dns"]}}, "spec.kubelet.clusterDNS", "not an IP address"),
         ({"kubelet": {"maxPods": -1}}, "spec.kubelet.maxPods", "greater than or equal to 0"),
         ({"kubelet": {"maxPods": "110"}}, "spec.kubelet.maxPods", "valid integer (got '110')"),
         ({"userdata": "#!/bin/bash"}, "spec.userdata", "did you mean 'userData'?"),
@@ -216,3 +215,58 @@ def test_round_trip_through_yaml_names() -> None:
     text = yaml.safe_dump(nodeclass.model_dump(by_alias=True, exclude_none=True, mode="json"))
     assert "kmsKeyID" in text and "associatePublicIPAddress" in text and "imageGCHighThresholdPercent" in text
     assert EC2NodeClass.model_validate(yaml.safe_load(text)) == nodeclass
+
+
+def test_alias_with_ssm_parameter_is_admitted_as_karpenters_crd_admits_it() -> None:
+    spec = base_spec(amiSelectorTerms=[{"alias": "al2023@latest", "ssmParameter": "/team/node-ami"}])
+    doc = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "nc"},
+        "spec": spec,
+    }
+    nodeclass = parse_karpenter_document(doc, DocumentRef("nc.yaml")).nodeclasses[0]
+    assert nodeclass.spec.resolved_ami_family() == "AL2023"
+
+
+@pytest.mark.parametrize(
+    "other", [{"id": "ami-0123456789abcdef0"}, {"name": "x-*"}, {"owner": "self"}, {"tags": {"a": "b"}}]
+)
+def test_alias_with_id_name_owner_or_tags_is_refused_as_karpenters_crd_refuses_it(
+    other: dict[str, Any],
+) -> None:
+    problems = problems_of(base_spec(amiSelectorTerms=[{"alias": "al2023@latest", **other}]))
+    assert "alias cannot be combined with id, name, owner or tags" in problems["spec.amiSelectorTerms[0]"]
+
+
+def test_cluster_dns_takes_any_string_as_karpenters_crd_does() -> None:
+    spec = base_spec(kubelet={"clusterDNS": ["kube-dns.kube-system.svc", "10.100.0.10"]})
+    doc = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "nc"},
+        "spec": spec,
+    }
+    nodeclass = parse_karpenter_document(doc, DocumentRef("nc.yaml")).nodeclasses[0]
+    assert nodeclass.spec.kubelet is not None
+    assert nodeclass.spec.kubelet.cluster_dns == ["kube-dns.kube-system.svc", "10.100.0.10"]
+
+
+@pytest.mark.parametrize(
+    ("term", "path"),
+    [
+        (
+            {"capacityReservationSelectorTerms": [{"tags": {"a": "b"}, "ownerID": 123456789012}]},
+            "spec.capacityReservationSelectorTerms[0].ownerID",
+        ),
+        (
+            {"amiFamily": "AL2023", "amiSelectorTerms": [{"name": "x-*", "owner": 123456789012}]},
+            "spec.amiSelectorTerms[0].owner",
+        ),
+    ],
+)
+def test_unquoted_numeric_owner_is_refused_as_the_api_server_refuses_an_integer_for_a_string(
+    term: dict[str, Any], path: str
+) -> None:
+    problems = problems_of(base_spec(**term))
+    assert problems[path] == "expected a string, got 123456789012 (quote it in YAML)"

@@ -54,7 +54,7 @@ CASES = [
         13,
         "EC2NodeClass alias-with-id",
         "spec.amiSelectorTerms[0]",
-        "alias cannot be combined with other fields",
+        "alias cannot be combined with id, name, owner or tags",
     ),
     (14, "EC2NodeClass alias-and-other-term", "spec.amiSelectorTerms", "alias term cannot be combined"),
     (15, "NodePool", "metadata.name", "required field is missing"),

@@ -5,6 +5,7 @@ import pytest
 from fleetwright.model.quantity import (
     QuantityError,
     format_duration,
+    go_duration_string,
     parse_duration,
     parse_quantity,
     parse_resource,
@@ -66,3 +67,21 @@ def test_never_means_no_duration() -> None:
 def test_rejects_malformed_durations(bad: str) -> None:
     with pytest.raises(QuantityError, match="invalid duration"):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    ("given", "printed"),
+    [
+        ("1m", "1m0s"),
+        ("90s", "1m30s"),
+        ("1h", "1h0m0s"),
+        ("61m", "1h1m0s"),
+        ("0", "0s"),
+        ("1500ms", "1.5s"),
+        ("250ms", "250ms"),
+        ("100us", "100µs"),
+        ("1.000001s", "1.000001s"),
+    ],
+)
+def test_durations_print_as_gos_duration_string(given: str, printed: str) -> None:
+    assert go_duration_string(given) == printed

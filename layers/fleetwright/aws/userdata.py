@@ -34,6 +34,7 @@ import yaml
 from fleetwright.aws.cluster import ClusterInfo
 from fleetwright.model import labels as wk
 from fleetwright.model.ec2nodeclass import KubeletConfiguration
+from fleetwright.model.quantity import go_duration_string
 from fleetwright.model.taints import Taint
 
 BOUNDARY = "//FLEETWRIGHT//"
@@ -252,25 +253,8 @@ def bottlerocket_settings(options: BootstrapOptions) -> dict[str, Any]:
         "cluster-certificate": cluster.ca_bundle,
         "cluster-name": cluster.name,
     }
-    kubelet = options.kubelet
-    if kubelet is not None:
-        if kubelet.max_pods is not None:
-            kubernetes["max-pods"] = kubelet.max_pods
-        if kubelet.cluster_dns:
-            kubernetes["cluster-dns-ip"] = kubelet.cluster_dns[0]
-        for key, values in (
-            ("kube-reserved", kubelet.kube_reserved),
-            ("system-reserved", kubelet.system_reserved),
-            ("eviction-hard", kubelet.eviction_hard),
-        ):
-            if values:
-                kubernetes[key] = dict(sorted(values.items()))
-        if kubelet.image_gc_high_threshold_percent is not None:
-            kubernetes["image-gc-high-threshold-percent"] = kubelet.image_gc_high_threshold_percent
-        if kubelet.image_gc_low_threshold_percent is not None:
-            kubernetes["image-gc-low-threshold-percent"] = kubelet.image_gc_low_threshold_percent
-        if kubelet.cpu_cfs_quota is not None:
-            kubernetes["cpu-cfs-quota-enforced"] = kubelet.cpu_cfs_quota
+    if options.kubelet is not None:
+        kubernetes.update(bottlerocket_kubelet_settings(options.kubelet))
     labels = kubelet_labels(options.labels)
     if labels:
         kubernetes["node-labels"] = labels
@@ -283,6 +267,37 @@ def bottlerocket_settings(options: BootstrapOptions) -> dict[str, Any]:
     if _raid0(options):
         settings["bootstrap-commands"] = raid0_bootstrap_command(options.bottlerocket_version)
     return {"settings": settings}
+
+
+def bottlerocket_kubelet_settings(kubelet: KubeletConfiguration) -> dict[str, Any]:
+    """The node class's kubelet settings under Bottlerocket's ``settings.kubernetes`` names, as Karpenter
+    writes them: soft-eviction grace periods as Go prints a duration (``1m`` → ``1m0s``)."""
+    kubernetes: dict[str, Any] = {}
+    if kubelet.max_pods is not None:
+        kubernetes["max-pods"] = kubelet.max_pods
+    if kubelet.cluster_dns:
+        kubernetes["cluster-dns-ip"] = kubelet.cluster_dns[0]
+    grace = {
+        key: go_duration_string(value) for key, value in (kubelet.eviction_soft_grace_period or {}).items()
+    }
+    for key, values in (
+        ("kube-reserved", kubelet.kube_reserved),
+        ("system-reserved", kubelet.system_reserved),
+        ("eviction-hard", kubelet.eviction_hard),
+        ("eviction-soft", kubelet.eviction_soft),
+        ("eviction-soft-grace-period", grace),
+    ):
+        if values:
+            kubernetes[key] = dict(sorted(values.items()))
+    for key, value in (
+        ("eviction-max-pod-grace-period", kubelet.eviction_max_pod_grace_period),
+        ("image-gc-high-threshold-percent", kubelet.image_gc_high_threshold_percent),
+        ("image-gc-low-threshold-percent", kubelet.image_gc_low_threshold_percent),
+        ("cpu-cfs-quota-enforced", kubelet.cpu_cfs_quota),
+    ):
+        if value is not None:
+            kubernetes[key] = value
+    return kubernetes
 
 
 def _raid0(options: BootstrapOptions) -> bool:

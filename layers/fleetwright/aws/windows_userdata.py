@@ -9,6 +9,11 @@ from fleetwright.aws.userdata import BootstrapOptions, kubelet_flags
 BOOTSTRAP_SCRIPT = r"$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"
 
 
+def _quoted(value: str) -> str:
+    """A PowerShell single-quoted string: a quote inside is doubled, so a value cannot end it."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def windows_kubelet_args(options: BootstrapOptions) -> list[str]:
     """The ``-KubeletExtraArgs`` words, in Karpenter's order (lists in double quotes)."""
     return [
@@ -34,7 +39,7 @@ def windows_user_data(options: BootstrapOptions) -> str:
         command += f" -Base64ClusterCA '{cluster.ca_bundle}'"
     command += f" -KubeletExtraArgs '{' '.join(windows_kubelet_args(options))}'"
     if options.kubelet is not None and options.kubelet.cluster_dns:
-        command += f" -DNSClusterIP '{options.kubelet.cluster_dns[0]}'"
+        command += f" -DNSClusterIP {_quoted(options.kubelet.cluster_dns[0])}"
     lines.append(command)
     lines.append("</powershell>")
     return "\n".join(lines)

@@ -49,7 +49,8 @@ class DisruptionSettings:
     """Knobs beyond Karpenter's (anti-churn) and the limits of the search.
 
     A consolidation must save at least ``max(min_saving_fraction × whole bill of the removed nodes,
-    min_saving_dollars)`` per hour; nodes younger than ``min_node_age_seconds`` are not consolidated
+    min_saving_dollars)`` per hour (0 and 0 by default: any cheaper replacement, as Karpenter; raising
+    them is an anti-churn choice); nodes younger than ``min_node_age_seconds`` are not consolidated
     (emptiness and drift still apply; 0 by default: ``consolidateAfter`` counted from the node's last pod
     event, as Karpenter counts it, is the only wait). ``max_candidates`` caps multi-node consolidation
     (Karpenter: 100); ``spot_to_spot`` (off by default, like Karpenter's ``SpotToSpotConsolidation``
@@ -64,8 +65,8 @@ class DisruptionSettings:
     after which none starts (the invocation's timeout must leave room for them).
     """
 
-    min_saving_fraction: float = 0.10
-    min_saving_dollars: float = 0.01
+    min_saving_fraction: float = 0.0
+    min_saving_dollars: float = 0.0
     min_node_age_seconds: float = 0.0
     max_candidates: int = 100
     spot_to_spot: bool = False

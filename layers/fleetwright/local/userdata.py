@@ -295,7 +295,7 @@ def _read_bottlerocket(settings: _Settings, document: Mapping[str, Any]) -> None
         kube_reserved=kubernetes.get("kube-reserved"),
         system_reserved=kubernetes.get("system-reserved"),
         eviction_hard=kubernetes.get("eviction-hard"),
-        eviction_soft=None,
+        eviction_soft=kubernetes.get("eviction-soft"),
     )
 
 

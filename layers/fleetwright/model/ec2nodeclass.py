@@ -7,7 +7,6 @@ quantity and duration checks), because ``nodepool`` builds on this module and no
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import re
 from typing import Annotated, Any, ClassVar, Final, Literal
 
@@ -220,8 +219,10 @@ class AMISelectorTerm(KarpenterModel):
         fields = {name for name in type(self).model_fields if getattr(self, name) is not None}
         if not fields & {"alias", "id", "name", "tags", "ssm_parameter"}:
             raise ValueError("a term needs one of alias, id, name, tags or ssmParameter")
-        if "alias" in fields and len(fields) > 1:
-            raise ValueError("alias cannot be combined with other fields in an amiSelectorTerm")
+        # As Karpenter's CRD: alias excludes id, name, owner and tags but not ssmParameter, which the
+        # resolution then ignores (the alias alone picks the AMIs).
+        if "alias" in fields and fields & {"id", "name", "owner", "tags"}:
+            raise ValueError("alias cannot be combined with id, name, owner or tags in an amiSelectorTerm")
         if "id" in fields and fields & {"name", "owner", "tags"}:
             raise ValueError("id cannot be combined with other fields in an amiSelectorTerm")
         return self
@@ -481,22 +482,12 @@ def _grace_periods(values: dict[str, str]) -> dict[str, str]:
     return values
 
 
-def _ip_addresses(values: list[str]) -> list[str]:
-    for value in values:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(f"clusterDNS entry {value!r} is not an IP address") from None
-    return values
-
-
 class KubeletConfiguration(KarpenterModel):
     """``spec.kubelet``: kubelet flags for the nodes; the reservations and pod limits change what
     a node can hold, so the scheduler sees them through :meth:`overrides`."""
 
-    cluster_dns: Annotated[list[str], AfterValidator(_ip_addresses)] | None = Field(
-        default=None, alias="clusterDNS"
-    )
+    # Any strings, as Karpenter's CRD takes them; the kubelet judges them on the node.
+    cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
     max_pods: int | None = Field(default=None, ge=0)
     pods_per_core: int | None = Field(default=None, ge=0)
     system_reserved: Annotated[dict[str, Quantity], AfterValidator(_reserved)] | None = None

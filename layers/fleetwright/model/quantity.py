@@ -205,3 +205,38 @@ def format_duration(seconds: int | None) -> str:
     if secs:
         parts.append(f"{secs}s")
     return "".join(parts)
+
+
+def go_duration_string(value: str) -> str:
+    """A duration as Go's ``time.Duration.String`` writes it (``1m`` → ``1m0s``, ``90s`` → ``1m30s``,
+    ``1.5s``, ``250ms``): what Karpenter puts in settings that take a duration it has parsed."""
+    text = value.strip()
+    if not text:
+        raise QuantityError("invalid duration '': expected e.g. 30s, 10m, 1h30m")
+    nanos = Fraction(0)
+    pos = 0
+    while text != "0" and pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if not match:
+            raise QuantityError(f"invalid duration {value!r}: expected e.g. 30s, 10m, 1h30m")
+        nanos += Fraction(match[1]) * _DURATION_UNITS[match[2]] * 10**9
+        pos = match.end()
+    total = int(nanos)  # Go keeps whole nanoseconds
+    if total == 0:
+        return "0s"
+    if total < 10**9:
+        for unit, size in (("ns", 1), ("µs", 10**3), ("ms", 10**6)):
+            if total < size * 1000:
+                return _decimal(total, size) + unit
+    hours, rest = divmod(total, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    head = f"{hours}h{minutes}m" if hours else (f"{minutes}m" if minutes else "")
+    return head + _decimal(rest, 10**9) + "s"
+
+
+def _decimal(amount: int, size: int) -> str:
+    whole, fraction = divmod(amount, size)
+    if not fraction:
+        return str(whole)
+    digits = str(fraction).rjust(len(str(size)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
