@@ -21,6 +21,7 @@ themselves.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import botocore.session
@@ -55,6 +56,10 @@ WORLD_FIXTURES = frozenset(
         "dynamodb",
     }
 )
+# Fixtures whose work runs on threads or a server that tests wait for on the real clock.
+REAL_TIME_FIXTURES = frozenset({"apiserver", "rbac_apiserver", "harness", "kubectl"})
+# What a test module that waits on the real clock calls (``tests/support/waiting.py``, or a sleep).
+REAL_TIME_CALLS = ("time.sleep(", "wait_for(")
 SLOW_SUITES = frozenset({"infra"})  # every module synthesizes the CDK app
 STRICT_SUITES = frozenset(
     {"aws", "provisioning", "interruption", "disruption", "termination", "chaos", "security"}
@@ -70,9 +75,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    sources: dict[Path, bool] = {}
     for item in items:
-        if WORLD_FIXTURES.intersection(getattr(item, "fixturenames", ())) or suite(item) in SLOW_SUITES:
+        fixtures = getattr(item, "fixturenames", ())
+        if WORLD_FIXTURES.intersection(fixtures) or suite(item) in SLOW_SUITES:
             item.add_marker(pytest.mark.slow)
+        if REAL_TIME_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.real_time)
+        path = Path(str(item.fspath))
+        if path not in sources:
+            sources[path] = any(call in path.read_text() for call in REAL_TIME_CALLS)
+        if sources[path] and item.get_closest_marker("real_time") is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} waits on the real clock ({' or '.join(REAL_TIME_CALLS)}): run it on a virtual"
+                " clock, or mark it pytest.mark.real_time (docs/testing.md)"
+            )
 
 
 def _skipped_rules(node: pytest.Item) -> frozenset[str]:

@@ -20,9 +20,12 @@ from fleetwright.kube.resources import CUSTOM_RESOURCE_DEFINITIONS, NODE_CLAIMS,
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.karpenter import install_karpenter_crds
 from fleetwright.runtime.disruption import build_controller
-from tests.disruption.test_controller import wait_for
 from tests.kube.test_cache import RecordingRequests, nodeclaim_object
 from tests.support.disruption import RecordingWorkflows, Rig, RigFactory, nodepool
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 class CountingCloud:

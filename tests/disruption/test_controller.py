@@ -3,8 +3,6 @@ and how it acts (replacements first, then a termination workflow per node)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,17 +22,10 @@ from fleetwright.model.nodepool import NodePool
 from fleetwright.state.nodeclaims import ClaimStatus
 from tests.provisioning.faults import ThrottleEveryAttempt
 from tests.support.disruption import RigFactory, nodepool
+from tests.support.waiting import wait_for
 
-
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """Poll until ``condition()`` is truthy (the emulator's controllers run in the background)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 def test_an_empty_node_goes_after_consolidate_after_and_not_before(make_rig: RigFactory) -> None:

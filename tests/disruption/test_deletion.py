@@ -7,8 +7,6 @@ again after a pause."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,6 +28,10 @@ from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from fleetwright.workflow.starter import StepFunctionsStarter
 from tests.support.disruption import nodepool
 from tests.support.termination import Harness
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 CLAIM = "default-abcd1234"
 
@@ -88,15 +90,6 @@ def _node(harness: Harness, name: str) -> dict[str, Any] | None:
     return harness.world.kube.get_node(name)
 
 
-def _eventually(check: Callable[[], bool], timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def _wait_all(harness: Harness) -> list[dict[str, Any]]:
     executions = harness.executions()
     assert executions, "no workflow was started"
@@ -149,7 +142,9 @@ def test_a_deletion_seen_twice_starts_one_workflow(harness: Harness) -> None:
     assert list(first.started) == [node]
     assert second.started == {} and second.running == [node]
     assert len(harness.executions()) == 1
-    assert _eventually(lambda: (_node(harness, node) or {}).get("spec", {}).get("unschedulable") is True)
+    assert wait_for(
+        lambda: (_node(harness, node) or {}).get("spec", {}).get("unschedulable") is True, timeout=30.0
+    )
     harness.world.client.delete(POD_DISRUPTION_BUDGETS, "held", "default")
     assert [r["status"] for r in _wait_all(harness)] == ["SUCCEEDED"]
     assert _node(harness, node) is None

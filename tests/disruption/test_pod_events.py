@@ -4,9 +4,9 @@ markers that remember what a node held."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from fleetwright.disruption.podevents import update_pod_events
 from fleetwright.disruption.types import NodeState
@@ -19,17 +19,10 @@ from fleetwright.model.pod import Pod
 from fleetwright.state.podevents import PodSetStore
 from fleetwright.state.table import DynamoTable, create_state_table
 from tests.support.disruption import Rig, RigFactory, nodepool
+from tests.support.waiting import wait_for
 
-
-def wait_for(condition: Callable[[], Any], timeout: float = 5.0) -> Any:
-    """Poll until ``condition()`` is truthy (the emulator's kubelet stand-in runs in the background)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 def started(rig: Rig, pod: str, node: str, at: float, cpu: str = "500m") -> None:

@@ -89,6 +89,9 @@ from tests.support.infra import REPO_ROOT, Synthesis, function_by_description, l
 from tests.support.provisioning import World, make_config
 from tests.support.state import TABLE
 
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
+
 NODE_ROLE = "KarpenterNodeRole-test"
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}

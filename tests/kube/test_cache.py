@@ -30,6 +30,9 @@ from tests.kube.objects import create_unschedulable_pod, node_object, pod_object
 from tests.kube.test_snapshot import daemonset
 from tests.support.clock import FakeClock
 
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
+
 
 @pytest.fixture
 def clock() -> FakeClock:

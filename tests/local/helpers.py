@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -66,15 +64,3 @@ def deployment(name: str, replicas: int, namespace: str = "default") -> dict[str
             },
         },
     }
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 10.0, interval: float = 0.05) -> T:
-    """Poll until ``condition`` returns something truthy; fail with the last value after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    value = condition()
-    while not value:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last value: {value!r})")
-        time.sleep(interval)
-        value = condition()
-    return value

@@ -3,8 +3,7 @@ node, deleted a few seconds after the last pod using it there leaves; kubectl li
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,6 +17,10 @@ from fleetwright.local.apiserver.resources import (
 )
 from fleetwright.local.attachdetach import attachment_name
 from tests.support.local import KUBECTL, Kubectl
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 DETACH_SECONDS = 0.5
 
@@ -26,13 +29,6 @@ DETACH_SECONDS = 0.5
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     with ApiServer(port=0, detach_delay=DETACH_SECONDS) as apiserver:
         yield apiserver
-
-
-def _until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < end, "condition not met"
-        time.sleep(0.05)
 
 
 def _seed(server: ApiServer) -> None:
@@ -77,7 +73,7 @@ def test_a_running_pods_volume_is_attached_and_detached_after_it_leaves(server: 
     _seed(server)
     name = attachment_name("pv-data", "ebs.csi.aws.com", "node-a")
 
-    _until(lambda: bool(server.store.list(VOLUME_ATTACHMENTS)[0]))
+    wait_for(lambda: bool(server.store.list(VOLUME_ATTACHMENTS)[0]))
     [attachment] = server.store.list(VOLUME_ATTACHMENTS)[0]
     assert attachment["metadata"]["name"] == name and name.startswith("csi-")
     assert attachment["spec"] == {
@@ -89,7 +85,7 @@ def test_a_running_pods_volume_is_attached_and_detached_after_it_leaves(server: 
     server.store.delete(PODS, "default", "db-0", grace_period=0)
     # Detaching takes a while: the attachment outlives the pod, then goes.
     assert [a["metadata"]["name"] for a in server.store.list(VOLUME_ATTACHMENTS)[0]] == [name]
-    _until(lambda: not server.store.list(VOLUME_ATTACHMENTS)[0])
+    wait_for(lambda: not server.store.list(VOLUME_ATTACHMENTS)[0])
 
 
 def test_kubectl_lists_volume_attachments(
@@ -99,7 +95,7 @@ def test_kubectl_lists_volume_attachments(
         pytest.fail(f"{KUBECTL} is missing: run .ci/install-kubectl first")
     kubectl = Kubectl(KUBECTL, server.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config"))
     _seed(server)
-    _until(lambda: bool(server.store.list(VOLUME_ATTACHMENTS)[0]))
+    wait_for(lambda: bool(server.store.list(VOLUME_ATTACHMENTS)[0]))
 
     out = kubectl("get", "volumeattachments", "-o", "jsonpath={.items[*].spec.nodeName}")
 

@@ -17,8 +17,11 @@ from kubernetes.client.rest import ApiException
 
 from fleetwright.local.apiserver import ApiServer, Store
 from fleetwright.local.apiserver.resources import CUSTOM_RESOURCE_DEFINITIONS, NAMESPACES, ResourceType
-from tests.local.helpers import wait_for
 from tests.support.local import TOKEN, Kubectl
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 GROUP = "example.com"
 WIDGETS = ResourceType(GROUP, "v1", "widgets", "Widget", False, subresources=("status",), custom=True)

@@ -15,7 +15,8 @@ import pytest
 
 from fleetwright.cli import main
 
-pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+# Left out of `make quick` (tests/conftest.py); waits for other threads on the real clock.
+pytestmark = [pytest.mark.slow, pytest.mark.real_time]
 
 ROOT = Path(__file__).resolve().parents[2]
 

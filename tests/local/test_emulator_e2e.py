@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from fleetwright.aws.provider import AwsProvider
@@ -15,8 +16,12 @@ from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, NODES, PODS
 from fleetwright.local.kubelet import KubeletOptions
 from fleetwright.local.nodestart import NodeStart
-from tests.local.helpers import deployment, wait_for
+from tests.local.helpers import deployment
 from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 def web_pods(server: ApiServer) -> list[dict[str, Any]]:

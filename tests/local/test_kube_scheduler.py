@@ -13,7 +13,11 @@ from fleetwright.local.apiserver.resources import NODES, PODS
 from fleetwright.local.apiserver.store import Store
 from fleetwright.local.kube_scheduler import KubeScheduler
 from fleetwright.local.nodelifecycle import NodeLifecycleController
-from tests.local.helpers import node, pod, wait_for
+from tests.local.helpers import node, pod
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 @pytest.fixture

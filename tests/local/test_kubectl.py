@@ -11,8 +11,12 @@ import pytest
 
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import DAEMON_SETS, DEPLOYMENTS, NAMESPACES, NODES, PODS
-from tests.local.helpers import node, pod, wait_for
+from tests.local.helpers import node, pod
 from tests.support.local import Kubectl
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,12 @@ from fleetwright.local.nodelifecycle import NodeLifecycleController
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.model.ec2nodeclass import KubeletConfiguration
 from fleetwright.model.taints import Taint
-from tests.local.helpers import pod, wait_for
+from tests.local.helpers import pod
 from tests.support.clock import FakeClock
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 REGION = "us-east-1"
 CLUSTER = ClusterInfo(

@@ -21,9 +21,10 @@ from fleetwright.local.inprocess.disruption import run_disruption
 from fleetwright.local.nodestart import NodeStart
 from fleetwright.local.sandbox import FAKE_CREDENTIALS, SYSTEM_NODE, Sandbox, SandboxOptions, sandbox
 from fleetwright.model import labels as wk
-from tests.local.helpers import wait_for
+from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+# Left out of `make quick` (tests/conftest.py); waits for other threads on the real clock.
+pytestmark = [pytest.mark.slow, pytest.mark.real_time]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -11,7 +11,11 @@ from kubernetes.client.rest import ApiException
 
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.local.apiserver.resources import PODS
-from tests.local.helpers import deployment, node, pod, wait_for
+from tests.local.helpers import deployment, node, pod
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 def test_pod_create_read_list_patch_delete(core: client.CoreV1Api) -> None:

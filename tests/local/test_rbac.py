@@ -47,6 +47,9 @@ from tests.support.aws import CLUSTER
 from tests.support.kube import RBAC
 from tests.support.provisioning import World, make_config
 
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
+
 USER = "fleetwright-functions"
 GROUPS = (
     "fleetwright-provisioner",

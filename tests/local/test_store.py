@@ -13,7 +13,11 @@ from fleetwright.local.apiserver.errors import ApiError
 from fleetwright.local.apiserver.patch import apply_patch
 from fleetwright.local.apiserver.resources import DEPLOYMENTS, NAMESPACES, NODES, PODS, REPLICA_SETS
 from fleetwright.local.apiserver.selectors import parse_label_selector
-from tests.local.helpers import deployment, node, pod, wait_for
+from tests.local.helpers import deployment, node, pod
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 @pytest.mark.parametrize(

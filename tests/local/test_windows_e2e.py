@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fleetwright.aws.provider import AwsProvider
 from fleetwright.config.settings import ProvisionerConfig
 from fleetwright.kube import KubeClient, KubeCluster
@@ -19,11 +21,15 @@ from fleetwright.model import labels as wk
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.provisioning import Provisioner
 from fleetwright.state import StateStore
-from tests.local.helpers import pod, wait_for
+from tests.local.helpers import pod
 from tests.provisioning.test_windows import windows_class, windows_nodepool
 from tests.support.aws import CLUSTER, REGION, Aws, SeededAmis, node_class
 from tests.support.provisioning import nodepool
 from tests.support.state import TABLE, create_state_table
+from tests.support.waiting import wait_for
+
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
 
 
 def os_pod(name: str, os_name: str) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from moto.ec2.models.subnets import Subnet
 from fleetwright.state import ClaimStatus
 from tests.support.provisioning import World, make_config, nodepool
 
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
+
 CLAIMS = 24
 
 

@@ -13,6 +13,9 @@ from fleetwright.state.nodeclaims import NodeClaimRecord
 from tests.provisioning.virtual_clock import SETTLE_SECONDS, VirtualLoopClock
 from tests.support.provisioning import World, make_config, nodepool
 
+# Waits for work on other threads (the emulator, a workflow run, a watch) on the real clock.
+pytestmark = pytest.mark.real_time
+
 
 def test_pods_waiting_for_a_booting_node_launch_nothing_more(world: World) -> None:
     world.pending(3, cpu="1")

@@ -20,10 +20,11 @@ from fleetwright.local.simulate.trace import Trace, TracePod
 from fleetwright.local.simulate.world import WorldSpec
 from fleetwright.manifests import load_manifests
 from fleetwright.model.instancetype import InstanceType
-from tests.local.helpers import wait_for
 from tests.support.simulate import NODECLASS, nodepool
+from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.slow  # see tests/conftest.py: left out of `make quick`
+# Left out of `make quick` (tests/conftest.py); waits for other threads on the real clock.
+pytestmark = [pytest.mark.slow, pytest.mark.real_time]
 
 ZONES = frozenset({"us-east-1a", "us-east-1b", "us-east-1c"})  # the sandbox's subnets
 PODS_OF_THE_TRACE = [
