@@ -27,21 +27,12 @@ from fleetwright.model import resources as res
 from fleetwright.model.node import Node
 from fleetwright.model.pod import Pod
 from fleetwright.model.quantity import CPU, MEMORY, PODS
+from fleetwright.scheduling.groups import has_topology
 from fleetwright.scheduling.scheduler import schedule
 from fleetwright.scheduling.templates import nodepool_templates
 from fleetwright.scheduling.types import NODES, NodePoolTemplate, Results, SchedulingInput
 
 _BASE = (CPU, MEMORY, PODS)
-
-
-def _has_topology(pod: Pod) -> bool:
-    return bool(
-        pod.topology_spread
-        or pod.pod_affinity
-        or pod.pod_anti_affinity
-        or pod.preferred_pod_affinity
-        or pod.preferred_pod_anti_affinity
-    )
 
 
 def _room(node: Node) -> tuple[int, int, int]:
@@ -70,7 +61,7 @@ class Simulator:
         self.templates: list[NodePoolTemplate] = nodepool_templates(
             inp.nodepools, inp.nodeclasses, everything, region=inp.region, public_subnets=inp.public_subnets
         )
-        self.topology = any(_has_topology(p) for n in everything for p in n.pods)
+        self.topology = any(has_topology(p) for n in everything for p in n.pods)
         self.runs = 0
         # Nodes not ready for pods yet: claims in flight and nodes still starting.
         self.uninitialized = {n.name for n in inp.in_flight} | {
@@ -119,7 +110,7 @@ class Simulator:
             pending.extend(self.waiting())
         gone = {id(s.node) for s in leaving}
         nodes = [n for n in self.nodes if id(n) not in gone]
-        if not self.topology and not any(_has_topology(p) for p in pending):
+        if not self.topology and not any(has_topology(p) for p in pending):
             nodes = self._with_room(nodes, pending)
         released: dict[str, res.ResourceList] = {}
         for state in leaving:
