@@ -10,7 +10,7 @@ from typing import Any
 
 from fleetwright.aws.tags import NODECLAIM_TAG
 from fleetwright.cloud.deadline import current_deadline
-from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS
 from fleetwright.state.interruptions import CLAIMED, InterruptionRecord, InterruptionRecords
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.support.interruption import (
@@ -51,16 +51,7 @@ def _cordoned(harness: Harness, node: str) -> bool:
 def test_a_stop_delivered_after_a_restart_deletes_nothing(interruptions: Interruptions) -> None:
     harness = interruptions.harness
     instance_id, node = _node_with_pods(harness)
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
-        },
-        "default",
-    )
+    harness.pdb("web", {"app": "web"}, min_available=2)
     ec2 = harness.world.aws.clients.ec2
     ec2.stop_instances(InstanceIds=[instance_id])
     ec2.start_instances(InstanceIds=[instance_id])  # running again before the "stopped" event arrives

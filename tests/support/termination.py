@@ -20,7 +20,7 @@ from typing import Any
 from moto.core.exceptions import JsonRESTError
 
 from fleetwright.aws.tags import ownership_tags, to_aws
-from fleetwright.kube.resources import PODS
+from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS, PODS
 from fleetwright.local.apiserver import ApiServer
 from fleetwright.observability.metrics import RecordingMetrics
 from fleetwright.termination.steps import TerminationSteps
@@ -152,6 +152,19 @@ class Harness:
                 }
             ]
         return dict(self.world.client.create(PODS, body))
+
+    def pdb(self, name: str, selector: dict[str, str], min_available: int = 1) -> None:
+        """A PodDisruptionBudget in ``default`` keeping ``min_available`` of the pods ``selector`` matches."""
+        self.world.client.create(
+            POD_DISRUPTION_BUDGETS,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"minAvailable": min_available, "selector": {"matchLabels": selector}},
+            },
+            "default",
+        )
 
     def pods_on(self, node: str) -> list[str]:
         return sorted(p["metadata"]["name"] for p in self.world.kube.list_pods_on_node(node))

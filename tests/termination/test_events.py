@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.support.termination import Harness
 
@@ -62,16 +62,7 @@ def test_a_drain_a_budget_holds_up_says_which_pod_on_the_node(harness: Harness) 
     instance = harness.launch_instance()
     node = harness.node_for(instance, "node-a")
     harness.pod("db-0", node, labels={"app": "db"})
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "db", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-        },
-        "default",
-    )
+    harness.pdb("db", {"app": "db"}, min_available=1)
     request = harness.request(instance, node, reason="Underutilized", seconds_to_deadline=600)
 
     state = harness.steps.run("drain", harness.steps.run("cordon", request))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS
 from tests.support.termination import Harness
 
 OUTAGES = [60, 100, 300]
@@ -91,16 +91,7 @@ def test_a_graceful_disruption_whose_deadline_passes_during_an_outage_is_called_
     instance = harness.launch_instance()
     node = harness.node_for(instance, "node-a")
     harness.pod("db-0", node, labels={"app": "db"})
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "db", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-        },
-        "default",
-    )
+    harness.pdb("db", {"app": "db"}, min_available=1)
     _outage_before(harness, "drain", 300, nth=2)
 
     result = harness.run(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.kube.resources import EVENTS, NODES, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS, NODES
 from tests.support.termination import Harness
 
 
@@ -19,16 +19,7 @@ def _blocked_node(harness: Harness, *, by_hand: bool) -> tuple[dict[str, Any], s
     if by_hand:
         harness.world.client.patch(NODES, node, {"spec": {"unschedulable": True}})
     harness.pod("db-0", node, labels={"app": "db"})
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "db", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-        },
-        "default",
-    )
+    harness.pdb("db", {"app": "db"}, min_available=1)
     return instance, node
 
 

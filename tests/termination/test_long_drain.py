@@ -8,7 +8,6 @@ import time
 from itertools import groupby
 from typing import Any
 
-from fleetwright.kube.resources import POD_DISRUPTION_BUDGETS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.support.termination import Harness
 
@@ -31,16 +30,7 @@ def _blocked_node(harness: Harness) -> tuple[dict[str, Any], str]:
     )
     node = harness.node_for(instance, "node-a")
     harness.pod("db-0", node, labels={"app": "db"})
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "db", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-        },
-        "default",
-    )
+    harness.pdb("db", {"app": "db"}, min_available=1)
     return instance, node
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleetwright.kube.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from fleetwright.kube.resources import EVENTS
 from fleetwright.state.nodeclaims import ClaimStatus, NodeClaimRecord
 from tests.support.termination import Harness
 
@@ -19,19 +19,6 @@ def _claim(harness: Harness, instance: dict[str, Any], claim_id: str = "default-
             created_at=harness.clock(),
             instance_id=instance["InstanceId"],
         )
-    )
-
-
-def _pdb(harness: Harness, name: str, selector: dict[str, str], min_available: int) -> None:
-    harness.world.client.create(
-        POD_DISRUPTION_BUDGETS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"minAvailable": min_available, "selector": {"matchLabels": selector}},
-        },
-        "default",
     )
 
 
@@ -98,7 +85,7 @@ def test_drain_waits_for_a_budget_until_a_replacement_pod_is_ready(harness: Harn
     other = harness.world.register_node("aws:///us-east-1b/i-0other", "node-b", ready=True)
     del other
     harness.pod("web-0", node, labels={"app": "web"})
-    _pdb(harness, "web", {"app": "web"}, min_available=1)
+    harness.pdb("web", {"app": "web"}, min_available=1)
     drains: list[int] = []
 
     def replacement_becomes_ready(step: str, payload: dict[str, Any]) -> None:
@@ -123,7 +110,7 @@ def test_deadline_deletes_what_a_budget_still_protects(harness: Harness) -> None
     instance = harness.launch_instance()
     node = harness.node_for(instance, "node-a")
     harness.pod("db-0", node, labels={"app": "db"})
-    _pdb(harness, "db", {"app": "db"}, min_available=1)
+    harness.pdb("db", {"app": "db"}, min_available=1)
     passes: list[int] = []
 
     def time_passes(step: str, payload: dict[str, Any]) -> None:
@@ -285,7 +272,7 @@ def test_a_graceful_disruption_is_called_off_at_its_deadline_instead_of_overridi
     node = harness.node_for(instance, "node-a")
     harness.pod("db-0", node, labels={"app": "db"})
     harness.pod("web-0", node)
-    _pdb(harness, "db", {"app": "db"}, min_available=1)
+    harness.pdb("db", {"app": "db"}, min_available=1)
     passes: list[int] = []
 
     def time_passes(step: str, payload: dict[str, Any]) -> None:
