@@ -191,8 +191,7 @@ class KubeScheduler(Controller):
             node: [pod for pod in (self._convert(o, seen) for o in objects) if pod is not None]
             for node, objects in bound_objects.items()
         }
-        if len(seen) < len(self._pods):
-            self._pods = {uid: entry for uid, entry in self._pods.items() if uid in seen}
+        self._pods = {uid: entry for uid, entry in self._pods.items() if uid in seen}
         nodes = self._nodes(bound)
         inp = SchedulingInput(
             pods=pending,

@@ -57,12 +57,13 @@ class NodeInProgress:
 
 
 def node_in_progress(seq: int, node: Node, dims: tuple[str, ...]) -> NodeInProgress:
-    """The node's allocatable minus what its bound pods request (each pod takes at least one pod slot,
-    as :func:`~fleetwright.scheduling.vectors.pod_need` counts it)."""
-    requests = [pod.requests for pod in node.pods]
-    used = [sum(r.get(d, 0) for r in requests) for d in dims]
-    used[2] = sum(max(r.get(dims[2], 0), 1) for r in requests)
-    ports = [port for pod in node.pods for port in pod.host_ports]
+    """The node's allocatable minus what its bound pods request."""
+    used = [0] * len(dims)
+    ports: list[HostPort] = []
+    for pod in node.pods:
+        for i, amount in enumerate(vec.pod_need(pod.requests, dims)):
+            used[i] += amount
+        ports.extend(pod.host_ports)
     room = vec.sub(vec.vector(node.allocatable, dims), tuple(used))
     return NodeInProgress(seq, node, room, ports)
 
