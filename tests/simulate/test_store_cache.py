@@ -18,31 +18,10 @@ from fleetwright.local.simulate.cluster import StoreClient
 from fleetwright.local.simulate.runner import replay
 from fleetwright.local.simulate.trace import TracePod
 from fleetwright.local.simulate.world import VirtualClock, WorldSpec
+from tests.kube.objects import UNSCHEDULABLE_STATUS, node_object, pod_object
 from tests.support.simulate import nodepool, trace
 
 SpecFor = Callable[..., WorldSpec]
-
-
-def _pod(name: str, node: str | None = None) -> dict[str, object]:
-    spec: dict[str, object] = {"containers": [{"name": "main", "image": "pause"}]}
-    if node:
-        spec["nodeName"] = node
-    status = (
-        {"phase": "Running"}
-        if node
-        else {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        }
-    )
-    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec, "status": status}
-
-
-def _node(name: str) -> dict[str, object]:
-    return {
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"}},
-    }
 
 
 def test_every_change_is_in_the_next_snapshot_without_a_list() -> None:
@@ -50,13 +29,13 @@ def test_every_change_is_in_the_next_snapshot_without_a_list() -> None:
     store = Store(clock=clock.now)
     client = StoreClient(store)
     cache = StoreFedCache(store, client, clock=clock)
-    store.create(NODES, _node("n1"))
-    store.create(PODS, _pod("waiting"), "default")
+    store.create(NODES, node_object("n1"))
+    store.create(PODS, {**pod_object("waiting"), **UNSCHEDULABLE_STATUS}, "default")
     assert [p.name for p in cache.snapshot().pending_pods] == ["waiting"]
     lists = client.requests
-    store.create(PODS, _pod("running", "n1"), "default")
+    store.create(PODS, pod_object("running", node="n1"), "default")
     store.delete(PODS, "default", "waiting", grace_period=0)
-    store.create(NODES, _node("n2"))
+    store.create(NODES, node_object("n2"))
     snapshot = cache.snapshot()
     assert snapshot.pending_pods == []
     assert {n.name: [p.name for p in n.pods] for n in snapshot.nodes} == {"n1": ["running"], "n2": []}
